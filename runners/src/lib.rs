@@ -1,0 +1,846 @@
+//! cordon's child-side stage: everything that happens between `clone` and `exec`.
+//!
+//! This crate is the far side of the exec boundary. The parent (the `cordon` library)
+//! prepares a [`StagePlan`] — C strings, a Landlock ruleset fd, compiled BPF programs,
+//! a list of mount operations — and hands it to [`spawn`]. `spawn` clones a child on a
+//! dedicated long-lived thread and the child applies the plan with raw system calls
+//! only (no allocation, no locks, no panics: the parent may be multi-threaded, so
+//! only async-signal-safe work is allowed between `clone` and `execve`).
+//!
+//! # The child's contract, in order
+//!
+//! 1. Parent-death signal (`PR_SET_PDEATHSIG`), so the command dies with cordon.
+//! 2. Signal dispositions reset to default and the signal mask cleared (the parent
+//!    ignores `SIGPIPE`; the command must not inherit that).
+//! 3. New session (`setsid`): no controlling terminal, so no `TIOCSTI` into the
+//!    caller's terminal; the child leads its own process group. When the plan keeps
+//!    the session (an interactive caller's job control), `setpgid` still gives the
+//!    child its own process group.
+//! 4. User-namespace identity maps, when the plan created a user namespace
+//!    (`setgroups` deny, then `uid_map`, `gid_map` mapping the caller's ids onto
+//!    themselves).
+//! 5. Mount operations, in plan order (private propagation, detached clones of the
+//!    sources, attaching them, `/proc`, recursive read-only).
+//! 6. Standard streams: the plan's three fds become 0, 1, 2.
+//! 7. Every other fd is marked close-on-exec (`close_range`), so only stdio crosses.
+//! 8. Working directory.
+//! 9. `no_new_privs`.
+//! 10. Landlock (`landlock_restrict_self` on the ruleset the parent built).
+//! 11. Capabilities: bounding set emptied, ambient cleared, securebits locked,
+//!     effective/permitted/inheritable cleared, then read back and verified.
+//! 12. seccomp filters, last, in plan order.
+//! 13. `execve`.
+//!
+//! If a step fails, the child writes a [`StageFailure`] record (step, errno, detail)
+//! to a close-on-exec status pipe and exits with [`STAGE_SETUP_FAILED_EXIT`]. The parent
+//! reads the pipe: end-of-file means `execve` succeeded.
+//!
+//! # What this crate does not do
+//!
+//! It makes no policy decisions: which paths are writable, which syscalls are refused
+//! and what the run reports are decided by the parent. It does not wait for, signal or
+//! reap the child beyond returning its pid and a pidfd.
+#![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
+
+/// Exit status of a child whose stage failed before `execve` (the status pipe says why).
+pub const STAGE_SETUP_FAILED_EXIT: i32 = 125;
+
+/// One step of the child's contract; its number travels in a [`StageFailure`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Step {
+    /// `clone` itself (reported by the parent side).
+    Clone = 0,
+    /// `PR_SET_PDEATHSIG`.
+    ParentDeathSignal = 1,
+    /// Resetting signal dispositions and mask.
+    Signals = 2,
+    /// `setsid`.
+    NewSession = 3,
+    /// Writing the user-namespace id maps.
+    IdMaps = 4,
+    /// A mount operation (the detail is its index in the plan).
+    Mount = 5,
+    /// Installing stdin/stdout/stderr.
+    Stdio = 6,
+    /// Marking inherited fds close-on-exec.
+    CloseFds = 7,
+    /// `chdir` to the working directory.
+    Chdir = 8,
+    /// `PR_SET_NO_NEW_PRIVS`.
+    NoNewPrivs = 9,
+    /// `landlock_restrict_self`.
+    Landlock = 10,
+    /// Dropping capabilities.
+    Capabilities = 11,
+    /// Installing a seccomp filter (the detail is its index).
+    Seccomp = 12,
+    /// `execve`.
+    Exec = 13,
+}
+
+impl Step {
+    fn from_u32(v: u32) -> Option<Step> {
+        use Step::*;
+        Some(match v {
+            0 => Clone,
+            1 => ParentDeathSignal,
+            2 => Signals,
+            3 => NewSession,
+            4 => IdMaps,
+            5 => Mount,
+            6 => Stdio,
+            7 => CloseFds,
+            8 => Chdir,
+            9 => NoNewPrivs,
+            10 => Landlock,
+            11 => Capabilities,
+            12 => Seccomp,
+            13 => Exec,
+            _ => return None,
+        })
+    }
+
+    /// A stable lower-case name for messages and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Step::Clone => "clone",
+            Step::ParentDeathSignal => "parent-death-signal",
+            Step::Signals => "signals",
+            Step::NewSession => "new-session",
+            Step::IdMaps => "id-maps",
+            Step::Mount => "mount",
+            Step::Stdio => "stdio",
+            Step::CloseFds => "close-fds",
+            Step::Chdir => "chdir",
+            Step::NoNewPrivs => "no-new-privs",
+            Step::Landlock => "landlock",
+            Step::Capabilities => "capabilities",
+            Step::Seccomp => "seccomp",
+            Step::Exec => "exec",
+        }
+    }
+}
+
+/// Why the child did not reach the command: the step, the errno and a step detail
+/// (the mount or filter index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StageFailure {
+    /// The step that failed.
+    pub step: Step,
+    /// The errno the failing call returned.
+    pub errno: i32,
+    /// Index of the failing mount operation or seccomp filter; 0 otherwise.
+    pub detail: u32,
+}
+
+impl std::fmt::Display for StageFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "sandbox setup step `{}` (#{}) failed: {}",
+            self.step.name(),
+            self.detail,
+            io::Error::from_raw_os_error(self.errno)
+        )
+    }
+}
+
+/// A mount operation applied inside the child's private mount namespace.
+#[derive(Debug)]
+pub enum MountOp {
+    /// Make every mount private (`MS_REC|MS_PRIVATE` on `/`) so nothing propagates back.
+    MakeRootPrivate,
+    /// Take a detached recursive clone of `source` (`open_tree`) into slot `slot`.
+    /// Done before anything is attached, so sources hidden later stay reachable.
+    CloneTree {
+        /// Absolute source path.
+        source: CString,
+        /// Slot index the detached tree is kept in until attached.
+        slot: usize,
+    },
+    /// Attach the tree in `slot` at `target` (`move_mount`).
+    Attach {
+        /// Slot filled by an earlier [`MountOp::CloneTree`].
+        slot: usize,
+        /// Absolute target path (must exist).
+        target: CString,
+    },
+    /// Mount a fresh procfs for the new pid namespace at `target`; a failure is
+    /// ignored when `optional` (the host `/proc` then stays).
+    Proc {
+        /// Usually `/proc`.
+        target: CString,
+        /// Whether a failure is tolerated.
+        optional: bool,
+    },
+    /// `mount_setattr` on `target`: set and clear `MOUNT_ATTR_*` bits.
+    SetAttr {
+        /// Absolute path of a mount root.
+        target: CString,
+        /// Apply to the whole subtree (`AT_RECURSIVE`).
+        recursive: bool,
+        /// `MOUNT_ATTR_*` bits to set.
+        set: u64,
+        /// `MOUNT_ATTR_*` bits to clear.
+        clear: u64,
+    },
+}
+
+/// `MOUNT_ATTR_RDONLY` from `<linux/mount.h>`.
+pub const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
+
+/// Identity maps written for a child that lives in a new user namespace.
+#[derive(Debug, Clone)]
+pub struct IdMaps {
+    /// `uid_map` contents, e.g. `"1000 1000 1\n"`.
+    pub uid_map: CString,
+    /// `gid_map` contents.
+    pub gid_map: CString,
+}
+
+/// Everything the child needs, prepared by the parent. Build it, then [`spawn`] it.
+#[derive(Debug)]
+pub struct StagePlan {
+    /// Absolute path of the program to execute.
+    pub program: CString,
+    /// `argv`, including `argv[0]`.
+    pub argv: Vec<CString>,
+    /// The complete environment, as `NAME=value`.
+    pub envp: Vec<CString>,
+    /// Working directory (absolute).
+    pub cwd: CString,
+    /// The parent's fds that become the child's 0, 1 and 2. Each must be either
+    /// equal to its target or greater than 2.
+    pub stdio: [RawFd; 3],
+    /// Extra `CLONE_NEW*` flags for `clone`.
+    pub namespaces: libc::c_ulong,
+    /// Identity maps, when `namespaces` contains `CLONE_NEWUSER`.
+    pub id_maps: Option<IdMaps>,
+    /// Mount operations, applied in order (needs `CLONE_NEWNS`).
+    pub mounts: Vec<MountOp>,
+    /// Number of slots the [`MountOp::CloneTree`] operations use.
+    pub mount_slots: usize,
+    /// Call `setsid`; otherwise only `setpgid(0, 0)`.
+    pub new_session: bool,
+    /// Set `no_new_privs`.
+    pub no_new_privs: bool,
+    /// A Landlock ruleset fd and `landlock_restrict_self` flags.
+    pub landlock: Option<(OwnedFd, u32)>,
+    /// Drop every capability and verify that none is left.
+    pub drop_capabilities: bool,
+    /// seccomp BPF programs, installed in order.
+    pub seccomp: Vec<Vec<libc::sock_filter>>,
+}
+
+/// A child that passed its stage and is running the command.
+#[derive(Debug)]
+pub struct Spawned {
+    /// Its pid (in cordon's pid namespace). It leads its own process group when the
+    /// plan asked for a new session.
+    pub pid: libc::pid_t,
+    /// A pidfd for it: readable once it exits.
+    pub pidfd: OwnedFd,
+}
+
+/// Why [`spawn`] did not produce a running command.
+#[derive(Debug)]
+pub enum SpawnError {
+    /// The parent-side preparation failed (pipe, pidfd, the spawner thread).
+    Parent {
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        source: io::Error,
+    },
+    /// The child reported a failed step; it has been reaped.
+    Stage(StageFailure),
+}
+
+impl std::fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SpawnError::Parent { what, source } => write!(f, "{what}: {source}"),
+            SpawnError::Stage(s) => s.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for SpawnError {}
+
+type Job = (StagePlan, mpsc::Sender<Result<Spawned, SpawnError>>);
+
+/// The spawner thread lives as long as the process. Children are cloned from it so
+/// that `PR_SET_PDEATHSIG` (which fires when the *thread* that created the child
+/// exits) means "cordon exited", not "some worker thread retired".
+fn spawner() -> &'static Mutex<mpsc::Sender<Job>> {
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("cordon-spawner".into())
+            .spawn(move || {
+                for (plan, reply) in rx {
+                    let _ = reply.send(spawn_here(plan));
+                }
+            })
+            .expect("cannot start the cordon spawner thread");
+        Mutex::new(tx)
+    })
+}
+
+/// Clone a child that applies `plan` and executes the program.
+///
+/// Blocks until the child has either executed the program or reported a failed step
+/// (the stage takes well under a millisecond). Call it from a blocking context.
+pub fn spawn(plan: StagePlan) -> Result<Spawned, SpawnError> {
+    let (tx, rx) = mpsc::channel();
+    {
+        let guard = spawner().lock().unwrap_or_else(|p| p.into_inner());
+        guard.send((plan, tx)).map_err(|_| SpawnError::Parent {
+            what: "handing the plan to the spawner thread",
+            source: io::Error::other("spawner thread is gone"),
+        })?;
+    }
+    rx.recv().map_err(|_| SpawnError::Parent {
+        what: "waiting for the spawner thread",
+        source: io::Error::other("spawner thread is gone"),
+    })?
+}
+
+/// Pointers the child reads; built in the parent so the child never allocates.
+struct Prepared<'a> {
+    plan: &'a StagePlan,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    slots: Vec<RawFd>,
+    filters: Vec<libc::sock_fprog>,
+    status_fd: RawFd,
+    last_cap: u32,
+}
+
+fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: `fds` is a valid two-element array for pipe2 to fill.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(SpawnError::Parent {
+            what: "creating the status pipe",
+            source: io::Error::last_os_error(),
+        });
+    }
+    // SAFETY: pipe2 succeeded, so both fds are open and owned by nobody else.
+    let (status_read, status_write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+
+    let mut argv: Vec<*const libc::c_char> = plan.argv.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut envp: Vec<*const libc::c_char> = plan.envp.iter().map(|a| a.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    let filters = plan
+        .seccomp
+        .iter()
+        .map(|p| libc::sock_fprog { len: p.len() as u16, filter: p.as_ptr() as *mut libc::sock_filter })
+        .collect();
+    let mut prepared = Prepared {
+        plan: &plan,
+        argv,
+        envp,
+        slots: vec![-1; plan.mount_slots],
+        filters,
+        status_fd: status_write.as_raw_fd(),
+        last_cap: last_capability(),
+    };
+
+    let flags = plan.namespaces | libc::SIGCHLD as libc::c_ulong;
+    // SAFETY: a raw clone without CLONE_VM behaves like fork: the child gets a copy of
+    // the address space. The child only runs `child_stage`, which makes raw syscalls on
+    // memory prepared above and never returns (it execs or _exits).
+    let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
+    if pid == 0 {
+        child_stage(&mut prepared);
+    }
+    if pid < 0 {
+        return Err(SpawnError::Stage(StageFailure {
+            step: Step::Clone,
+            errno: io::Error::last_os_error().raw_os_error().unwrap_or(0),
+            detail: 0,
+        }));
+    }
+    let pid = pid as libc::pid_t;
+    drop(status_write);
+
+    // Read the status record; EOF means the exec succeeded.
+    let mut record = [0u8; 12];
+    let mut got = 0usize;
+    while got < record.len() {
+        // SAFETY: reading into the unfilled tail of a local buffer.
+        let n = unsafe {
+            libc::read(
+                status_read.as_raw_fd(),
+                record[got..].as_mut_ptr() as *mut libc::c_void,
+                record.len() - got,
+            )
+        };
+        if n < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            break;
+        }
+        if n == 0 {
+            break;
+        }
+        got += n as usize;
+    }
+    if got == record.len() {
+        let step = u32::from_ne_bytes(record[0..4].try_into().unwrap_or([0; 4]));
+        let errno = i32::from_ne_bytes(record[4..8].try_into().unwrap_or([0; 4]));
+        let detail = u32::from_ne_bytes(record[8..12].try_into().unwrap_or([0; 4]));
+        reap(pid);
+        return Err(SpawnError::Stage(StageFailure {
+            step: Step::from_u32(step).unwrap_or(Step::Exec),
+            errno,
+            detail,
+        }));
+    }
+
+    // SAFETY: pidfd_open on our own unreaped child; the returned fd (if any) is new.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if pidfd < 0 {
+        let err = io::Error::last_os_error();
+        // SAFETY: kill/waitpid on our own child.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        reap(pid);
+        return Err(SpawnError::Parent { what: "opening a pidfd for the child", source: err });
+    }
+    // SAFETY: pidfd_open returned a fresh fd we now own.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
+    Ok(Spawned { pid, pidfd })
+}
+
+fn reap(pid: libc::pid_t) {
+    let mut status = 0;
+    loop {
+        // SAFETY: waiting for our own child.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            break;
+        }
+    }
+}
+
+/// The highest capability number the running kernel knows.
+fn last_capability() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(63)
+}
+
+/// Report a failed step on the status pipe and exit. Never returns.
+fn fail(p: &Prepared<'_>, step: Step, errno: i32, detail: u32) -> ! {
+    let mut record = [0u8; 12];
+    record[0..4].copy_from_slice(&(step as u32).to_ne_bytes());
+    record[4..8].copy_from_slice(&errno.to_ne_bytes());
+    record[8..12].copy_from_slice(&detail.to_ne_bytes());
+    // SAFETY: write(2) and _exit(2) are async-signal-safe; the buffer is local.
+    unsafe {
+        libc::write(p.status_fd, record.as_ptr() as *const libc::c_void, record.len());
+        libc::_exit(STAGE_SETUP_FAILED_EXIT);
+    }
+}
+
+fn errno() -> i32 {
+    // SAFETY: __errno_location returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Write all of `data` to `path` with raw syscalls (used for the id maps).
+fn write_file(path: &[u8], data: &[u8]) -> Result<(), i32> {
+    // SAFETY: `path` is NUL-terminated (callers pass byte literals ending in \0 or
+    // CString bytes with NUL); open/write/close are async-signal-safe.
+    unsafe {
+        let fd = libc::open(path.as_ptr() as *const libc::c_char, libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(errno());
+        }
+        let n = libc::write(fd, data.as_ptr() as *const libc::c_void, data.len());
+        let e = errno();
+        libc::close(fd);
+        if n != data.len() as isize {
+            return Err(if n < 0 { e } else { libc::EIO });
+        }
+    }
+    Ok(())
+}
+
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x0000_0004;
+
+/// `struct mount_attr` from `<linux/mount.h>`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// `struct __user_cap_header_struct` / `__user_cap_data_struct` for capset/capget.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
+const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
+const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
+const SECBIT_NO_SETUID_FIXUP_LOCKED: libc::c_ulong = 1 << 3;
+const SECBIT_KEEP_CAPS_LOCKED: libc::c_ulong = 1 << 5;
+const SECBIT_NO_CAP_AMBIENT_RAISE: libc::c_ulong = 1 << 6;
+const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
+
+/// The child side. Runs after `clone`; never returns.
+fn child_stage(p: &mut Prepared<'_>) -> ! {
+    let plan = p.plan;
+    // SAFETY (whole function): every call below is a raw, async-signal-safe syscall on
+    // memory prepared by the parent before clone; nothing allocates or takes a lock.
+
+    // 1. Parent-death signal.
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) } != 0 {
+        fail(p, Step::ParentDeathSignal, errno(), 0);
+    }
+
+    // 2. Signals: default dispositions, empty mask.
+    for sig in 1..=64 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP || (32..=34).contains(&sig) {
+            continue;
+        }
+        // SAFETY: signal() with SIG_DFL on a valid signal number; failures for
+        // numbers the kernel does not accept are harmless and ignored.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+    }
+    // SAFETY: sigemptyset/sigprocmask on a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        if libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut()) != 0 {
+            fail(p, Step::Signals, errno(), 0);
+        }
+    }
+
+    // 3. New session, or at least a process group of its own.
+    if plan.new_session {
+        // SAFETY: setsid has no arguments.
+        if unsafe { libc::setsid() } < 0 {
+            fail(p, Step::NewSession, errno(), 0);
+        }
+    } else {
+        // SAFETY: setpgid with integer arguments (0, 0: this process, its own pid).
+        if unsafe { libc::setpgid(0, 0) } < 0 {
+            fail(p, Step::NewSession, errno(), 1);
+        }
+    }
+
+    // 4. Identity maps in a new user namespace.
+    if let Some(maps) = &plan.id_maps {
+        if let Err(e) = write_file(b"/proc/self/setgroups\0", b"deny") {
+            fail(p, Step::IdMaps, e, 0);
+        }
+        if let Err(e) = write_file(b"/proc/self/uid_map\0", maps.uid_map.as_bytes()) {
+            fail(p, Step::IdMaps, e, 1);
+        }
+        if let Err(e) = write_file(b"/proc/self/gid_map\0", maps.gid_map.as_bytes()) {
+            fail(p, Step::IdMaps, e, 2);
+        }
+    }
+
+    // 5. Mounts.
+    for (i, op) in plan.mounts.iter().enumerate() {
+        let detail = i as u32;
+        match op {
+            MountOp::MakeRootPrivate => {
+                // SAFETY: mount with static NUL-terminated strings and null data.
+                let r = unsafe {
+                    libc::mount(
+                        std::ptr::null(),
+                        c"/".as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_REC | libc::MS_PRIVATE,
+                        std::ptr::null(),
+                    )
+                };
+                if r != 0 {
+                    fail(p, Step::Mount, errno(), detail);
+                }
+            }
+            MountOp::CloneTree { source, slot } => {
+                // SAFETY: open_tree with a NUL-terminated path owned by the plan.
+                let fd = unsafe {
+                    libc::syscall(
+                        libc::SYS_open_tree,
+                        libc::AT_FDCWD,
+                        source.as_ptr(),
+                        OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint,
+                    )
+                };
+                if fd < 0 || *slot >= p.slots.len() {
+                    fail(p, Step::Mount, errno(), detail);
+                }
+                p.slots[*slot] = fd as RawFd;
+            }
+            MountOp::Attach { slot, target } => {
+                let fd = p.slots.get(*slot).copied().unwrap_or(-1);
+                // SAFETY: move_mount from a detached tree fd to a NUL-terminated path.
+                let r = unsafe {
+                    libc::syscall(
+                        libc::SYS_move_mount,
+                        fd,
+                        c"".as_ptr(),
+                        libc::AT_FDCWD,
+                        target.as_ptr(),
+                        MOVE_MOUNT_F_EMPTY_PATH,
+                    )
+                };
+                if r != 0 {
+                    fail(p, Step::Mount, errno(), detail);
+                }
+            }
+            MountOp::Proc { target, optional } => {
+                // SAFETY: mount with NUL-terminated strings.
+                let r = unsafe {
+                    libc::mount(
+                        c"proc".as_ptr(),
+                        target.as_ptr(),
+                        c"proc".as_ptr(),
+                        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                        std::ptr::null(),
+                    )
+                };
+                if r != 0 && !optional {
+                    fail(p, Step::Mount, errno(), detail);
+                }
+            }
+            MountOp::SetAttr { target, recursive, set, clear } => {
+                let attr = MountAttr { attr_set: *set, attr_clr: *clear, propagation: 0, userns_fd: 0 };
+                let flags = if *recursive { libc::AT_RECURSIVE } else { 0 };
+                // SAFETY: mount_setattr with a NUL-terminated path and a local struct
+                // whose size is passed alongside.
+                let r = unsafe {
+                    libc::syscall(
+                        libc::SYS_mount_setattr,
+                        libc::AT_FDCWD,
+                        target.as_ptr(),
+                        flags as libc::c_uint,
+                        &attr as *const MountAttr,
+                        std::mem::size_of::<MountAttr>(),
+                    )
+                };
+                if r != 0 {
+                    fail(p, Step::Mount, errno(), detail);
+                }
+            }
+        }
+    }
+
+    // 6. Standard streams.
+    for (target, &src) in plan.stdio.iter().enumerate() {
+        let target = target as RawFd;
+        if src == target {
+            // SAFETY: clearing FD_CLOEXEC on an fd the plan says is ours.
+            if unsafe { libc::fcntl(src, libc::F_SETFD, 0) } != 0 {
+                fail(p, Step::Stdio, errno(), target as u32);
+            }
+        } else {
+            // SAFETY: dup2 between fds; sources are > 2 so no earlier target is reused.
+            if unsafe { libc::dup2(src, target) } < 0 {
+                fail(p, Step::Stdio, errno(), target as u32);
+            }
+        }
+    }
+
+    // 7. Only stdio crosses exec: mark everything else close-on-exec. (Marking rather
+    // than closing keeps the status pipe and the ruleset fd usable until exec.)
+    // SAFETY: close_range with integer arguments.
+    let r = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+    if r != 0 {
+        fail(p, Step::CloseFds, errno(), 0);
+    }
+
+    // 8. Working directory.
+    // SAFETY: chdir with a NUL-terminated path.
+    if unsafe { libc::chdir(plan.cwd.as_ptr()) } != 0 {
+        fail(p, Step::Chdir, errno(), 0);
+    }
+
+    // 9. no_new_privs.
+    // SAFETY: prctl with integer arguments.
+    if plan.no_new_privs && unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        fail(p, Step::NoNewPrivs, errno(), 0);
+    }
+
+    // 10. Landlock.
+    if let Some((fd, flags)) = &plan.landlock {
+        // SAFETY: landlock_restrict_self on a ruleset fd the parent created.
+        let r = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), *flags) };
+        if r != 0 {
+            fail(p, Step::Landlock, errno(), 0);
+        }
+    }
+
+    // 11. Capabilities.
+    if plan.drop_capabilities {
+        drop_all_capabilities(p);
+    }
+
+    // 12. seccomp, last.
+    for (i, prog) in p.filters.iter().enumerate() {
+        // SAFETY: seccomp(SET_MODE_FILTER) with a sock_fprog pointing at a BPF program
+        // the parent compiled and still owns.
+        let r = unsafe {
+            libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0u32, prog as *const libc::sock_fprog)
+        };
+        if r != 0 {
+            fail(p, Step::Seccomp, errno(), i as u32);
+        }
+    }
+
+    // 13. exec.
+    // SAFETY: execve with NUL-terminated, null-terminated arrays built before clone.
+    unsafe { libc::execve(plan.program.as_ptr(), p.argv.as_ptr(), p.envp.as_ptr()) };
+    fail(p, Step::Exec, errno(), 0);
+}
+
+fn drop_all_capabilities(p: &Prepared<'_>) {
+    for cap in 0..=p.last_cap {
+        // SAFETY: prctl with integer arguments.
+        let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+        if r != 0 && errno() != libc::EINVAL {
+            fail(p, Step::Capabilities, errno(), cap);
+        }
+    }
+    // SAFETY: prctl with integer arguments.
+    let r = unsafe {
+        libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, 0, 0, 0)
+    };
+    if r != 0 && errno() != libc::EINVAL {
+        fail(p, Step::Capabilities, errno(), 100);
+    }
+    let bits = SECBIT_NOROOT
+        | SECBIT_NOROOT_LOCKED
+        | SECBIT_NO_SETUID_FIXUP
+        | SECBIT_NO_SETUID_FIXUP_LOCKED
+        | SECBIT_KEEP_CAPS_LOCKED
+        | SECBIT_NO_CAP_AMBIENT_RAISE
+        | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+    // SAFETY: prctl with integer arguments. Without CAP_SETPCAP this fails with EPERM,
+    // which is fine: such a process has no capabilities to lose on exec.
+    unsafe { libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) };
+    let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    let zero = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
+    // SAFETY: capset with a v3 header and a two-element data array.
+    if unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut CapHeader, zero.as_ptr()) } != 0 {
+        fail(p, Step::Capabilities, errno(), 101);
+    }
+    // Verify: read back; every set must be empty.
+    let mut now = [CapData { effective: 1, permitted: 1, inheritable: 1 }; 2];
+    let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    // SAFETY: capget with a v3 header and a two-element data array to fill.
+    if unsafe { libc::syscall(libc::SYS_capget, &mut header as *mut CapHeader, now.as_mut_ptr()) } != 0 {
+        fail(p, Step::Capabilities, errno(), 102);
+    }
+    if now.iter().any(|d| d.effective != 0 || d.permitted != 0 || d.inheritable != 0) {
+        fail(p, Step::Capabilities, libc::EPERM, 103);
+    }
+    // The bounding set must be empty too.
+    for cap in 0..=p.last_cap {
+        // SAFETY: prctl with integer arguments.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0, 0, 0) } == 1 {
+            fail(p, Step::Capabilities, libc::EPERM, 200 + cap);
+        }
+    }
+}
+
+/// Host facts only raw syscalls can read.
+pub mod host {
+    /// The Landlock ABI version the running kernel offers (0: none or disabled).
+    pub fn landlock_abi() -> u32 {
+        const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
+        // SAFETY: landlock_create_ruleset(NULL, 0, VERSION) only returns a number.
+        let v = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<libc::c_void>(),
+                0usize,
+                LANDLOCK_CREATE_RULESET_VERSION,
+            )
+        };
+        if v < 0 {
+            0
+        } else {
+            v as u32
+        }
+    }
+
+    /// Whether seccomp filter mode is available (`PR_GET_SECCOMP` answers).
+    pub fn seccomp_available() -> bool {
+        // SAFETY: prctl with integer arguments.
+        unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 }
+    }
+
+    /// The effective uid.
+    pub fn euid() -> u32 {
+        // SAFETY: geteuid cannot fail.
+        unsafe { libc::geteuid() }
+    }
+
+    /// The effective gid.
+    pub fn egid() -> u32 {
+        // SAFETY: getegid cannot fail.
+        unsafe { libc::getegid() }
+    }
+}
+
+/// Process-wide signal settings the parent needs.
+pub mod signals {
+    /// Ignore `SIGPIPE` in this process, so writing stdin bytes to a command that
+    /// exited without reading yields `EPIPE` instead of killing cordon. (Rust binaries
+    /// already do this at startup; library users may not.) Children get the default
+    /// disposition back in the stage.
+    pub fn ignore_sigpipe() {
+        // SAFETY: installing SIG_IGN for SIGPIPE has no memory-safety implications.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    }
+}
+
+/// File-descriptor helpers the parent needs.
+pub mod fds {
+    use std::io;
+    use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+    /// Duplicate `fd` to a new close-on-exec descriptor numbered 3 or above.
+    pub fn dup_cloexec(fd: RawFd) -> io::Result<OwnedFd> {
+        // SAFETY: fcntl(F_DUPFD_CLOEXEC) with integer arguments.
+        let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+        if new < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fcntl returned a fresh descriptor that nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(new) })
+    }
+}

@@ -1,0 +1,182 @@
+//! The typed errors of cordon. Errors are for failures before or around the command
+//! (bad input, an unusable host, broken infrastructure); what the command itself did is
+//! always a [`crate::RunResult`].
+//!
+//! Every error has a stable [`CordonError::code`] (e.g. `SANDBOX_UNAVAILABLE`) that the
+//! CLI prints and puts in its JSON error object.
+
+use crate::env::EnvError;
+use crate::mode::Mode;
+use crate::runner::RunnerKind;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Why one runner cannot enforce the requested mode on this host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunnerReason {
+    /// The runner.
+    pub runner: RunnerKind,
+    /// Why it was not usable.
+    pub reason: String,
+}
+
+/// The policy asked for something that cannot be granted as written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// The workspace does not exist or is not a directory.
+    #[error("workspace `{path}` is not usable: {source}")]
+    Workspace {
+        /// The path given.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A writable root is relative.
+    #[error("writable root `{path}` must be an absolute path")]
+    RelativeRoot {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// A writable root does not exist or is not a directory.
+    #[error("writable root `{path}` is not usable: {source}")]
+    Root {
+        /// The path given.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A writable root (or workspace in `workspace-write`) that would open too much.
+    #[error("`{path}` cannot be writable: {why}")]
+    TooWide {
+        /// The canonical path.
+        path: PathBuf,
+        /// What it would expose.
+        why: &'static str,
+    },
+    /// A writable root lies inside a protected subpath.
+    #[error("writable root `{root}` lies inside protected path `{protected}`")]
+    RootInsideProtected {
+        /// The writable root.
+        root: PathBuf,
+        /// The protected path containing it.
+        protected: PathBuf,
+    },
+    /// A protected path is a symlink, which a writable workspace could replace.
+    #[error("protected path `{path}` is a symlink; cordon cannot keep it from being replaced (point the workspace at the real directory)")]
+    ProtectedSymlink {
+        /// The symlink.
+        path: PathBuf,
+    },
+}
+
+/// Every error cordon returns.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CordonError {
+    /// No runner can enforce the requested mode here. Nothing ran.
+    #[error("no runner can enforce mode {mode} on this host: {}", format_reasons(.reasons))]
+    SandboxUnavailable {
+        /// The mode that was requested.
+        mode: Mode,
+        /// One reason per runner tried.
+        reasons: Vec<RunnerReason>,
+    },
+    /// The policy is not acceptable as written.
+    #[error(transparent)]
+    InvalidPolicy(#[from] PolicyError),
+    /// The environment the caller asked for is not acceptable.
+    #[error(transparent)]
+    InvalidEnv(#[from] EnvError),
+    /// A request field is out of range or malformed.
+    #[error("invalid request: {field}: {why}")]
+    InvalidRequest {
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The working directory is missing or unusable.
+    #[error("working directory `{path}` is not usable: {source}")]
+    Workdir {
+        /// The path.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The program was not found.
+    #[error("program `{program}` not found")]
+    ProgramNotFound {
+        /// The program as given.
+        program: String,
+    },
+    /// The program exists but cannot be executed.
+    #[error("program `{program}` is not executable: {source}")]
+    ProgramNotExecutable {
+        /// The program as given.
+        program: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The shell used for shell-string commands is unusable.
+    #[error("shell `{path}` is not usable: {why}")]
+    Shell {
+        /// The configured shell.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+    /// The runner broke while setting up the sandbox; the command did not run.
+    #[error("runner {runner} failed before the command ran: {detail}")]
+    RunnerFailed {
+        /// The runner.
+        runner: RunnerKind,
+        /// What failed (the step and errno).
+        detail: String,
+    },
+    /// Local infrastructure failed (pipes, temp dirs, ...).
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}
+
+fn format_reasons(reasons: &[RunnerReason]) -> String {
+    if reasons.is_empty() {
+        return "no runner exists for this platform".into();
+    }
+    reasons.iter().map(|r| format!("{}: {}", r.runner, r.reason)).collect::<Vec<_>>().join("; ")
+}
+
+impl CordonError {
+    /// The stable error code (`SANDBOX_UNAVAILABLE`, `INVALID_POLICY`, ...).
+    pub fn code(&self) -> &'static str {
+        match self {
+            CordonError::SandboxUnavailable { .. } => "SANDBOX_UNAVAILABLE",
+            CordonError::InvalidPolicy(_) => "INVALID_POLICY",
+            CordonError::InvalidEnv(_) => "INVALID_ENV",
+            CordonError::InvalidRequest { .. } => "INVALID_REQUEST",
+            CordonError::Workdir { .. } => "WORKDIR_UNAVAILABLE",
+            CordonError::ProgramNotFound { .. } => "PROGRAM_NOT_FOUND",
+            CordonError::ProgramNotExecutable { .. } => "PROGRAM_NOT_EXECUTABLE",
+            CordonError::Shell { .. } => "SHELL_UNUSABLE",
+            CordonError::RunnerFailed { .. } => "RUNNER_FAILED",
+            CordonError::Io { .. } => "IO_ERROR",
+        }
+    }
+
+    /// The per-runner reasons of a `SANDBOX_UNAVAILABLE` error (empty otherwise).
+    pub fn runner_reasons(&self) -> &[RunnerReason] {
+        match self {
+            CordonError::SandboxUnavailable { reasons, .. } => reasons,
+            _ => &[],
+        }
+    }
+
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        CordonError::Io { what: what.into(), source }
+    }
+}

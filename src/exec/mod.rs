@@ -1,0 +1,705 @@
+//! The executor: resolve a request, pick a runner, spawn, collect, wait, kill.
+//!
+//! Process lifecycle is policy here: stdin is `/dev/null` unless given; the
+//! environment is explicit (scrubbed); the child leads its own process group (and, in
+//! confined modes, its own pid namespace); a deadline or an abort sends SIGTERM to the
+//! whole group, waits [`crate::request::KILL_GRACE`], then SIGKILLs the group; pipes
+//! still held open by outliving grandchildren are drained for at most
+//! [`crate::request::DRAIN_GRACE`]. A run whose future is dropped kills its group; an
+//! executor that is dropped kills and reaps every process it started.
+//!
+//! What it does not do: it does not decide confinement (runners do) or classify
+//! denials beyond the unambiguous (a seccomp kill).
+
+pub mod capture;
+
+use crate::env::build_environment;
+use crate::error::CordonError;
+use crate::host::HostFacts;
+use crate::mode::Mode;
+use crate::policy::resolve_policy;
+use crate::request::{Command, ExecutorConfig, Output, Request, Spec, Stdin};
+use crate::result::{Denial, DenialKind, RunResult, SandboxFacts};
+use crate::runner::{self, stage, PlanInput, RunnerKind, Selection};
+use capture::{Increment, StreamCapture};
+use cordon_stage::{SpawnError, Step};
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::future::Future;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+
+/// Pipe buffer size requested for captured streams (fewer wakeups at high volume).
+const PIPE_SIZE: i32 = 1 << 20;
+/// Read chunk for captured streams.
+const READ_CHUNK: usize = 256 * 1024;
+/// `PATH` used when the command's environment has none.
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// Processes started and not yet reaped, by run id.
+#[derive(Debug, Default)]
+struct Registry {
+    running: Mutex<HashMap<u64, i32>>,
+}
+
+impl Registry {
+    fn kill_all(&self) {
+        let pids: Vec<i32> = self.running.lock().unwrap_or_else(|p| p.into_inner()).values().copied().collect();
+        for pid in &pids {
+            let _ = killpg(Pid::from_raw(*pid), Signal::SIGKILL);
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        for pid in pids {
+            let _ = waitpid(Pid::from_raw(pid), None);
+        }
+    }
+}
+
+/// Runs commands. Dropping it kills and reaps every process it started.
+#[derive(Debug)]
+pub struct Executor {
+    config: ExecutorConfig,
+    host: HostFacts,
+    state_dir: PathBuf,
+    registry: Arc<Registry>,
+    next_id: AtomicU64,
+}
+
+impl Drop for Executor {
+    fn drop(&mut self) {
+        self.registry.kill_all();
+    }
+}
+
+/// Create (or verify) the private state directory: a real directory owned by us with
+/// no group or other access. A symlink or a foreign directory is refused.
+fn private_state_dir(base: &Path, euid: u32) -> Result<PathBuf, CordonError> {
+    let dir = base.join(format!("cordon-{euid}"));
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(CordonError::io(format!("creating state directory {}", dir.display()), e)),
+    }
+    let meta = std::fs::symlink_metadata(&dir)
+        .map_err(|e| CordonError::io(format!("inspecting state directory {}", dir.display()), e))?;
+    if !meta.is_dir() || meta.uid() != euid || meta.mode() & 0o077 != 0 {
+        return Err(CordonError::io(
+            format!("state directory {} is not a private directory owned by uid {euid}", dir.display()),
+            std::io::Error::from_raw_os_error(libc::EPERM),
+        ));
+    }
+    Ok(dir)
+}
+
+/// The status of a background process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Still running.
+    Running,
+    /// Finished (exited, killed, timed out or aborted).
+    Exited,
+}
+
+/// New output of a background process since the previous read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct OutputRead {
+    /// New stdout bytes (lossy UTF-8).
+    pub stdout: String,
+    /// New stderr bytes (lossy UTF-8).
+    pub stderr: String,
+    /// Some unread bytes were dropped from memory; the spill files have them.
+    pub lossy: bool,
+    /// The complete stdout, while spilling works.
+    pub stdout_spill: Option<PathBuf>,
+    /// The complete stderr, while spilling works.
+    pub stderr_spill: Option<PathBuf>,
+}
+
+#[derive(Debug)]
+struct HandleShared {
+    pid: i32,
+    stdout: StreamCapture,
+    stderr: StreamCapture,
+    cursors: Mutex<(u64, u64)>,
+    abort: watch::Sender<bool>,
+    result: watch::Receiver<Option<RunResult>>,
+}
+
+/// A background process started by [`Executor::start`].
+#[derive(Debug, Clone)]
+pub struct Handle {
+    shared: Arc<HandleShared>,
+}
+
+impl Handle {
+    /// The pid of the process (the leader of its group).
+    pub fn pid(&self) -> i32 {
+        self.shared.pid
+    }
+
+    /// Running or exited.
+    pub fn status(&self) -> Status {
+        if self.shared.result.borrow().is_some() {
+            Status::Exited
+        } else {
+            Status::Running
+        }
+    }
+
+    /// The exit code, once exited normally.
+    pub fn exit_code(&self) -> Option<i32> {
+        self.shared.result.borrow().as_ref().and_then(|r| r.exit_code)
+    }
+
+    /// The terminating signal, once killed by one.
+    pub fn signal(&self) -> Option<i32> {
+        self.shared.result.borrow().as_ref().and_then(|r| r.signal)
+    }
+
+    /// Resolves with the result when the process has finished. Never fails.
+    pub fn done(&self) -> impl Future<Output = RunResult> + Send + 'static {
+        let mut rx = self.shared.result.clone();
+        async move {
+            loop {
+                if let Some(r) = rx.borrow_and_update().clone() {
+                    return r;
+                }
+                if rx.changed().await.is_err() {
+                    // The task is gone without a result: only possible if the runtime
+                    // shut down; report what we know.
+                    if let Some(r) = rx.borrow().clone() {
+                        return r;
+                    }
+                    std::future::pending::<()>().await;
+                }
+            }
+        }
+    }
+
+    /// Output produced since the previous call (only what is new).
+    pub fn read_output(&self) -> OutputRead {
+        let mut cur = self.shared.cursors.lock().unwrap_or_else(|p| p.into_inner());
+        let Increment { bytes: out, lossy: lo } = self.shared.stdout.read_since(&mut cur.0);
+        let Increment { bytes: err, lossy: le } = self.shared.stderr.read_since(&mut cur.1);
+        OutputRead {
+            stdout: String::from_utf8_lossy(&out).into_owned(),
+            stderr: String::from_utf8_lossy(&err).into_owned(),
+            lossy: lo || le,
+            stdout_spill: self.shared.stdout.spill_path(),
+            stderr_spill: self.shared.stderr.spill_path(),
+        }
+    }
+
+    /// Stop the process (SIGTERM, grace, SIGKILL to its group). Returns false when it
+    /// had already finished. Calling it again is harmless.
+    pub fn kill(&self) -> bool {
+        if self.status() == Status::Exited {
+            return false;
+        }
+        let _ = self.shared.abort.send(true);
+        true
+    }
+}
+
+/// How a wait ended.
+#[derive(Debug, Clone, Copy)]
+enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+/// Kills the group if the run is dropped before it finished.
+struct KillOnDrop {
+    pid: i32,
+    armed: bool,
+    registry: Arc<Registry>,
+    id: u64,
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = killpg(Pid::from_raw(self.pid), Signal::SIGKILL);
+            let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
+            let _ = waitpid(Pid::from_raw(self.pid), None);
+        }
+        self.registry.running.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.id);
+    }
+}
+
+fn signal_group(pid: i32, sig: Signal) {
+    let _ = killpg(Pid::from_raw(pid), sig);
+    let _ = kill(Pid::from_raw(pid), sig);
+}
+
+async fn wait_exit(pidfd: &AsyncFd<OwnedFd>, pid: i32) -> Exit {
+    loop {
+        match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(_, code)) => return Exit::Code(code),
+            Ok(WaitStatus::Signaled(_, sig, _)) => return Exit::Signal(sig as i32),
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            // Reaped elsewhere (the executor was dropped): it was killed.
+            Err(_) => return Exit::Signal(libc::SIGKILL),
+        }
+        match pidfd.readable().await {
+            Ok(mut guard) => guard.clear_ready(),
+            Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+        }
+    }
+}
+
+async fn drain(fd: OwnedFd, capture: StreamCapture) {
+    let Ok(mut rx) = tokio::net::unix::pipe::Receiver::from_owned_fd(fd) else { return };
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        match rx.read(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) => capture.push(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+    }
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), CordonError> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| CordonError::io("creating a pipe", std::io::Error::from_raw_os_error(e as i32)))
+}
+
+/// Duplicate `fd` to a number above 2 (the stage requires it), close-on-exec.
+fn above_stdio(fd: OwnedFd) -> Result<OwnedFd, CordonError> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    cordon_stage::fds::dup_cloexec(fd.as_raw_fd()).map_err(|e| CordonError::io("duplicating a descriptor", e))
+}
+
+/// Look the program up the way `execvp` would, on the command's own `PATH`.
+fn resolve_program(
+    argv0: &OsStr,
+    env: &[(OsString, OsString)],
+    cwd: &Path,
+) -> Result<PathBuf, CordonError> {
+    let shown = argv0.to_string_lossy().into_owned();
+    if argv0.is_empty() {
+        return Err(CordonError::InvalidRequest { field: "command", why: "the program name is empty".into() });
+    }
+    let candidate = if argv0.as_bytes().contains(&b'/') {
+        cwd.join(argv0)
+    } else {
+        let path = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).unwrap_or(DEFAULT_PATH.into());
+        match which::which_in(argv0, Some(path), cwd) {
+            Ok(p) => p,
+            Err(_) => return Err(CordonError::ProgramNotFound { program: shown }),
+        }
+    };
+    let meta = match std::fs::metadata(&candidate) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(CordonError::ProgramNotFound { program: shown }),
+        Err(source) => return Err(CordonError::ProgramNotExecutable { program: shown, source }),
+    };
+    if meta.is_dir() {
+        return Err(CordonError::ProgramNotExecutable {
+            program: shown,
+            source: std::io::Error::from_raw_os_error(libc::EISDIR),
+        });
+    }
+    if let Err(e) = nix::unistd::access(&candidate, nix::unistd::AccessFlags::X_OK) {
+        return Err(CordonError::ProgramNotExecutable {
+            program: shown,
+            source: std::io::Error::from_raw_os_error(e as i32),
+        });
+    }
+    Ok(candidate)
+}
+
+/// Everything a started process needs to finish its run.
+struct Launched {
+    id: u64,
+    pid: i32,
+    pidfd: AsyncFd<OwnedFd>,
+    selection: Selection,
+    enforcement: crate::result::Enforcement,
+    stdout: StreamCapture,
+    stderr: StreamCapture,
+    collectors: Vec<tokio::task::JoinHandle<()>>,
+    stdin_writer: Option<tokio::task::JoinHandle<()>>,
+    run_dir: tempfile::TempDir,
+    guard: KillOnDrop,
+}
+
+impl Executor {
+    /// An executor with `config`, reading the host's facts now.
+    pub fn new(config: ExecutorConfig) -> Result<Executor, CordonError> {
+        Self::with_host(config, HostFacts::detect())
+    }
+
+    /// An executor with explicit host facts (tests, `CORDON_*` knobs already applied).
+    pub fn with_host(config: ExecutorConfig, host: HostFacts) -> Result<Executor, CordonError> {
+        cordon_stage::signals::ignore_sigpipe();
+        let base = config.state_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let state_dir = private_state_dir(&base, host.euid)?;
+        Ok(Executor { config, host, state_dir, registry: Arc::default(), next_id: AtomicU64::new(1) })
+    }
+
+    /// The host facts this executor plans with.
+    pub fn host(&self) -> &HostFacts {
+        &self.host
+    }
+
+    /// The executor's configuration.
+    pub fn config(&self) -> &ExecutorConfig {
+        &self.config
+    }
+
+    /// Fill and cap a request into a spec (see [`crate::request`]).
+    pub fn resolve(&self, req: Request) -> Result<Spec, CordonError> {
+        let cfg = &self.config;
+        let workdir = match &req.workdir {
+            Some(w) => w.clone(),
+            None => std::env::current_dir()
+                .map_err(|source| CordonError::Workdir { path: PathBuf::from("."), source })?,
+        };
+        let workdir = workdir.canonicalize().map_err(|source| CordonError::Workdir { path: workdir.clone(), source })?;
+        if !workdir.is_dir() {
+            return Err(CordonError::Workdir { path: workdir, source: std::io::Error::from_raw_os_error(libc::ENOTDIR) });
+        }
+        let policy = resolve_policy(&req.policy, &workdir)?;
+        let timeout = match req.timeout {
+            Some(t) if t.is_zero() => {
+                return Err(CordonError::InvalidRequest { field: "timeout", why: "must be greater than zero".into() })
+            }
+            Some(t) => t.min(cfg.max_timeout),
+            None => cfg.default_timeout.min(cfg.max_timeout),
+        };
+        let output_cap = req.output_cap.unwrap_or(cfg.default_output_cap).min(cfg.max_output_cap);
+        let ambient = cfg.ambient_env.clone().unwrap_or_else(|| std::env::vars_os().collect());
+        let env = build_environment(ambient, &req.env, &req.managed_env, &[])?;
+        let argv = match req.command {
+            Command::Shell(s) => {
+                if s.contains('\0') {
+                    return Err(CordonError::InvalidRequest { field: "command", why: "contains a NUL byte".into() });
+                }
+                let shell = &cfg.shell;
+                match std::fs::metadata(shell) {
+                    Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => {}
+                    Ok(_) => {
+                        return Err(CordonError::Shell { path: shell.clone(), why: "not an executable file".into() })
+                    }
+                    Err(e) => return Err(CordonError::Shell { path: shell.clone(), why: e.to_string() }),
+                }
+                vec![shell.clone().into_os_string(), "-c".into(), s.into()]
+            }
+            Command::Argv(v) => {
+                if v.is_empty() {
+                    return Err(CordonError::InvalidRequest { field: "command", why: "argv is empty".into() });
+                }
+                v
+            }
+        };
+        Ok(Spec {
+            argv,
+            workdir,
+            timeout,
+            output_cap,
+            stdin: req.stdin,
+            output: req.output,
+            env,
+            policy,
+            runner: req.runner,
+        })
+    }
+
+    /// Run a spec in the foreground and wait for its result.
+    pub async fn run(&self, spec: Spec) -> Result<RunResult, CordonError> {
+        self.run_until(spec, std::future::pending::<()>()).await
+    }
+
+    /// Like [`Executor::run`], aborting the command when `abort` resolves first.
+    pub async fn run_until(&self, spec: Spec, abort: impl Future<Output = ()>) -> Result<RunResult, CordonError> {
+        let timeout = spec.timeout;
+        let output_mode = spec.output;
+        let launched = self.launch(&spec).await?;
+        Ok(finish(launched, timeout, output_mode, &self.config, abort, spec.policy.mode).await)
+    }
+
+    /// Start a spec in the background.
+    pub async fn start(&self, spec: Spec) -> Result<Handle, CordonError> {
+        let timeout = spec.timeout;
+        let output_mode = spec.output;
+        let mode = spec.policy.mode;
+        let launched = self.launch(&spec).await?;
+        let (abort_tx, mut abort_rx) = watch::channel(false);
+        let (result_tx, result_rx) = watch::channel(None);
+        let shared = Arc::new(HandleShared {
+            pid: launched.pid,
+            stdout: launched.stdout.clone(),
+            stderr: launched.stderr.clone(),
+            cursors: Mutex::new((0, 0)),
+            abort: abort_tx,
+            result: result_rx,
+        });
+        let config = self.config.clone();
+        tokio::spawn(async move {
+            let abort = async move {
+                while !*abort_rx.borrow_and_update() {
+                    if abort_rx.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+            };
+            let result = finish(launched, timeout, output_mode, &config, abort, mode).await;
+            let _ = result_tx.send(Some(result));
+        });
+        Ok(Handle { shared })
+    }
+
+    async fn launch(&self, spec: &Spec) -> Result<Launched, CordonError> {
+        let selection = runner::select(&spec.policy, &self.host, spec.runner)?;
+        let runner = runner::runner_for(selection.runner);
+        let program = resolve_program(&spec.argv[0], &spec.env, &spec.workdir)?;
+
+        let run_dir = tempfile::Builder::new()
+            .prefix("run-")
+            .tempdir_in(&self.state_dir)
+            .map_err(|e| CordonError::io("creating the per-run directory", e))?;
+        for sub in ["tmp", "shm"] {
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(run_dir.path().join(sub))
+                .map_err(|e| CordonError::io("creating the per-run temp directory", e))?;
+        }
+
+        let interactive = spec.stdin == Stdin::Inherit && std::io::IsTerminal::is_terminal(&std::io::stdin());
+        let input = PlanInput {
+            policy: &spec.policy,
+            host: &self.host,
+            program,
+            argv: spec.argv.clone(),
+            cwd: spec.workdir.clone(),
+            run_dir: run_dir.path().to_path_buf(),
+            new_session: !interactive,
+        };
+        let plan = runner.plan(&input).map_err(|e| CordonError::RunnerFailed {
+            runner: selection.runner,
+            detail: format!("planning: {e}"),
+        })?;
+        let mut env = spec.env.clone();
+        for (k, v) in &plan.env {
+            env.retain(|(name, _)| name != k.as_str());
+            env.push((k.into(), v.into()));
+        }
+
+        // Streams.
+        let (stdin_fd, stdin_writer_fd): (OwnedFd, Option<OwnedFd>) = match &spec.stdin {
+            Stdin::Null => {
+                let f = std::fs::File::open("/dev/null").map_err(|e| CordonError::io("opening /dev/null", e))?;
+                (above_stdio(f.into())?, None)
+            }
+            Stdin::Bytes(_) => {
+                let (r, w) = pipe()?;
+                (above_stdio(r)?, Some(w))
+            }
+            Stdin::Inherit => (cordon_stage::fds::dup_cloexec(0).map_err(|e| CordonError::io("duplicating stdin", e))?, None),
+        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let stdout = StreamCapture::new(spec.output_cap, Some(&self.state_dir), &format!("out-{id}-"));
+        let stderr = StreamCapture::new(spec.output_cap, Some(&self.state_dir), &format!("err-{id}-"));
+        let mut readers = Vec::new();
+        let child_out: [OwnedFd; 2] = match spec.output {
+            Output::Capture => {
+                let (r1, w1) = pipe()?;
+                let (r2, w2) = pipe()?;
+                let _ = nix::fcntl::fcntl(&w1, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
+                readers.push((r1, stdout.clone()));
+                readers.push((r2, stderr.clone()));
+                [above_stdio(w1)?, above_stdio(w2)?]
+            }
+            Output::Inherit => [
+                cordon_stage::fds::dup_cloexec(1).map_err(|e| CordonError::io("duplicating stdout", e))?,
+                cordon_stage::fds::dup_cloexec(2).map_err(|e| CordonError::io("duplicating stderr", e))?,
+            ],
+        };
+        let stdio = [stdin_fd.as_raw_fd(), child_out[0].as_raw_fd(), child_out[1].as_raw_fd()];
+        let stage_plan = stage::materialize(&plan, &env, stdio, run_dir.path(), &self.host).map_err(|e| {
+            CordonError::RunnerFailed { runner: selection.runner, detail: e.to_string() }
+        })?;
+
+        // Spawning blocks for the child's stage (well under a millisecond); doing it
+        // inline avoids a thread hop per run.
+        let spawned = cordon_stage::spawn(stage_plan);
+        // The child has its copies now (or failed); close ours.
+        drop(stdin_fd);
+        drop(child_out);
+        let spawned = match spawned {
+            Ok(s) => s,
+            Err(e) => return Err(spawn_error(e, selection.runner, &spec.argv[0])),
+        };
+        let pid = spawned.pid;
+        self.registry.running.lock().unwrap_or_else(|p| p.into_inner()).insert(id, pid);
+        let guard = KillOnDrop { pid, armed: true, registry: self.registry.clone(), id };
+        // `AsyncFd::new` is deprecated because a bare `RawFd` could be closed under it;
+        // an `OwnedFd` that the `AsyncFd` owns cannot, and `register` needs `unsafe`.
+        #[allow(deprecated)]
+        let pidfd = AsyncFd::new(spawned.pidfd).map_err(|e| CordonError::io("watching the child", e))?;
+
+        let collectors = readers.into_iter().map(|(fd, cap)| tokio::spawn(drain(fd, cap))).collect();
+        let stdin_writer = match (&spec.stdin, stdin_writer_fd) {
+            (Stdin::Bytes(bytes), Some(w)) => {
+                let bytes = bytes.clone();
+                Some(tokio::spawn(async move {
+                    if let Ok(mut tx) = tokio::net::unix::pipe::Sender::from_owned_fd(w) {
+                        // EPIPE (the command exited without reading) is harmless.
+                        let _ = tx.write_all(&bytes).await;
+                    }
+                }))
+            }
+            _ => None,
+        };
+        Ok(Launched {
+            id,
+            pid,
+            pidfd,
+            enforcement: plan.enforcement.clone(),
+            selection,
+            stdout,
+            stderr,
+            collectors,
+            stdin_writer,
+            run_dir,
+            guard,
+        })
+    }
+}
+
+fn spawn_error(e: SpawnError, runner: RunnerKind, argv0: &OsStr) -> CordonError {
+    let program = argv0.to_string_lossy().into_owned();
+    match e {
+        SpawnError::Stage(f) if f.step == Step::Exec && f.errno == libc::ENOENT => {
+            CordonError::ProgramNotFound { program }
+        }
+        SpawnError::Stage(f) if f.step == Step::Exec && matches!(f.errno, libc::EACCES | libc::ENOEXEC | libc::EPERM) => {
+            CordonError::ProgramNotExecutable { program, source: std::io::Error::from_raw_os_error(f.errno) }
+        }
+        SpawnError::Stage(f) => CordonError::RunnerFailed { runner, detail: f.to_string() },
+        SpawnError::Parent { what, source } => CordonError::io(what, source),
+    }
+}
+
+async fn finish(
+    mut l: Launched,
+    timeout: Duration,
+    output_mode: Output,
+    config: &ExecutorConfig,
+    abort: impl Future<Output = ()>,
+    mode: Mode,
+) -> RunResult {
+    let pid = l.pid;
+    let mut timed_out = false;
+    let mut aborted = false;
+    let exit = {
+        let wait = wait_exit(&l.pidfd, pid);
+        tokio::pin!(wait);
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        tokio::pin!(abort);
+        let first = tokio::select! {
+            biased;
+            st = &mut wait => Some(st),
+            _ = &mut deadline => { timed_out = true; None }
+            _ = &mut abort => { aborted = true; None }
+        };
+        match first {
+            Some(st) => st,
+            None => {
+                signal_group(pid, Signal::SIGTERM);
+                match tokio::time::timeout(config.kill_grace, &mut wait).await {
+                    Ok(st) => st,
+                    Err(_) => {
+                        signal_group(pid, Signal::SIGKILL);
+                        wait.await
+                    }
+                }
+            }
+        }
+    };
+    // The leader is reaped; nothing of its group may stay behind.
+    let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+    l.guard.armed = false;
+    drop(l.guard);
+
+    // Bounded wait for pipes that outliving grandchildren still hold.
+    let drain_all = futures_join(std::mem::take(&mut l.collectors));
+    if tokio::time::timeout(config.drain_grace, drain_all).await.is_err() {
+        // Abandon: the tasks are aborted when their handles... abort explicitly.
+    }
+    if let Some(w) = l.stdin_writer.take() {
+        w.abort();
+    }
+    let (stdout, stderr) = match output_mode {
+        Output::Capture => (l.stdout.finish(), l.stderr.finish()),
+        Output::Inherit => Default::default(),
+    };
+    let _ = l.stdout.total();
+    let (exit_code, signal) = match exit {
+        Exit::Code(c) => (Some(c), None),
+        Exit::Signal(s) => (None, Some(s)),
+    };
+    let mut denials = Vec::new();
+    if mode.is_confined() && signal == Some(libc::SIGSYS) && !timed_out && !aborted {
+        denials.push(Denial {
+            kind: DenialKind::Other,
+            target: None,
+            evidence: "killed by SIGSYS: the seccomp filter refused a foreign-ABI syscall".into(),
+        });
+    }
+    let _ = std::fs::remove_dir_all(l.run_dir.path());
+    let _ = l.id;
+    RunResult {
+        exit_code,
+        signal,
+        timed_out,
+        aborted,
+        timeout_ms: timeout.as_millis() as u64,
+        stdout,
+        stderr,
+        sandbox: SandboxFacts {
+            mode,
+            runner: l.selection.runner,
+            denied: !denials.is_empty(),
+            denials,
+            enforcement: l.enforcement,
+            runner_failed: false,
+            skipped: l.selection.skipped,
+        },
+    }
+}
+
+/// Wait for every handle; abort the stragglers when this future is dropped.
+async fn futures_join(handles: Vec<tokio::task::JoinHandle<()>>) {
+    struct AbortAll(Vec<tokio::task::AbortHandle>);
+    impl Drop for AbortAll {
+        fn drop(&mut self) {
+            for h in &self.0 {
+                h.abort();
+            }
+        }
+    }
+    let _abort = AbortAll(handles.iter().map(|h| h.abort_handle()).collect());
+    for h in handles {
+        let _ = h.await;
+    }
+}

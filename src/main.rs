@@ -1,0 +1,324 @@
+//! The `cordon` command line: `run`, `probe`.
+//!
+//! Exit statuses: the command's own status (128+N for signal N); 125 when anything
+//! failed before the command ran (stderr names the error code); 127 when the program
+//! was not found; 126 when it is not executable; 2 for bad flags.
+
+use clap::{Parser, Subcommand};
+use cordon::error::CordonError;
+use cordon::host::HostFacts;
+use cordon::mode::Mode;
+use cordon::policy::{ExecutionPolicy, PolicyRequest};
+use cordon::request::{Command, ExecutorConfig, Output, Request, Stdin};
+use cordon::runner::{self, probe_runner, ProbeStatus, RunnerChoice, RunnerKind};
+use cordon::Executor;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Exit status when cordon fails before the command runs.
+const EXIT_SETUP_FAILED: u8 = 125;
+/// Exit status when the program exists but cannot be executed.
+const EXIT_NOT_EXECUTABLE: u8 = 126;
+/// Exit status when the program is not found.
+const EXIT_NOT_FOUND: u8 = 127;
+
+#[derive(Parser, Debug)]
+#[command(name = "cordon", version, about = "Run commands under OS confinement chosen from a mode ladder")]
+struct Cli {
+    #[command(subcommand)]
+    command: Sub,
+}
+
+#[derive(Subcommand, Debug)]
+enum Sub {
+    /// Run a command under a sandbox mode.
+    Run(RunArgs),
+    /// Show what this host can enforce, per runner and mode.
+    Probe {
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+#[command(trailing_var_arg = true)]
+struct RunArgs {
+    /// Sandbox mode: read-only, workspace-write or full-access.
+    #[arg(long, default_value = "workspace-write", value_parser = parse_mode)]
+    mode: Mode,
+    /// Runner: auto, landlock, bwrap, seatbelt or passthrough.
+    #[arg(long, default_value = "auto", value_parser = parse_runner)]
+    runner: RunnerChoice,
+    /// The workspace and working directory (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// An extra writable root (absolute path; repeatable).
+    #[arg(long = "writable", value_name = "DIR")]
+    writable: Vec<PathBuf>,
+    /// Allow network access in confined modes.
+    #[arg(long)]
+    network: bool,
+    /// Run even if the host cannot enforce every restriction; gaps are reported.
+    #[arg(long)]
+    best_effort: bool,
+    /// Deadline in seconds (default 120, at most 600).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    timeout: Option<Duration>,
+    /// Capture output and print one JSON result object on stdout.
+    #[arg(long)]
+    json: bool,
+    /// In-memory tail per stream, in bytes (with --json).
+    #[arg(long, value_name = "BYTES")]
+    output_cap: Option<usize>,
+    /// Extra environment variable NAME=VALUE (repeatable; CORDON_* is reserved).
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env)]
+    env: Vec<(String, String)>,
+    /// Pass cordon's stdin to the command (default: the command's stdin is empty).
+    #[arg(long)]
+    stdin: bool,
+    /// Run a shell string with bash -c instead of PROGRAM ARGS.
+    #[arg(short = 'c', long = "shell", value_name = "STRING", conflicts_with = "argv")]
+    shell: Option<String>,
+    /// The program and its arguments (after `--`).
+    #[arg(value_name = "PROGRAM", num_args = 0.., allow_hyphen_values = true)]
+    argv: Vec<OsString>,
+}
+
+fn parse_mode(s: &str) -> Result<Mode, String> {
+    s.parse().map_err(|e: cordon::mode::ParseModeError| e.to_string())
+}
+
+fn parse_runner(s: &str) -> Result<RunnerChoice, String> {
+    s.parse()
+}
+
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s.parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !secs.is_finite() || secs <= 0.0 {
+        return Err(format!("timeout must be a positive number of seconds, got `{s}`"));
+    }
+    Ok(Duration::from_secs_f64(secs.min(1e9)))
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("`{s}` is not NAME=VALUE")),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match cli.command {
+        Sub::Run(args) => run(args),
+        Sub::Probe { json } => probe(json),
+    }
+}
+
+fn error_exit(e: &CordonError, json: bool) -> ExitCode {
+    eprintln!("cordon: error[{}]: {}", e.code(), e);
+    if json {
+        let mut obj = serde_json::json!({ "error": { "code": e.code(), "message": e.to_string() } });
+        let reasons = e.runner_reasons();
+        if !reasons.is_empty() {
+            obj["error"]["reasons"] = serde_json::to_value(reasons).unwrap_or_default();
+        }
+        println!("{obj}");
+    }
+    ExitCode::from(match e {
+        CordonError::ProgramNotFound { .. } => EXIT_NOT_FOUND,
+        CordonError::ProgramNotExecutable { .. } => EXIT_NOT_EXECUTABLE,
+        _ => EXIT_SETUP_FAILED,
+    })
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let json = args.json;
+    let command = match (args.shell, args.argv.is_empty()) {
+        (Some(s), _) => Command::Shell(s),
+        (None, false) => Command::Argv(args.argv),
+        (None, true) => {
+            eprintln!("cordon: error: no command given (usage: cordon run [OPTIONS] -- PROGRAM [ARGS...])");
+            return ExitCode::from(2);
+        }
+    };
+    let mut req = Request::new(command);
+    req.workdir = args.cwd;
+    req.timeout = args.timeout;
+    req.output_cap = args.output_cap;
+    req.env = args.env;
+    req.stdin = if args.stdin { Stdin::Inherit } else { Stdin::Null };
+    req.output = if json { Output::Capture } else { Output::Inherit };
+    req.runner = args.runner;
+    req.policy = PolicyRequest {
+        mode: args.mode,
+        writable_roots: args.writable,
+        network: args.network,
+        best_effort: args.best_effort,
+        ..PolicyRequest::default()
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return error_exit(&CordonError::Io { what: "starting the runtime".into(), source: e }, json),
+    };
+    let outcome = rt.block_on(async move {
+        let exec = Executor::new(ExecutorConfig::default())?;
+        let spec = exec.resolve(req)?;
+        exec.run_until(spec, interrupted()).await
+    });
+    match outcome {
+        Ok(result) => {
+            if json {
+                let mut out = std::io::stdout().lock();
+                let _ = serde_json::to_writer(&mut out, &result);
+                let _ = out.write_all(b"\n");
+                let _ = out.flush();
+            }
+            ExitCode::from((result.shell_status() & 0xff) as u8)
+        }
+        Err(e) => error_exit(&e, json),
+    }
+}
+
+/// Resolves when cordon receives SIGINT, SIGTERM or SIGHUP (the command is aborted).
+async fn interrupted() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) =
+        (signal(SignalKind::interrupt()), signal(SignalKind::terminate()), signal(SignalKind::hangup()))
+    else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+        _ = hup.recv() => {}
+    }
+}
+
+fn probe(json: bool) -> ExitCode {
+    let host = HostFacts::detect();
+    let report = probe_report(&host);
+    if json {
+        println!("{report}");
+    } else {
+        print_probe(&host, &report);
+    }
+    ExitCode::SUCCESS
+}
+
+fn sample_policy(mode: Mode) -> ExecutionPolicy {
+    ExecutionPolicy {
+        mode,
+        workspace: std::env::current_dir().unwrap_or_else(|_| "/".into()),
+        writable_roots: Vec::new(),
+        protected: vec![PathBuf::from(".git")],
+        network: false,
+        best_effort: false,
+    }
+}
+
+fn probe_report(host: &HostFacts) -> serde_json::Value {
+    let runners: Vec<serde_json::Value> = [RunnerKind::Landlock, RunnerKind::Bwrap, RunnerKind::Seatbelt, RunnerKind::Passthrough]
+        .into_iter()
+        .map(|kind| {
+            let status = probe_runner(kind, host);
+            let modes: Vec<serde_json::Value> = Mode::ALL
+                .into_iter()
+                .filter(|m| (*m == Mode::FullAccess) == (kind == RunnerKind::Passthrough))
+                .map(|mode| {
+                    let enforcement = match status {
+                        ProbeStatus::Available => {
+                            serde_json::to_value(runner::runner_for(kind).enforcement(&sample_policy(mode), host))
+                                .unwrap_or_default()
+                        }
+                        _ => serde_json::Value::Null,
+                    };
+                    serde_json::json!({ "mode": mode, "enforcement": enforcement })
+                })
+                .collect();
+            serde_json::json!({ "runner": kind, "probe": status, "modes": modes })
+        })
+        .collect();
+    let auto: Vec<serde_json::Value> = Mode::ALL
+        .into_iter()
+        .map(|mode| match runner::select(&sample_policy(mode), host, RunnerChoice::Auto) {
+            Ok(sel) => serde_json::json!({ "mode": mode, "runner": sel.runner, "enforcement": sel.enforcement }),
+            Err(e) => serde_json::json!({ "mode": mode, "error": { "code": e.code(), "message": e.to_string() } }),
+        })
+        .collect();
+    serde_json::json!({
+        "host": {
+            "os": host.os,
+            "landlock_abi": host.landlock_abi,
+            "kernel_landlock_abi": host.kernel_landlock_abi,
+            "landlock_abi_cap": host.landlock_abi_cap,
+            "seccomp": host.seccomp,
+            "root": host.is_root(),
+            "euid": host.euid,
+            "namespaces": host.namespaces,
+            "user_namespaces": matches!(host.namespaces, cordon::host::Namespaces::UserNamespace) || (host.is_root() && host.namespaces.available()),
+            "mount_namespaces": host.namespaces.available(),
+            "bwrap": host.bwrap,
+        },
+        "runners": runners,
+        "auto": auto,
+    })
+}
+
+fn print_probe(host: &HostFacts, report: &serde_json::Value) {
+    println!("host");
+    println!("  os:               {}", host.os);
+    match host.landlock_abi_cap {
+        Some(cap) => println!("  landlock ABI:     {} (kernel {}, capped to {cap})", host.landlock_abi, host.kernel_landlock_abi),
+        None => println!("  landlock ABI:     {}", host.landlock_abi),
+    }
+    println!("  seccomp:          {}", if host.seccomp { "yes" } else { "no" });
+    println!("  root:             {}", if host.is_root() { "yes" } else { "no" });
+    let ns = match &host.namespaces {
+        cordon::host::Namespaces::Direct => "yes (as root)".to_string(),
+        cordon::host::Namespaces::UserNamespace => "yes (user namespace)".to_string(),
+        cordon::host::Namespaces::Unavailable { reason } => format!("no: {reason}"),
+    };
+    println!("  namespaces:       {ns}");
+    println!("  bwrap:            {}", host.bwrap.as_ref().map_or("not found".into(), |p| p.display().to_string()));
+    println!("runners");
+    for r in report["runners"].as_array().into_iter().flatten() {
+        let status = match &r["probe"]["status"] {
+            serde_json::Value::String(s) if s == "available" => "available".to_string(),
+            serde_json::Value::String(s) => format!("{s}: {}", r["probe"]["reason"].as_str().unwrap_or("")),
+            _ => "?".into(),
+        };
+        println!("  {:<12} {status}", r["runner"].as_str().unwrap_or("?"));
+        for m in r["modes"].as_array().into_iter().flatten() {
+            if m["enforcement"].is_null() {
+                continue;
+            }
+            println!("    {:<16} {}", m["mode"].as_str().unwrap_or("?"), m["enforcement"]["level"].as_str().unwrap_or("?"));
+            for g in m["enforcement"]["gaps"].as_array().into_iter().flatten() {
+                println!("      gap {}: {}", g["restriction"].as_str().unwrap_or("?"), g["reason"].as_str().unwrap_or(""));
+            }
+        }
+    }
+    println!("auto selection");
+    for a in report["auto"].as_array().into_iter().flatten() {
+        match a.get("runner") {
+            Some(r) => println!(
+                "  {:<16} {} ({})",
+                a["mode"].as_str().unwrap_or("?"),
+                r.as_str().unwrap_or("?"),
+                a["enforcement"]["level"].as_str().unwrap_or("?")
+            ),
+            None => println!("  {:<16} {}", a["mode"].as_str().unwrap_or("?"), a["error"]["code"].as_str().unwrap_or("?")),
+        }
+    }
+}

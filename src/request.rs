@@ -1,0 +1,180 @@
+//! Requests and specs: what a caller asks for, and the fully resolved form.
+//!
+//! [`crate::Executor::resolve`] fills every optional field of a [`Request`] from the
+//! [`ExecutorConfig`] and caps it, producing a [`Spec`] in which every value is
+//! explicit: a reader of a spec never wonders where a value came from.
+
+use crate::policy::{ExecutionPolicy, PolicyRequest};
+use crate::runner::RunnerChoice;
+use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Default deadline of a command.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// The longest deadline a request may ask for.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
+/// Default in-memory tail per stream: enough for a model to read, small enough to
+/// keep hundreds of concurrent runs cheap.
+pub const DEFAULT_OUTPUT_CAP: usize = 64 * 1024;
+/// The largest in-memory tail a request may ask for.
+pub const MAX_OUTPUT_CAP: usize = 16 * 1024 * 1024;
+/// Grace between SIGTERM and SIGKILL when a run is stopped.
+pub const KILL_GRACE: Duration = Duration::from_secs(3);
+/// How long to keep draining pipes that outliving grandchildren hold open.
+pub const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// The shell that runs shell-string commands.
+pub const DEFAULT_SHELL: &str = "/bin/bash";
+
+/// The command to run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Command {
+    /// A shell string, run as `bash -c STRING`.
+    Shell(String),
+    /// A program and its arguments (the program is looked up on the command's `PATH`).
+    Argv(Vec<OsString>),
+}
+
+/// Where the command's stdin comes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Stdin {
+    /// Nothing: reads see end-of-file (`/dev/null`).
+    #[default]
+    Null,
+    /// These bytes, then end-of-file. A command that exits without reading is fine.
+    Bytes(Vec<u8>),
+    /// The caller's own stdin (CLI live mode).
+    Inherit,
+}
+
+/// What happens to the command's stdout and stderr.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Output {
+    /// Captured: bounded tail in memory, complete stream spilled to a file.
+    #[default]
+    Capture,
+    /// Passed straight through to the caller's stdout/stderr (CLI live mode).
+    Inherit,
+}
+
+/// What a caller asks for. Everything but the command is optional.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// The command.
+    pub command: Command,
+    /// Working directory and workspace (default: the current directory).
+    pub workdir: Option<PathBuf>,
+    /// Deadline (default and cap from the config).
+    pub timeout: Option<Duration>,
+    /// In-memory tail per stream, in bytes (default and cap from the config).
+    pub output_cap: Option<usize>,
+    /// Stdin.
+    pub stdin: Stdin,
+    /// Output handling.
+    pub output: Output,
+    /// Extra environment variables (may not use the `CORDON_` namespace).
+    pub env: Vec<(String, String)>,
+    /// Managed `CORDON_*` variables.
+    pub managed_env: Vec<(String, String)>,
+    /// The policy.
+    pub policy: PolicyRequest,
+    /// Runner choice.
+    pub runner: RunnerChoice,
+}
+
+impl Request {
+    /// A request with every optional field at its default.
+    pub fn new(command: Command) -> Request {
+        Request {
+            command,
+            workdir: None,
+            timeout: None,
+            output_cap: None,
+            stdin: Stdin::Null,
+            output: Output::Capture,
+            env: Vec::new(),
+            managed_env: Vec::new(),
+            policy: PolicyRequest::default(),
+            runner: RunnerChoice::Auto,
+        }
+    }
+
+    /// A shell-string request.
+    pub fn shell(command: impl Into<String>) -> Request {
+        Request::new(Command::Shell(command.into()))
+    }
+
+    /// An argv request.
+    pub fn argv<I, S>(argv: I) -> Request
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        Request::new(Command::Argv(argv.into_iter().map(Into::into).collect()))
+    }
+}
+
+/// The executor's defaults and caps.
+#[derive(Debug, Clone)]
+pub struct ExecutorConfig {
+    /// Deadline when a request gives none.
+    pub default_timeout: Duration,
+    /// The longest deadline a request may ask for (longer ones are capped).
+    pub max_timeout: Duration,
+    /// Tail size when a request gives none.
+    pub default_output_cap: usize,
+    /// The largest tail a request may ask for (larger ones are capped).
+    pub max_output_cap: usize,
+    /// SIGTERM → SIGKILL grace.
+    pub kill_grace: Duration,
+    /// Bounded wait for pipes held by outliving grandchildren.
+    pub drain_grace: Duration,
+    /// Shell for shell-string commands.
+    pub shell: PathBuf,
+    /// Parent directory for spill files and per-run directories (default: the
+    /// system temp dir). cordon creates a private 0700 directory inside it.
+    pub state_dir: Option<PathBuf>,
+    /// The ambient environment to scrub (default: this process's environment).
+    pub ambient_env: Option<Vec<(OsString, OsString)>>,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        ExecutorConfig {
+            default_timeout: DEFAULT_TIMEOUT,
+            max_timeout: MAX_TIMEOUT,
+            default_output_cap: DEFAULT_OUTPUT_CAP,
+            max_output_cap: MAX_OUTPUT_CAP,
+            kill_grace: KILL_GRACE,
+            drain_grace: DRAIN_GRACE,
+            shell: PathBuf::from(DEFAULT_SHELL),
+            state_dir: None,
+            ambient_env: None,
+        }
+    }
+}
+
+/// A fully resolved request.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// argv; `argv[0]` is the program as given (or the shell).
+    pub argv: Vec<OsString>,
+    /// The canonical working directory.
+    pub workdir: PathBuf,
+    /// The deadline.
+    pub timeout: Duration,
+    /// The in-memory tail per stream.
+    pub output_cap: usize,
+    /// Stdin.
+    pub stdin: Stdin,
+    /// Output handling.
+    pub output: Output,
+    /// The environment, scrubbed (the runner adds its own variables at launch).
+    pub env: Vec<(OsString, OsString)>,
+    /// The resolved policy.
+    pub policy: ExecutionPolicy,
+    /// Runner choice.
+    pub runner: RunnerChoice,
+}

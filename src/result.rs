@@ -1,0 +1,146 @@
+//! What a run reports: exit facts, collected output and sandbox facts.
+//!
+//! These types are the JSON contract of `cordon run --json` (field names are part of
+//! the interface). They carry facts only; building them is the executor's job.
+
+use crate::mode::Mode;
+use crate::runner::RunnerKind;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// The outcome of one command. A nonzero exit, a timeout or an abort is a result, not
+/// an error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Exit status when the command exited normally.
+    pub exit_code: Option<i32>,
+    /// Terminating signal when it was killed by one.
+    pub signal: Option<i32>,
+    /// The deadline passed first (never true together with `aborted`).
+    pub timed_out: bool,
+    /// The caller aborted first (never true together with `timed_out`).
+    pub aborted: bool,
+    /// The deadline that applied, in milliseconds.
+    pub timeout_ms: u64,
+    /// Collected standard output.
+    pub stdout: CollectedOutput,
+    /// Collected standard error.
+    pub stderr: CollectedOutput,
+    /// What the sandbox applied, refused and could not enforce.
+    pub sandbox: SandboxFacts,
+}
+
+impl RunResult {
+    /// The conventional shell status: the exit code, or 128+N for signal N.
+    pub fn shell_status(&self) -> i32 {
+        match (self.exit_code, self.signal) {
+            (Some(c), _) => c,
+            (None, Some(s)) => 128 + s,
+            (None, None) => 125,
+        }
+    }
+}
+
+/// One captured stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectedOutput {
+    /// The tail kept in memory (lossy UTF-8; the spill file has the exact bytes).
+    pub text: String,
+    /// Bytes were dropped from the in-memory tail.
+    pub truncated: bool,
+    /// The complete stream, when it was spilled successfully.
+    pub spill_path: Option<PathBuf>,
+}
+
+/// How completely the requested restrictions were enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EnforcementLevel {
+    /// Every requested restriction is enforced.
+    Full,
+    /// Some are not; `gaps` names them.
+    Partial,
+    /// No confinement at all (passthrough).
+    None,
+}
+
+/// A requested restriction the runner could not enforce on this host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gap {
+    /// The restriction's stable name (see [`crate::runner::Restriction`]).
+    pub restriction: String,
+    /// Why it is not enforced here.
+    pub reason: String,
+}
+
+/// The enforcement report of one run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enforcement {
+    /// Overall level.
+    pub level: EnforcementLevel,
+    /// Every requested restriction not enforced, with the reason.
+    pub gaps: Vec<Gap>,
+}
+
+impl Enforcement {
+    /// No confinement requested or applied.
+    pub fn none() -> Self {
+        Enforcement { level: EnforcementLevel::None, gaps: Vec::new() }
+    }
+}
+
+/// The class of a refused operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DenialKind {
+    /// A write, create, delete, rename, link or metadata change.
+    FileWrite,
+    /// A read.
+    FileRead,
+    /// A socket or connection.
+    Network,
+    /// Another process (signal, ptrace, ...).
+    Process,
+    /// Anything else the filter refused.
+    Other,
+}
+
+/// One refusal by the sandbox, with the evidence it rests on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Denial {
+    /// What kind of operation.
+    pub kind: DenialKind,
+    /// The path, address or syscall, when known.
+    pub target: Option<String>,
+    /// What the verdict rests on (an errno observed, a signal, a diagnostic line).
+    pub evidence: String,
+}
+
+/// A runner that selection passed over, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedRunner {
+    /// The runner.
+    pub runner: RunnerKind,
+    /// Why it was not used.
+    pub reason: String,
+}
+
+/// What the sandbox did for this run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxFacts {
+    /// The mode actually applied.
+    pub mode: Mode,
+    /// The runner used.
+    pub runner: RunnerKind,
+    /// True only with evidence that the sandbox refused something.
+    pub denied: bool,
+    /// The refusals, with evidence.
+    pub denials: Vec<Denial>,
+    /// How completely the mode was enforced.
+    pub enforcement: Enforcement,
+    /// The runner broke before the command ran.
+    pub runner_failed: bool,
+    /// Stronger runners passed over during selection, with reasons.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedRunner>,
+}

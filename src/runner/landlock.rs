@@ -1,0 +1,323 @@
+//! The `landlock` runner (Linux): Landlock + seccomp + namespaces + capability drop,
+//! applied in the child between `clone` and `exec` (see the `cordon-stage` crate for
+//! the child's ordered contract).
+//!
+//! Layers and what each enforces:
+//! - **Landlock** (ABI-dependent): reads everywhere; writes only beneath the writable
+//!   roots, the private temp dirs and a few device files; truncation (ABI 3); TCP
+//!   bind/connect denied (ABI 4); device ioctls (ABI 5); abstract unix sockets and
+//!   signals scoped (ABI 6); denial audit records (ABI 7). Also confines ptrace-style
+//!   access (`/proc/<pid>/mem`, `environ`) to processes of the same sandbox.
+//! - **Mount layer** (root, or a user namespace): private mount, pid and IPC
+//!   namespaces; `/tmp` and `/dev/shm` replaced by per-run directories; the whole tree
+//!   read-only except the writable roots (which stops chmod/chown/utimes/xattrs and
+//!   truncation outside them, with `EROFS`); protected subpaths re-attached read-only
+//!   (rename/delete of the mount point fails with `EBUSY`, links across it `EXDEV`);
+//!   a fresh `/proc` for the new pid namespace; when the command exits, the kernel
+//!   kills everything left in its pid namespace.
+//! - **seccomp** (`profiles/seccomp/confined.json`): see [`super::seccomp`].
+//! - **Privileges**: `no_new_privs`, every capability dropped and verified, only stdio
+//!   inherited.
+//!
+//! What it does not do: it cannot hide files from reading (reads are allowed
+//! everywhere the host allows), it does not limit CPU, memory or disk use, and the
+//! command runs as pid 1 of its namespace (signals it has no handler for, sent from
+//! inside, are ignored by the kernel for pid 1).
+
+use super::{
+    enforcement_from_gaps, LandlockPlan, LaunchPlan, MountStep, NamespacePlan, PlanError, PlanInput, ProbeStatus,
+    Restriction, Runner, RunnerKind,
+};
+use crate::host::{HostFacts, Namespaces};
+use crate::policy::ExecutionPolicy;
+use crate::result::Enforcement;
+use std::path::{Path, PathBuf};
+
+/// Device files the command may open for writing.
+pub const WRITABLE_DEVICES: [&str; 6] = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
+
+/// `LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON`: keep logging denials after `execve`.
+pub const LANDLOCK_LOG_NEW_EXEC_ON: u32 = 2;
+
+/// The `landlock` runner.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LandlockRunner;
+
+fn ns_reason(host: &HostFacts) -> String {
+    match &host.namespaces {
+        Namespaces::Unavailable { reason } => reason.clone(),
+        _ => String::new(),
+    }
+}
+
+/// The gaps of the landlock runner for `policy` on `host` (pure).
+pub fn landlock_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restriction, String)> {
+    use Restriction::*;
+    let abi = host.landlock_abi;
+    let ns = host.namespaces.available();
+    let why_ns = ns_reason(host);
+    let mut gaps = Vec::new();
+    for r in Restriction::requested_by(policy) {
+        let gap = match r {
+            FsWrite | Network | UnixSockets | ProcessInspection | TerminalInjection | SyscallFilter | Privileges
+            | FdIsolation => None,
+            FsTruncate if abi < 3 && !ns => Some(format!(
+                "Landlock ABI {abi} < 3 cannot restrict truncate, and the read-only mount layer is unavailable: {why_ns}"
+            )),
+            FsMetadata if !ns => Some(format!(
+                "Landlock does not cover chmod/chown/utimes/xattrs and the read-only mount layer is unavailable: {why_ns}"
+            )),
+            ProtectedPaths if !ns => Some(format!(
+                "Landlock cannot keep a subpath of a writable root read-only and the mount layer is unavailable: {why_ns}"
+            )),
+            PrivateTmp if !ns => Some(format!(
+                "/tmp and /dev/shm stay readable and shared (not writable) without a mount namespace: {why_ns}"
+            )),
+            Signals if abi < 6 && !ns => Some(format!(
+                "Landlock ABI {abi} < 6 cannot scope signals and no pid namespace is available: {why_ns}"
+            )),
+            ProcessLifetime if !ns => {
+                Some(format!("processes that leave the process group can outlive the run without a pid namespace: {why_ns}"))
+            }
+            Ipc if !ns => Some(format!("SysV and POSIX message queues are shared without an IPC namespace: {why_ns}")),
+            DeviceIoctl if abi < 5 => Some(format!("Landlock ABI {abi} < 5 cannot restrict device ioctls")),
+            DenialAudit if abi < 7 => Some(format!("Landlock ABI {abi} < 7 cannot log the sandbox's denials")),
+            _ => None,
+        };
+        if let Some(reason) = gap {
+            gaps.push((r, reason));
+        }
+    }
+    gaps
+}
+
+impl Runner for LandlockRunner {
+    fn kind(&self) -> RunnerKind {
+        RunnerKind::Landlock
+    }
+
+    fn probe(&self, host: &HostFacts) -> ProbeStatus {
+        if host.os != "linux" {
+            return ProbeStatus::Unsupported(format!("Landlock is Linux-only (this is {})", host.os));
+        }
+        if host.landlock_abi == 0 {
+            let why = match host.landlock_abi_cap {
+                Some(0) => format!("Landlock disabled by {}=0", crate::host::ENV_LANDLOCK_ABI_MAX),
+                _ => "the kernel has no Landlock, or it is not enabled at boot (add landlock to the lsm= boot parameter)"
+                    .to_string(),
+            };
+            return ProbeStatus::Unavailable(why);
+        }
+        if !host.seccomp {
+            return ProbeStatus::Unavailable("seccomp filters are not available in this kernel".into());
+        }
+        ProbeStatus::Available
+    }
+
+    fn enforcement(&self, policy: &ExecutionPolicy, host: &HostFacts) -> Enforcement {
+        enforcement_from_gaps(landlock_gaps(policy, host))
+    }
+
+    fn plan(&self, input: &PlanInput<'_>) -> Result<LaunchPlan, PlanError> {
+        if let ProbeStatus::Unavailable(r) | ProbeStatus::Unsupported(r) = self.probe(input.host) {
+            return Err(PlanError::Unavailable(r));
+        }
+        let policy = input.policy;
+        let host = input.host;
+        let abi = host.landlock_abi;
+        let ns = host.namespaces.available();
+        let namespaces = if ns {
+            NamespacePlan {
+                user: matches!(host.namespaces, Namespaces::UserNamespace),
+                mount: true,
+                pid: true,
+                ipc: true,
+            }
+        } else {
+            NamespacePlan::default()
+        };
+        let mounts = if ns { mount_steps(input) } else { Vec::new() };
+        let tmpdir = if ns { PathBuf::from("/tmp") } else { input.run_tmp() };
+        let mut write = policy.writable();
+        write.push(input.run_tmp());
+        write.push(input.run_shm());
+        let landlock = LandlockPlan {
+            abi,
+            read: vec![PathBuf::from("/")],
+            write,
+            devices: WRITABLE_DEVICES.iter().map(PathBuf::from).collect(),
+            deny_tcp: policy.network_restricted() && abi >= 4,
+            scope_abstract_unix: policy.network_restricted() && abi >= 6,
+            scope_signals: abi >= 6,
+            restrict_flags: if abi >= 7 { LANDLOCK_LOG_NEW_EXEC_ON } else { 0 },
+        };
+        Ok(LaunchPlan {
+            runner: RunnerKind::Landlock,
+            program: input.program.clone(),
+            argv: input.argv.clone(),
+            env: vec![("TMPDIR".into(), tmpdir.to_string_lossy().into_owned())],
+            cwd: input.cwd.clone(),
+            namespaces,
+            mounts,
+            landlock: Some(landlock),
+            seccomp: Some(policy.network || !policy.mode.is_confined()),
+            drop_capabilities: true,
+            no_new_privs: true,
+            new_session: input.new_session,
+            enforcement: self.enforcement(policy, host),
+        })
+    }
+}
+
+/// The mount steps of a confined run (pure). Order matters; see the module docs.
+pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
+    let policy = input.policy;
+    let mut exposed: Vec<PathBuf> = std::iter::once(policy.workspace.clone())
+        .chain(policy.writable_roots.iter().cloned())
+        .collect();
+    // Shallow first, so nested roots are attached on top of their parents.
+    exposed.sort_by_key(|p| p.components().count());
+    let mut protected = policy.protected.clone();
+    protected.sort_by_key(|p| p.components().count());
+
+    let mut steps = vec![MountStep::MakeRootPrivate];
+    let mut attach = Vec::new();
+    let mut slot = 0usize;
+    let mut add = |source: PathBuf, target: PathBuf, steps: &mut Vec<MountStep>| {
+        steps.push(MountStep::Clone { source, slot });
+        attach.push(MountStep::Attach { slot, target });
+        slot += 1;
+    };
+    add(input.run_tmp(), PathBuf::from("/tmp"), &mut steps);
+    add(input.run_shm(), PathBuf::from("/dev/shm"), &mut steps);
+    for p in exposed.iter().chain(protected.iter()) {
+        add(p.clone(), p.clone(), &mut steps);
+    }
+    steps.push(MountStep::Proc);
+    steps.extend(attach);
+    steps.push(MountStep::ReadOnlyRecursive);
+    steps.push(MountStep::Writable { target: PathBuf::from("/tmp") });
+    steps.push(MountStep::Writable { target: PathBuf::from("/dev/shm") });
+    for w in policy.writable() {
+        if !protected.iter().any(|p| w.starts_with(p)) {
+            steps.push(MountStep::Writable { target: w });
+        }
+    }
+    steps
+}
+
+/// Where, inside the private `/tmp` or `/dev/shm`, a mount point for `target` must be
+/// created before the child runs (pure). `None` when the target is not hidden.
+pub fn private_mountpoint(target: &Path, run_tmp: &Path, run_shm: &Path) -> Option<PathBuf> {
+    for (public, private) in [(Path::new("/tmp"), run_tmp), (Path::new("/dev/shm"), run_shm)] {
+        if let Ok(rel) = target.strip_prefix(public) {
+            if rel.as_os_str().is_empty() {
+                return None;
+            }
+            return Some(private.join(rel));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mode::Mode;
+    use crate::result::EnforcementLevel;
+
+    fn host(abi: u32, ns: bool) -> HostFacts {
+        HostFacts {
+            os: "linux",
+            kernel_landlock_abi: 7,
+            landlock_abi: abi,
+            landlock_abi_cap: None,
+            seccomp: true,
+            euid: 1000,
+            egid: 1000,
+            namespaces: if ns {
+                Namespaces::UserNamespace
+            } else {
+                Namespaces::Unavailable { reason: "blocked".into() }
+            },
+            bwrap: None,
+            disabled_runners: vec![],
+        }
+    }
+
+    fn policy(mode: Mode) -> ExecutionPolicy {
+        ExecutionPolicy {
+            mode,
+            workspace: "/tmp/ws".into(),
+            writable_roots: vec!["/srv/out".into()],
+            protected: vec!["/tmp/ws/.git".into()],
+            network: false,
+            best_effort: false,
+        }
+    }
+
+    #[test]
+    fn full_on_abi7_with_namespaces() {
+        let e = LandlockRunner.enforcement(&policy(Mode::WorkspaceWrite), &host(7, true));
+        assert_eq!(e.level, EnforcementLevel::Full, "{e:?}");
+    }
+
+    #[test]
+    fn every_older_abi_has_gaps() {
+        for abi in [1, 2, 3, 4, 5, 6] {
+            let e = LandlockRunner.enforcement(&policy(Mode::WorkspaceWrite), &host(abi, true));
+            assert_eq!(e.level, EnforcementLevel::Partial, "abi {abi}");
+            assert!(e.gaps.iter().any(|g| g.restriction == "denial-audit"));
+        }
+        let e4 = LandlockRunner.enforcement(&policy(Mode::ReadOnly), &host(4, true));
+        assert!(e4.gaps.iter().any(|g| g.restriction == "device-ioctl"));
+    }
+
+    #[test]
+    fn no_namespaces_names_the_mount_layer_gaps() {
+        let e = LandlockRunner.enforcement(&policy(Mode::WorkspaceWrite), &host(7, false));
+        let names: Vec<_> = e.gaps.iter().map(|g| g.restriction.as_str()).collect();
+        for want in ["fs-metadata", "protected-paths", "private-tmp", "process-lifetime", "ipc"] {
+            assert!(names.contains(&want), "{want} missing from {names:?}");
+        }
+    }
+
+    #[test]
+    fn mount_steps_attach_nested_paths_after_parents_and_keep_protected_read_only() {
+        let p = policy(Mode::WorkspaceWrite);
+        let h = host(7, true);
+        let input = PlanInput {
+            policy: &p,
+            host: &h,
+            program: "/bin/true".into(),
+            argv: vec!["true".into()],
+            cwd: "/tmp/ws".into(),
+            run_dir: "/run/c/r1".into(),
+            new_session: true,
+        };
+        let steps = mount_steps(&input);
+        let attach_targets: Vec<_> = steps
+            .iter()
+            .filter_map(|s| if let MountStep::Attach { target, .. } = s { Some(target.clone()) } else { None })
+            .collect();
+        let ws = attach_targets.iter().position(|t| t == Path::new("/tmp/ws")).unwrap();
+        let git = attach_targets.iter().position(|t| t == Path::new("/tmp/ws/.git")).unwrap();
+        let tmp = attach_targets.iter().position(|t| t == Path::new("/tmp")).unwrap();
+        assert!(tmp < ws && ws < git);
+        assert!(!steps.contains(&MountStep::Writable { target: "/tmp/ws/.git".into() }));
+        assert!(steps.contains(&MountStep::Writable { target: "/tmp/ws".into() }));
+        let ro = steps.iter().position(|s| *s == MountStep::ReadOnlyRecursive).unwrap();
+        let last_attach = steps.iter().rposition(|s| matches!(s, MountStep::Attach { .. })).unwrap();
+        assert!(last_attach < ro);
+    }
+
+    #[test]
+    fn private_mountpoints() {
+        let t = Path::new("/r/tmp");
+        let s = Path::new("/r/shm");
+        assert_eq!(private_mountpoint(Path::new("/tmp/a/b"), t, s), Some(PathBuf::from("/r/tmp/a/b")));
+        assert_eq!(private_mountpoint(Path::new("/home/x"), t, s), None);
+        assert_eq!(private_mountpoint(Path::new("/tmp"), t, s), None);
+        assert_eq!(private_mountpoint(Path::new("/tmpfoo"), t, s), None);
+    }
+}

@@ -1,0 +1,469 @@
+//! Runners: one module per confinement backend behind the small [`Runner`] trait, and
+//! [`select`], which picks one and fails closed.
+//!
+//! A runner can [`Runner::probe`] the host (is it usable at all?), report the
+//! [`Enforcement`] it would reach for a policy (which [`Restriction`]s it can enforce
+//! here and which are gaps), and [`Runner::plan`] a launch: a pure value describing
+//! argv, environment, namespaces, mounts, Landlock rules and seccomp filters. The
+//! executor materializes and spawns the plan.
+//!
+//! Selection rules: `full-access` uses `passthrough`. A confined mode uses the first
+//! runner (strongest first) that is available and fully enforces the policy; with
+//! `best_effort`, failing that, the available runner with the fewest gaps. Otherwise
+//! `SANDBOX_UNAVAILABLE`, with one reason per runner tried. An explicitly requested
+//! runner that cannot work fails closed; there is no silent fallback.
+
+pub mod bwrap;
+pub mod landlock;
+pub mod passthrough;
+pub mod macos;
+pub mod seatbelt;
+pub mod seccomp;
+pub mod stage;
+
+use crate::error::{CordonError, RunnerReason};
+use crate::host::HostFacts;
+use crate::mode::Mode;
+use crate::policy::ExecutionPolicy;
+use crate::result::{Enforcement, EnforcementLevel, Gap, SkippedRunner};
+use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// The confinement backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunnerKind {
+    /// Landlock + seccomp + namespaces + capability drop, applied in the child (Linux).
+    Landlock,
+    /// bubblewrap + cordon's seccomp filter (Linux fallback).
+    Bwrap,
+    /// `sandbox-exec` with a generated profile (macOS).
+    Seatbelt,
+    /// No confinement (`full-access` only).
+    Passthrough,
+}
+
+impl RunnerKind {
+    /// The stable name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunnerKind::Landlock => "landlock",
+            RunnerKind::Bwrap => "bwrap",
+            RunnerKind::Seatbelt => "seatbelt",
+            RunnerKind::Passthrough => "passthrough",
+        }
+    }
+}
+
+impl fmt::Display for RunnerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RunnerKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "landlock" => Ok(RunnerKind::Landlock),
+            "bwrap" => Ok(RunnerKind::Bwrap),
+            "seatbelt" => Ok(RunnerKind::Seatbelt),
+            "passthrough" => Ok(RunnerKind::Passthrough),
+            other => Err(format!("unknown runner `{other}` (expected landlock, bwrap, seatbelt or passthrough)")),
+        }
+    }
+}
+
+/// Which runner the caller wants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunnerChoice {
+    /// The strongest runner that enforces the mode.
+    #[default]
+    Auto,
+    /// Exactly this runner, or fail.
+    #[serde(untagged)]
+    Only(RunnerKind),
+}
+
+impl FromStr for RunnerChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "auto" {
+            Ok(RunnerChoice::Auto)
+        } else {
+            s.parse().map(RunnerChoice::Only).map_err(|e: String| e.replace("(expected ", "(expected auto, "))
+        }
+    }
+}
+
+/// One restriction a confined mode requests. The names are stable (they appear in
+/// `enforcement.gaps[].restriction`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Restriction {
+    /// No write, create, delete, rename or link outside the writable roots.
+    FsWrite,
+    /// No truncation outside the writable roots.
+    FsTruncate,
+    /// No chmod/chown/utimes/xattr changes outside the writable roots.
+    FsMetadata,
+    /// Protected subpaths (`.git`) stay read-only inside writable roots.
+    ProtectedPaths,
+    /// The host's `/tmp` and `/dev/shm` are neither writable nor shared.
+    PrivateTmp,
+    /// No IP, packet or netlink sockets (network off).
+    Network,
+    /// No unix sockets to daemons outside (pathname or abstract; network off).
+    UnixSockets,
+    /// No signals to processes outside the sandbox.
+    Signals,
+    /// No ptrace, `process_vm_*` or `/proc/<pid>` access to processes outside.
+    ProcessInspection,
+    /// Nothing the command started outlives the run.
+    ProcessLifetime,
+    /// No SysV / POSIX message-queue IPC with the outside.
+    Ipc,
+    /// No ioctls on device files opened inside the sandbox.
+    DeviceIoctl,
+    /// No `TIOCSTI`/`TIOCLINUX` terminal injection.
+    TerminalInjection,
+    /// Dangerous syscalls refused (io_uring, bpf, perf, userfaultfd, keyrings, mounts,
+    /// namespaces, foreign ABIs).
+    SyscallFilter,
+    /// No capabilities, `no_new_privs` set.
+    Privileges,
+    /// Only stdin/stdout/stderr cross into the sandbox.
+    FdIsolation,
+    /// The kernel records the sandbox's denials (Landlock audit, ABI 7).
+    DenialAudit,
+}
+
+impl Restriction {
+    /// The stable name.
+    pub fn name(self) -> String {
+        serde_json::to_value(self).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+    }
+
+    /// The restrictions a policy requests.
+    pub fn requested_by(policy: &ExecutionPolicy) -> Vec<Restriction> {
+        use Restriction::*;
+        if !policy.mode.is_confined() {
+            return Vec::new();
+        }
+        let mut r = vec![FsWrite, FsTruncate, FsMetadata];
+        if !policy.protected.is_empty() {
+            r.push(ProtectedPaths);
+        }
+        r.push(PrivateTmp);
+        if !policy.network {
+            r.extend([Network, UnixSockets]);
+        }
+        r.extend([
+            Signals,
+            ProcessInspection,
+            ProcessLifetime,
+            Ipc,
+            DeviceIoctl,
+            TerminalInjection,
+            SyscallFilter,
+            Privileges,
+            FdIsolation,
+            DenialAudit,
+        ]);
+        r
+    }
+}
+
+/// Build an [`Enforcement`] from the gaps found among the requested restrictions.
+pub fn enforcement_from_gaps(gaps: Vec<(Restriction, String)>) -> Enforcement {
+    let level = if gaps.is_empty() { EnforcementLevel::Full } else { EnforcementLevel::Partial };
+    Enforcement {
+        level,
+        gaps: gaps.into_iter().map(|(r, reason)| Gap { restriction: r.name(), reason }).collect(),
+    }
+}
+
+/// Whether a runner can work on this host at all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", content = "reason", rename_all = "kebab-case")]
+pub enum ProbeStatus {
+    /// Usable.
+    Available,
+    /// Would work on this OS, but not on this host now.
+    Unavailable(String),
+    /// Does not exist on this OS.
+    Unsupported(String),
+}
+
+/// Inputs to planning, all resolved beforehand (no I/O during planning).
+#[derive(Debug, Clone)]
+pub struct PlanInput<'a> {
+    /// The resolved policy.
+    pub policy: &'a ExecutionPolicy,
+    /// Host facts.
+    pub host: &'a HostFacts,
+    /// Absolute program path.
+    pub program: PathBuf,
+    /// argv including argv[0].
+    pub argv: Vec<OsString>,
+    /// The working directory (canonical).
+    pub cwd: PathBuf,
+    /// The per-run private directory (0700), holding `tmp/` and `shm/`.
+    pub run_dir: PathBuf,
+    /// Start a new session (no controlling terminal).
+    pub new_session: bool,
+}
+
+impl PlanInput<'_> {
+    /// The private temp dir inside the run dir.
+    pub fn run_tmp(&self) -> PathBuf {
+        self.run_dir.join("tmp")
+    }
+    /// The private shared-memory dir inside the run dir.
+    pub fn run_shm(&self) -> PathBuf {
+        self.run_dir.join("shm")
+    }
+}
+
+/// A path-level mount step (materialized into the stage's mount ops).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum MountStep {
+    /// Private propagation for the whole tree.
+    MakeRootPrivate,
+    /// Detached clone of `source` kept in `slot`.
+    Clone {
+        /// Source path.
+        source: PathBuf,
+        /// Slot index.
+        slot: usize,
+    },
+    /// Attach `slot` at `target`.
+    Attach {
+        /// Slot index.
+        slot: usize,
+        /// Target path.
+        target: PathBuf,
+    },
+    /// Fresh procfs (optional).
+    Proc,
+    /// Everything read-only, recursively.
+    ReadOnlyRecursive,
+    /// Make the mount at `target` writable again (non-recursive).
+    Writable {
+        /// Target path.
+        target: PathBuf,
+    },
+}
+
+/// Landlock rules, described as data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LandlockPlan {
+    /// ABI to build the ruleset for.
+    pub abi: u32,
+    /// Directories readable and executable beneath.
+    pub read: Vec<PathBuf>,
+    /// Directories fully writable beneath.
+    pub write: Vec<PathBuf>,
+    /// Device files that may be opened for writing (and ioctl'd).
+    pub devices: Vec<PathBuf>,
+    /// Handle TCP bind/connect (deny all).
+    pub deny_tcp: bool,
+    /// Scope abstract unix sockets.
+    pub scope_abstract_unix: bool,
+    /// Scope signals.
+    pub scope_signals: bool,
+    /// `landlock_restrict_self` flags (audit logging).
+    pub restrict_flags: u32,
+}
+
+/// Which namespaces to create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct NamespacePlan {
+    /// Through a user namespace (unprivileged).
+    pub user: bool,
+    /// Mount namespace.
+    pub mount: bool,
+    /// Pid namespace.
+    pub pid: bool,
+    /// IPC namespace.
+    pub ipc: bool,
+}
+
+/// A complete, pure description of how to launch one command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LaunchPlan {
+    /// The runner that made it.
+    pub runner: RunnerKind,
+    /// Absolute program path to exec.
+    pub program: PathBuf,
+    /// argv including argv[0].
+    pub argv: Vec<OsString>,
+    /// Environment variables the runner sets (they win over everything).
+    pub env: Vec<(String, String)>,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// Namespaces.
+    pub namespaces: NamespacePlan,
+    /// Mount steps.
+    pub mounts: Vec<MountStep>,
+    /// Landlock rules.
+    pub landlock: Option<LandlockPlan>,
+    /// seccomp: `Some(network_allowed)` installs cordon's filters.
+    pub seccomp: Option<bool>,
+    /// Drop all capabilities.
+    pub drop_capabilities: bool,
+    /// Set `no_new_privs`.
+    pub no_new_privs: bool,
+    /// New session.
+    pub new_session: bool,
+    /// The report this plan achieves.
+    pub enforcement: Enforcement,
+}
+
+/// Why a runner could not plan.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// The runner does not exist on this OS or host.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A path cannot be expressed for this runner.
+    #[error("path `{path}` cannot be passed to {runner}: {why}")]
+    Path {
+        /// The runner.
+        runner: RunnerKind,
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        why: &'static str,
+    },
+}
+
+/// One confinement backend.
+pub trait Runner {
+    /// Which runner this is.
+    fn kind(&self) -> RunnerKind;
+    /// Whether it can work on this host.
+    fn probe(&self, host: &HostFacts) -> ProbeStatus;
+    /// The enforcement it would reach for `policy` on `host` (assuming `probe` passed).
+    fn enforcement(&self, policy: &ExecutionPolicy, host: &HostFacts) -> Enforcement;
+    /// Plan a launch (pure).
+    fn plan(&self, input: &PlanInput<'_>) -> Result<LaunchPlan, PlanError>;
+}
+
+/// The runner implementation for a kind.
+pub fn runner_for(kind: RunnerKind) -> &'static dyn Runner {
+    match kind {
+        RunnerKind::Landlock => &landlock::LandlockRunner,
+        RunnerKind::Bwrap => &bwrap::BwrapRunner,
+        RunnerKind::Seatbelt => &macos::SeatbeltRunner,
+        RunnerKind::Passthrough => &passthrough::PassthroughRunner,
+    }
+}
+
+/// Probe a runner, honouring `CORDON_DISABLE_RUNNERS`.
+pub fn probe_runner(kind: RunnerKind, host: &HostFacts) -> ProbeStatus {
+    if host.disabled_runners.contains(&kind) {
+        return ProbeStatus::Unavailable(format!("disabled by {}", crate::host::ENV_DISABLE_RUNNERS));
+    }
+    runner_for(kind).probe(host)
+}
+
+/// Confined runners for this OS, strongest first.
+pub fn confined_candidates(host: &HostFacts) -> Vec<RunnerKind> {
+    match host.os {
+        "linux" => vec![RunnerKind::Landlock, RunnerKind::Bwrap],
+        "macos" => vec![RunnerKind::Seatbelt],
+        _ => vec![RunnerKind::Landlock, RunnerKind::Bwrap, RunnerKind::Seatbelt],
+    }
+}
+
+/// The outcome of selection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    /// The runner chosen.
+    pub runner: RunnerKind,
+    /// The enforcement it reaches.
+    pub enforcement: Enforcement,
+    /// Stronger runners passed over.
+    pub skipped: Vec<SkippedRunner>,
+}
+
+fn gap_summary(e: &Enforcement) -> String {
+    let names: Vec<String> = e.gaps.iter().map(|g| format!("{} ({})", g.restriction, g.reason)).collect();
+    format!("cannot fully enforce: {}", names.join(", "))
+}
+
+/// Pick a runner for `policy`, failing closed (see module docs).
+pub fn select(policy: &ExecutionPolicy, host: &HostFacts, choice: RunnerChoice) -> Result<Selection, CordonError> {
+    let mode = policy.mode;
+    if mode == Mode::FullAccess {
+        return match choice {
+            RunnerChoice::Auto | RunnerChoice::Only(RunnerKind::Passthrough) => {
+                match probe_runner(RunnerKind::Passthrough, host) {
+                    ProbeStatus::Available => Ok(Selection {
+                        runner: RunnerKind::Passthrough,
+                        enforcement: Enforcement::none(),
+                        skipped: Vec::new(),
+                    }),
+                    ProbeStatus::Unavailable(r) | ProbeStatus::Unsupported(r) => Err(CordonError::SandboxUnavailable {
+                        mode,
+                        reasons: vec![RunnerReason { runner: RunnerKind::Passthrough, reason: r }],
+                    }),
+                }
+            }
+            RunnerChoice::Only(kind) => Err(CordonError::InvalidRequest {
+                field: "runner",
+                why: format!("full-access runs unconfined; runner {kind} applies only to confined modes"),
+            }),
+        };
+    }
+    let candidates = match choice {
+        RunnerChoice::Auto => confined_candidates(host),
+        RunnerChoice::Only(RunnerKind::Passthrough) => {
+            return Err(CordonError::SandboxUnavailable {
+                mode,
+                reasons: vec![RunnerReason {
+                    runner: RunnerKind::Passthrough,
+                    reason: format!("passthrough applies no confinement and may only run full-access, not {mode}"),
+                }],
+            })
+        }
+        RunnerChoice::Only(kind) => vec![kind],
+    };
+    let mut reasons = Vec::new();
+    let mut partial: Option<(RunnerKind, Enforcement)> = None;
+    for kind in candidates {
+        match probe_runner(kind, host) {
+            ProbeStatus::Available => {}
+            ProbeStatus::Unavailable(r) | ProbeStatus::Unsupported(r) => {
+                reasons.push(RunnerReason { runner: kind, reason: r });
+                continue;
+            }
+        }
+        let enforcement = runner_for(kind).enforcement(policy, host);
+        if enforcement.level == EnforcementLevel::Full {
+            return Ok(Selection { runner: kind, enforcement, skipped: to_skipped(&reasons) });
+        }
+        reasons.push(RunnerReason { runner: kind, reason: gap_summary(&enforcement) });
+        if partial.as_ref().is_none_or(|(_, best)| enforcement.gaps.len() < best.gaps.len()) {
+            partial = Some((kind, enforcement));
+        }
+    }
+    if policy.best_effort {
+        if let Some((runner, enforcement)) = partial {
+            let skipped = to_skipped(&reasons).into_iter().filter(|s| s.runner != runner).collect();
+            return Ok(Selection { runner, enforcement, skipped });
+        }
+    }
+    Err(CordonError::SandboxUnavailable { mode, reasons })
+}
+
+fn to_skipped(reasons: &[RunnerReason]) -> Vec<SkippedRunner> {
+    reasons.iter().map(|r| SkippedRunner { runner: r.runner, reason: r.reason.clone() }).collect()
+}

@@ -1,0 +1,47 @@
+//! The `passthrough` runner: no confinement at all. Only `full-access` may use it
+//! (selection enforces that). It still gets the executor's process hygiene: its own
+//! process group, a scrubbed environment, only stdio inherited, group kill at the end.
+//!
+//! What it does not do: restrict anything. Processes that leave the process group
+//! (`setsid`) can outlive the run.
+
+use super::{LaunchPlan, NamespacePlan, PlanInput, ProbeStatus, Runner, RunnerKind};
+use crate::host::HostFacts;
+use crate::policy::ExecutionPolicy;
+use crate::result::Enforcement;
+
+/// The `passthrough` runner.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PassthroughRunner;
+
+impl Runner for PassthroughRunner {
+    fn kind(&self) -> RunnerKind {
+        RunnerKind::Passthrough
+    }
+
+    fn probe(&self, _host: &HostFacts) -> ProbeStatus {
+        ProbeStatus::Available
+    }
+
+    fn enforcement(&self, _policy: &ExecutionPolicy, _host: &HostFacts) -> Enforcement {
+        Enforcement::none()
+    }
+
+    fn plan(&self, input: &PlanInput<'_>) -> Result<LaunchPlan, super::PlanError> {
+        Ok(LaunchPlan {
+            runner: RunnerKind::Passthrough,
+            program: input.program.clone(),
+            argv: input.argv.clone(),
+            env: vec![("TMPDIR".into(), input.run_tmp().to_string_lossy().into_owned())],
+            cwd: input.cwd.clone(),
+            namespaces: NamespacePlan::default(),
+            mounts: Vec::new(),
+            landlock: None,
+            seccomp: None,
+            drop_capabilities: false,
+            no_new_privs: false,
+            new_session: input.new_session,
+            enforcement: Enforcement::none(),
+        })
+    }
+}

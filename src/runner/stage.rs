@@ -1,0 +1,237 @@
+//! Materialize a pure [`LaunchPlan`] into the child-side [`StagePlan`]: open the
+//! Landlock ruleset, compile the seccomp filters, create mount points, convert paths
+//! to C strings. This is the I/O half of planning; nothing here decides policy.
+
+use super::{LandlockPlan, LaunchPlan, MountStep};
+use cordon_stage::{IdMaps, MountOp, StagePlan, MOUNT_ATTR_RDONLY};
+use landlock::{
+    Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, Scope, ABI,
+};
+use std::ffi::{CString, OsStr};
+use std::os::fd::{OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Why a plan could not be materialized.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MaterializeError {
+    /// A string contains a NUL byte.
+    #[error("{what} contains a NUL byte")]
+    Nul {
+        /// Which string.
+        what: String,
+    },
+    /// The Landlock ruleset could not be built.
+    #[error("building the Landlock ruleset: {0}")]
+    Landlock(String),
+    /// The seccomp filters could not be built.
+    #[error(transparent)]
+    Seccomp(#[from] super::seccomp::SeccompError),
+    /// A mount point could not be created.
+    #[error("creating mount point `{path}`: {source}")]
+    MountPoint {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+fn cstr(bytes: &[u8], what: impl Fn() -> String) -> Result<CString, MaterializeError> {
+    CString::new(bytes).map_err(|_| MaterializeError::Nul { what: what() })
+}
+
+fn cpath(p: &Path) -> Result<CString, MaterializeError> {
+    cstr(p.as_os_str().as_bytes(), || format!("path `{}`", p.display()))
+}
+
+/// Build the Landlock ruleset for `plan`; returns the ruleset fd.
+pub fn build_ruleset(plan: &LandlockPlan, extra_devices: &[PathBuf]) -> Result<OwnedFd, MaterializeError> {
+    let err = |e: &dyn std::fmt::Display| MaterializeError::Landlock(e.to_string());
+    let abi = ABI::from(plan.abi as i32);
+    let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
+    ruleset = ruleset.handle_access(AccessFs::from_all(abi)).map_err(|e| err(&e))?;
+    if plan.deny_tcp {
+        ruleset = ruleset.handle_access(AccessNet::from_all(abi)).map_err(|e| err(&e))?;
+    }
+    if plan.scope_abstract_unix {
+        ruleset = ruleset.scope(Scope::AbstractUnixSocket).map_err(|e| err(&e))?;
+    }
+    if plan.scope_signals {
+        ruleset = ruleset.scope(Scope::Signal).map_err(|e| err(&e))?;
+    }
+    let mut created = ruleset.create().map_err(|e| err(&e))?;
+    let read = AccessFs::from_read(abi);
+    for p in &plan.read {
+        let fd = PathFd::new(p).map_err(|e| err(&format!("{}: {e}", p.display())))?;
+        created = created.add_rule(PathBeneath::new(fd, read)).map_err(|e| err(&e))?;
+    }
+    let write = AccessFs::from_all(abi) & !(AccessFs::MakeChar | AccessFs::MakeBlock);
+    for p in &plan.write {
+        let fd = PathFd::new(p).map_err(|e| err(&format!("{}: {e}", p.display())))?;
+        created = created.add_rule(PathBeneath::new(fd, write)).map_err(|e| err(&e))?;
+    }
+    let mut device = AccessFs::ReadFile | AccessFs::WriteFile;
+    if plan.abi >= 5 {
+        device |= AccessFs::IoctlDev;
+    }
+    if plan.abi >= 3 {
+        device |= AccessFs::Truncate;
+    }
+    for p in plan.devices.iter().chain(extra_devices) {
+        // A device the host lacks is simply not granted.
+        if let Ok(fd) = PathFd::new(p) {
+            created = created.add_rule(PathBeneath::new(fd, device)).map_err(|e| err(&e))?;
+        }
+    }
+    let fd: Option<OwnedFd> = created.into();
+    fd.ok_or_else(|| MaterializeError::Landlock("the kernel did not return a ruleset".into()))
+}
+
+/// The terminals behind our own stdio fds: the command may keep writing to them when
+/// it reopens them (`> /dev/stderr`).
+pub fn inherited_terminals(stdio: &[RawFd; 3]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    use std::os::unix::fs::FileTypeExt;
+    for fd in stdio {
+        if let Ok(target) = std::fs::read_link(format!("/proc/self/fd/{fd}")) {
+            let is_tty = target.starts_with("/dev/pts/") || target.starts_with("/dev/tty");
+            let is_char = std::fs::metadata(&target).is_ok_and(|m| m.file_type().is_char_device());
+            if is_tty && is_char && !out.contains(&target) {
+                out.push(target);
+            }
+        }
+    }
+    out
+}
+
+/// Create the mount points that targets hidden by the private `/tmp` and `/dev/shm`
+/// need, inside the run directory.
+fn create_mountpoints(plan: &LaunchPlan, run_tmp: &Path, run_shm: &Path) -> Result<(), MaterializeError> {
+    let sources: Vec<(usize, &PathBuf)> = plan
+        .mounts
+        .iter()
+        .filter_map(|m| if let MountStep::Clone { source, slot } = m { Some((*slot, source)) } else { None })
+        .collect();
+    for m in &plan.mounts {
+        let MountStep::Attach { slot, target } = m else { continue };
+        let Some(mp) = super::landlock::private_mountpoint(target, run_tmp, run_shm) else { continue };
+        let is_dir = sources.iter().find(|(s, _)| s == slot).is_none_or(|(_, src)| src.is_dir());
+        let res = if is_dir {
+            std::fs::create_dir_all(&mp)
+        } else {
+            mp.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|_| {
+                std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&mp).map(|_| ())
+            })
+        };
+        res.map_err(|source| MaterializeError::MountPoint { path: mp.clone(), source })?;
+    }
+    Ok(())
+}
+
+/// Turn `plan` into a [`StagePlan`] with `stdio` as the child's fds 0, 1, 2.
+pub fn materialize(
+    plan: &LaunchPlan,
+    envp: &[(std::ffi::OsString, std::ffi::OsString)],
+    stdio: [RawFd; 3],
+    run_dir: &Path,
+    host: &crate::host::HostFacts,
+) -> Result<StagePlan, MaterializeError> {
+    let program = cpath(&plan.program)?;
+    let argv = plan
+        .argv
+        .iter()
+        .map(|a| cstr(a.as_bytes(), || format!("argument `{}`", a.to_string_lossy())))
+        .collect::<Result<Vec<_>, _>>()?;
+    let envp = envp
+        .iter()
+        .map(|(k, v)| {
+            let mut kv = k.as_bytes().to_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            cstr(&kv, || format!("environment variable `{}`", k.to_string_lossy()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let cwd = cpath(&plan.cwd)?;
+
+    let mut namespaces: libc::c_ulong = 0;
+    let ns = plan.namespaces;
+    if ns.user {
+        namespaces |= libc::CLONE_NEWUSER as libc::c_ulong;
+    }
+    if ns.mount {
+        namespaces |= libc::CLONE_NEWNS as libc::c_ulong;
+    }
+    if ns.pid {
+        namespaces |= libc::CLONE_NEWPID as libc::c_ulong;
+    }
+    if ns.ipc {
+        namespaces |= libc::CLONE_NEWIPC as libc::c_ulong;
+    }
+    let id_maps = if ns.user {
+        Some(IdMaps {
+            uid_map: cstr(format!("{0} {0} 1\n", host.euid).as_bytes(), || "uid map".into())?,
+            gid_map: cstr(format!("{0} {0} 1\n", host.egid).as_bytes(), || "gid map".into())?,
+        })
+    } else {
+        None
+    };
+
+    create_mountpoints(plan, &run_dir.join("tmp"), &run_dir.join("shm"))?;
+    let mut mounts = Vec::new();
+    let mut slots = 0usize;
+    for m in &plan.mounts {
+        mounts.push(match m {
+            MountStep::MakeRootPrivate => MountOp::MakeRootPrivate,
+            MountStep::Clone { source, slot } => {
+                slots = slots.max(slot + 1);
+                MountOp::CloneTree { source: cpath(source)?, slot: *slot }
+            }
+            MountStep::Attach { slot, target } => MountOp::Attach { slot: *slot, target: cpath(target)? },
+            MountStep::Proc => MountOp::Proc { target: c"/proc".to_owned(), optional: true },
+            MountStep::ReadOnlyRecursive => {
+                MountOp::SetAttr { target: c"/".to_owned(), recursive: true, set: MOUNT_ATTR_RDONLY, clear: 0 }
+            }
+            MountStep::Writable { target } => {
+                MountOp::SetAttr { target: cpath(target)?, recursive: false, set: 0, clear: MOUNT_ATTR_RDONLY }
+            }
+        });
+    }
+
+    let landlock = match &plan.landlock {
+        Some(l) => Some((build_ruleset(l, &inherited_terminals(&stdio))?, l.restrict_flags)),
+        None => None,
+    };
+    let seccomp = match plan.seccomp {
+        Some(network_allowed) => super::seccomp::compile_filters(network_allowed)?
+            .into_iter()
+            .map(|prog| {
+                prog.into_iter().map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k }).collect()
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    Ok(StagePlan {
+        program,
+        argv,
+        envp,
+        cwd,
+        stdio,
+        namespaces,
+        id_maps,
+        mounts,
+        mount_slots: slots,
+        new_session: plan.new_session,
+        no_new_privs: plan.no_new_privs,
+        landlock,
+        drop_capabilities: plan.drop_capabilities,
+        seccomp,
+    })
+}
+
+/// Helper for messages: a path as text.
+pub fn show(p: &OsStr) -> String {
+    p.to_string_lossy().into_owned()
+}
