@@ -25,7 +25,8 @@
 //! 7. Every other fd is marked close-on-exec (`close_range`), so only stdio crosses.
 //! 8. Working directory.
 //! 9. `no_new_privs`.
-//! 10. Landlock (`landlock_restrict_self` on the ruleset the parent built).
+//! 10. Landlock: rules for trees that exist only in the child (its private tmpfs)
+//!     are added to the parent's ruleset, then `landlock_restrict_self`.
 //! 11. Capabilities: bounding set emptied, ambient cleared, securebits locked,
 //!     effective/permitted/inheritable cleared, then read back and verified.
 //! 12. seccomp filters, last, in plan order.
@@ -181,6 +182,17 @@ pub enum MountOp {
         /// Whether a failure is tolerated.
         optional: bool,
     },
+    /// Mount a fresh tmpfs at `target` (mode 1777, nosuid, nodev). It lives and dies
+    /// with the mount namespace, so nothing is left on the host.
+    Tmpfs {
+        /// Usually `/tmp` or `/dev/shm`.
+        target: CString,
+    },
+    /// Create a directory (an existing one is fine): mount points inside a fresh tmpfs.
+    Mkdir {
+        /// Absolute path.
+        path: CString,
+    },
     /// `mount_setattr` on `target`: set and clear `MOUNT_ATTR_*` bits.
     SetAttr {
         /// Absolute path of a mount root.
@@ -234,6 +246,10 @@ pub struct StagePlan {
     pub no_new_privs: bool,
     /// A Landlock ruleset fd and `landlock_restrict_self` flags.
     pub landlock: Option<(OwnedFd, u32)>,
+    /// Landlock path-beneath rules added in the child after the mounts (for trees
+    /// that only exist inside the child, such as its private tmpfs): path and
+    /// `LANDLOCK_ACCESS_FS_*` bits.
+    pub late_landlock_rules: Vec<(CString, u64)>,
     /// Drop every capability and verify that none is left.
     pub drop_capabilities: bool,
     /// seccomp BPF programs, installed in order.
@@ -301,6 +317,12 @@ fn spawner() -> &'static Mutex<mpsc::Sender<Job>> {
 /// Blocks until the child has either executed the program or reported a failed step
 /// (the stage takes well under a millisecond). Call it from a blocking context.
 pub fn spawn(plan: StagePlan) -> Result<Spawned, SpawnError> {
+    // The main thread lives as long as the process, so a child cloned from it gets
+    // the right parent-death semantics without a thread hop.
+    // SAFETY: getpid/gettid cannot fail.
+    if unsafe { libc::getpid() == libc::gettid() } {
+        return spawn_here(plan);
+    }
     let (tx, rx) = mpsc::channel();
     {
         let guard = spawner().lock().unwrap_or_else(|p| p.into_inner());
@@ -357,20 +379,40 @@ fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
         last_cap: last_capability(),
     };
 
-    let flags = plan.namespaces | libc::SIGCHLD as libc::c_ulong;
-    // SAFETY: a raw clone without CLONE_VM behaves like fork: the child gets a copy of
-    // the address space. The child only runs `child_stage`, which makes raw syscalls on
-    // memory prepared above and never returns (it execs or _exits).
-    let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
-    if pid == 0 {
-        child_stage(&mut prepared);
+    // The child runs on its own stack while sharing our memory (CLONE_VM) and we
+    // are suspended until it execs or exits (CLONE_VFORK): no page tables are copied,
+    // which is what makes spawning from a large, multi-threaded parent cheap. All
+    // signals are blocked around the clone so no parent handler runs on the child's
+    // stack; the child resets dispositions before unblocking.
+    let mut stack = vec![0u8; CHILD_STACK_SIZE];
+    // SAFETY: the stack grows down; the top is the end of the allocation, rounded
+    // down to 16 bytes as the ABI requires.
+    let stack_top = unsafe { stack.as_mut_ptr().add(CHILD_STACK_SIZE) } as usize & !0xf;
+    let flags = plan.namespaces as libc::c_int | libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
+    // SAFETY: sigfillset/pthread_sigmask on local sets.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
     }
+    // SAFETY: `child_entry` runs on the dedicated stack with a pointer to `prepared`,
+    // which outlives the child's use of it: CLONE_VFORK suspends this thread until
+    // the child has exec'd or exited. The child makes only raw syscalls.
+    let pid = unsafe {
+        libc::clone(
+            child_entry,
+            stack_top as *mut libc::c_void,
+            flags,
+            &mut prepared as *mut Prepared<'_> as *mut libc::c_void,
+        )
+    };
+    let clone_errno = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    // SAFETY: restoring the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    drop(stack);
     if pid < 0 {
-        return Err(SpawnError::Stage(StageFailure {
-            step: Step::Clone,
-            errno: io::Error::last_os_error().raw_os_error().unwrap_or(0),
-            detail: 0,
-        }));
+        return Err(SpawnError::Stage(StageFailure { step: Step::Clone, errno: clone_errno, detail: 0 }));
     }
     let pid = pid as libc::pid_t;
     drop(status_write);
@@ -441,6 +483,16 @@ fn last_capability() -> u32 {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(63)
+}
+
+/// Stack size for the child between clone and exec (it makes only raw syscalls).
+const CHILD_STACK_SIZE: usize = 128 * 1024;
+
+extern "C" fn child_entry(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `Prepared` the parent passed to clone; the parent is
+    // suspended (CLONE_VFORK) so nothing else touches it.
+    let p = unsafe { &mut *(arg as *mut Prepared<'_>) };
+    child_stage(p)
 }
 
 /// Report a failed step on the status pipe and exit. Never returns.
@@ -636,6 +688,28 @@ fn child_stage(p: &mut Prepared<'_>) -> ! {
                     fail(p, Step::Mount, errno(), detail);
                 }
             }
+            MountOp::Tmpfs { target } => {
+                // SAFETY: mount with NUL-terminated strings owned by the plan or static.
+                let r = unsafe {
+                    libc::mount(
+                        c"tmpfs".as_ptr(),
+                        target.as_ptr(),
+                        c"tmpfs".as_ptr(),
+                        libc::MS_NOSUID | libc::MS_NODEV,
+                        c"mode=1777".as_ptr() as *const libc::c_void,
+                    )
+                };
+                if r != 0 {
+                    fail(p, Step::Mount, errno(), detail);
+                }
+            }
+            MountOp::Mkdir { path } => {
+                // SAFETY: mkdir with a NUL-terminated path.
+                let r = unsafe { libc::mkdir(path.as_ptr(), 0o755) };
+                if r != 0 && errno() != libc::EEXIST {
+                    fail(p, Step::Mount, errno(), detail);
+                }
+            }
             MountOp::SetAttr { target, recursive, set, clear } => {
                 let attr = MountAttr { attr_set: *set, attr_clr: *clear, propagation: 0, userns_fd: 0 };
                 let flags = if *recursive { libc::AT_RECURSIVE } else { 0 };
@@ -694,8 +768,11 @@ fn child_stage(p: &mut Prepared<'_>) -> ! {
         fail(p, Step::NoNewPrivs, errno(), 0);
     }
 
-    // 10. Landlock.
+    // 10. Landlock: late rules for child-only trees, then restrict.
     if let Some((fd, flags)) = &plan.landlock {
+        for (i, (path, access)) in plan.late_landlock_rules.iter().enumerate() {
+            add_late_rule(p, fd.as_raw_fd(), path, *access, i as u32);
+        }
         // SAFETY: landlock_restrict_self on a ruleset fd the parent created.
         let r = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), *flags) };
         if r != 0 {
@@ -724,6 +801,41 @@ fn child_stage(p: &mut Prepared<'_>) -> ! {
     // SAFETY: execve with NUL-terminated, null-terminated arrays built before clone.
     unsafe { libc::execve(plan.program.as_ptr(), p.argv.as_ptr(), p.envp.as_ptr()) };
     fail(p, Step::Exec, errno(), 0);
+}
+
+/// `struct landlock_path_beneath_attr` (packed in the kernel's UAPI).
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+/// `LANDLOCK_RULE_PATH_BENEATH`.
+const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+
+fn add_late_rule(p: &Prepared<'_>, ruleset: RawFd, path: &CString, access: u64, index: u32) {
+    // SAFETY: open with a NUL-terminated path; O_PATH opens nothing but a reference.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if fd < 0 {
+        fail(p, Step::Landlock, errno(), 1000 + index);
+    }
+    let attr = PathBeneathAttr { allowed_access: access, parent_fd: fd };
+    // SAFETY: landlock_add_rule with a ruleset fd, the rule type and a pointer to a
+    // local packed struct the kernel reads.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0u32,
+        )
+    };
+    let e = errno();
+    // SAFETY: closing the O_PATH fd opened above.
+    unsafe { libc::close(fd) };
+    if r != 0 {
+        fail(p, Step::Landlock, e, 2000 + index);
+    }
 }
 
 fn drop_all_capabilities(p: &Prepared<'_>) {

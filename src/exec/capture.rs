@@ -23,6 +23,8 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug)]
 struct StreamState {
     cap: usize,
+    spill_dir: Option<PathBuf>,
+    prefix: String,
     tail: Vec<u8>,
     total: u64,
     spill: Option<(File, PathBuf)>,
@@ -49,31 +51,19 @@ pub struct Increment {
 
 impl StreamCapture {
     /// A capture keeping at most `cap` bytes of tail, spilling into a new file in
-    /// `spill_dir` (when given) named with `prefix` and a random suffix.
+    /// `spill_dir` (when given) named with `prefix` and a random suffix. The file is
+    /// created lazily, the first time the stream holds more than the tail can (or at
+    /// the end, for output that is not valid UTF-8), so small outputs touch no disk.
     pub fn new(cap: usize, spill_dir: Option<&Path>, prefix: &str) -> StreamCapture {
-        let mut spill_failed = false;
-        let spill = spill_dir.and_then(|dir| {
-            match tempfile::Builder::new().prefix(prefix).rand_bytes(12).tempfile_in(dir) {
-                Ok(f) => match f.keep() {
-                    Ok((file, path)) => Some((file, path)),
-                    Err(_) => {
-                        spill_failed = true;
-                        None
-                    }
-                },
-                Err(_) => {
-                    spill_failed = true;
-                    None
-                }
-            }
-        });
         StreamCapture {
             inner: Arc::new(Mutex::new(StreamState {
                 cap,
+                spill_dir: spill_dir.map(Path::to_path_buf),
+                prefix: prefix.to_string(),
                 tail: Vec::new(),
                 total: 0,
-                spill,
-                spill_failed,
+                spill: None,
+                spill_failed: spill_dir.is_none(),
                 all_utf8: true,
                 pending_utf8: Vec::new(),
                 finished: None,
@@ -90,6 +80,10 @@ impl StreamCapture {
         let mut s = self.lock();
         if bytes.is_empty() || s.finished.is_some() {
             return;
+        }
+        if s.spill.is_none() && !s.spill_failed && s.total + bytes.len() as u64 > s.cap as u64 {
+            // Everything so far is still in the tail: start the spill with it.
+            open_spill(&mut s);
         }
         if let Some((file, _)) = s.spill.as_mut() {
             if file.write_all(bytes).is_err() {
@@ -153,6 +147,10 @@ impl StreamCapture {
         if !s.pending_utf8.is_empty() {
             s.all_utf8 = false;
         }
+        if !s.all_utf8 && s.spill.is_none() && !s.spill_failed {
+            // Not valid UTF-8: the text is lossy, so keep the exact bytes in a file.
+            open_spill(&mut s);
+        }
         let held = s.tail.len().min(s.cap);
         let tail_start = s.tail.len() - held;
         let truncated = s.total > held as u64;
@@ -160,7 +158,7 @@ impl StreamCapture {
         let mut spill_path = None;
         if let Some((file, path)) = s.spill.take() {
             // A close error (e.g. delayed ENOSPC on some filesystems) withholds the path.
-            let ok = !s.spill_failed && file.sync_data().map(|_| true).unwrap_or(true) && close_file(file);
+            let ok = !s.spill_failed && close_file(file);
             let keep = ok && (truncated || !s.all_utf8);
             if keep {
                 spill_path = Some(path);
@@ -177,6 +175,29 @@ impl StreamCapture {
     #[doc(hidden)]
     pub fn fail_spill_for_tests(&self) {
         self.lock().spill_failed = true;
+    }
+}
+
+/// Create the spill file and write the bytes held so far (the whole stream: this
+/// runs before the tail first drops anything).
+fn open_spill(s: &mut StreamState) {
+    let Some(dir) = s.spill_dir.clone() else {
+        s.spill_failed = true;
+        return;
+    };
+    let created = tempfile::Builder::new().prefix(&s.prefix).rand_bytes(12).tempfile_in(&dir).and_then(|f| {
+        f.keep().map_err(|e| e.error)
+    });
+    match created {
+        Ok((mut file, path)) => {
+            if file.write_all(&s.tail).is_ok() {
+                s.spill = Some((file, path));
+            } else {
+                let _ = std::fs::remove_file(&path);
+                s.spill_failed = true;
+            }
+        }
+        Err(_) => s.spill_failed = true,
     }
 }
 
@@ -271,7 +292,9 @@ mod tests {
         let c = StreamCapture::new(4, None, "out-");
         {
             let f = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
-            c.lock().spill = Some((f, PathBuf::from("/dev/full-not-a-real-spill")));
+            let mut s = c.lock();
+            s.spill = Some((f, PathBuf::from("/dev/full-not-a-real-spill")));
+            s.spill_failed = false;
         }
         c.push(b"abcdefgh");
         let out = c.finish();

@@ -337,7 +337,7 @@ struct Launched {
     stderr: StreamCapture,
     collectors: Vec<tokio::task::JoinHandle<()>>,
     stdin_writer: Option<tokio::task::JoinHandle<()>>,
-    run_dir: tempfile::TempDir,
+    run_dir: Option<PathBuf>,
     guard: KillOnDrop,
 }
 
@@ -472,16 +472,8 @@ impl Executor {
         let runner = runner::runner_for(selection.runner);
         let program = resolve_program(&spec.argv[0], &spec.env, &spec.workdir)?;
 
-        let run_dir = tempfile::Builder::new()
-            .prefix("run-")
-            .tempdir_in(&self.state_dir)
-            .map_err(|e| CordonError::io("creating the per-run directory", e))?;
-        for sub in ["tmp", "shm"] {
-            std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(run_dir.path().join(sub))
-                .map_err(|e| CordonError::io("creating the per-run temp directory", e))?;
-        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let run_dir_path = self.state_dir.join(format!("run-{}-{id}-{:08x}", std::process::id(), random_u32()));
 
         let interactive = spec.stdin == Stdin::Inherit && std::io::IsTerminal::is_terminal(&std::io::stdin());
         let input = PlanInput {
@@ -490,13 +482,23 @@ impl Executor {
             program,
             argv: spec.argv.clone(),
             cwd: spec.workdir.clone(),
-            run_dir: run_dir.path().to_path_buf(),
+            run_dir: run_dir_path.clone(),
             new_session: !interactive,
         };
         let plan = runner.plan(&input).map_err(|e| CordonError::RunnerFailed {
             runner: selection.runner,
             detail: format!("planning: {e}"),
         })?;
+        let run_dir = if plan.needs_run_dir {
+            let mk = |p: &Path| std::fs::DirBuilder::new().mode(0o700).create(p);
+            mk(&run_dir_path)
+                .and_then(|_| mk(&run_dir_path.join("tmp")))
+                .and_then(|_| mk(&run_dir_path.join("shm")))
+                .map_err(|e| CordonError::io(format!("creating the per-run directory {}", run_dir_path.display()), e))?;
+            Some(run_dir_path)
+        } else {
+            None
+        };
         let mut env = spec.env.clone();
         for (k, v) in &plan.env {
             env.retain(|(name, _)| name != k.as_str());
@@ -515,7 +517,6 @@ impl Executor {
             }
             Stdin::Inherit => (cordon_stage::fds::dup_cloexec(0).map_err(|e| CordonError::io("duplicating stdin", e))?, None),
         };
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let stdout = StreamCapture::new(spec.output_cap, Some(&self.state_dir), &format!("out-{id}-"));
         let stderr = StreamCapture::new(spec.output_cap, Some(&self.state_dir), &format!("err-{id}-"));
         let mut readers = Vec::new();
@@ -534,7 +535,7 @@ impl Executor {
             ],
         };
         let stdio = [stdin_fd.as_raw_fd(), child_out[0].as_raw_fd(), child_out[1].as_raw_fd()];
-        let stage_plan = stage::materialize(&plan, &env, stdio, run_dir.path(), &self.host).map_err(|e| {
+        let stage_plan = stage::materialize(&plan, &env, stdio, &self.host).map_err(|e| {
             CordonError::RunnerFailed { runner: selection.runner, detail: e.to_string() }
         })?;
 
@@ -546,7 +547,12 @@ impl Executor {
         drop(child_out);
         let spawned = match spawned {
             Ok(s) => s,
-            Err(e) => return Err(spawn_error(e, selection.runner, &spec.argv[0])),
+            Err(e) => {
+                if let Some(dir) = &run_dir {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+                return Err(spawn_error(e, selection.runner, &spec.argv[0]));
+            }
         };
         let pid = spawned.pid;
         self.registry.running.lock().unwrap_or_else(|p| p.into_inner()).insert(id, pid);
@@ -583,6 +589,18 @@ impl Executor {
             guard,
         })
     }
+}
+
+/// A random number for unique names (not a secret: names are created exclusively).
+fn random_u32() -> u32 {
+    let mut b = [0u8; 4];
+    let _ = getrandom_bytes(&mut b);
+    u32::from_ne_bytes(b)
+}
+
+fn getrandom_bytes(buf: &mut [u8]) -> std::io::Result<()> {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")?.read_exact(buf)
 }
 
 fn spawn_error(e: SpawnError, runner: RunnerKind, argv0: &OsStr) -> CordonError {
@@ -666,7 +684,9 @@ async fn finish(
             evidence: "killed by SIGSYS: the seccomp filter refused a foreign-ABI syscall".into(),
         });
     }
-    let _ = std::fs::remove_dir_all(l.run_dir.path());
+    if let Some(dir) = &l.run_dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     let _ = l.id;
     RunResult {
         exit_code,

@@ -139,12 +139,18 @@ impl Runner for LandlockRunner {
         let mounts = if ns { mount_steps(input) } else { Vec::new() };
         let tmpdir = if ns { PathBuf::from("/tmp") } else { input.run_tmp() };
         let mut write = policy.writable();
-        write.push(input.run_tmp());
-        write.push(input.run_shm());
+        let mut write_in_child = Vec::new();
+        if ns {
+            write_in_child.extend([PathBuf::from("/tmp"), PathBuf::from("/dev/shm")]);
+        } else {
+            write.push(input.run_tmp());
+            write.push(input.run_shm());
+        }
         let landlock = LandlockPlan {
             abi,
             read: vec![PathBuf::from("/")],
             write,
+            write_in_child,
             devices: WRITABLE_DEVICES.iter().map(PathBuf::from).collect(),
             deny_tcp: policy.network_restricted() && abi >= 4,
             scope_abstract_unix: policy.network_restricted() && abi >= 6,
@@ -164,12 +170,26 @@ impl Runner for LandlockRunner {
             drop_capabilities: true,
             no_new_privs: true,
             new_session: input.new_session,
+            needs_run_dir: !ns,
             enforcement: self.enforcement(policy, host),
         })
     }
 }
 
-/// The mount steps of a confined run (pure). Order matters; see the module docs.
+/// Private mounts replacing the host's shared temp directories.
+pub const PRIVATE_TMPFS: [&str; 2] = ["/tmp", "/dev/shm"];
+
+/// The mount steps of a confined run (pure). Order matters:
+/// 1. private propagation; 2. detached clones of every exposed and protected path,
+///    taken before anything is hidden; 3. a fresh `/proc`; 4. fresh tmpfs on `/tmp`
+///    and `/dev/shm`, with mount points for exposed paths that lived there; 5. the
+///    exposed paths (shallow first), then protected paths on top; 6. everything
+///    read-only; 7. the private tmpfs mounts and the writable roots writable again.
+///
+/// Note: Landlock grants the private `/tmp` write access beneath it, and Landlock
+/// rules accumulate across mount points, so a read-only workspace attached under
+/// `/tmp` relies on its read-only mount (step 6) for writes: the mount layer is
+/// what makes this placement safe.
 pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
     let policy = input.policy;
     let mut exposed: Vec<PathBuf> = std::iter::once(policy.workspace.clone())
@@ -182,22 +202,28 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
 
     let mut steps = vec![MountStep::MakeRootPrivate];
     let mut attach = Vec::new();
-    let mut slot = 0usize;
-    let mut add = |source: PathBuf, target: PathBuf, steps: &mut Vec<MountStep>| {
-        steps.push(MountStep::Clone { source, slot });
-        attach.push(MountStep::Attach { slot, target });
-        slot += 1;
-    };
-    add(input.run_tmp(), PathBuf::from("/tmp"), &mut steps);
-    add(input.run_shm(), PathBuf::from("/dev/shm"), &mut steps);
-    for p in exposed.iter().chain(protected.iter()) {
-        add(p.clone(), p.clone(), &mut steps);
+    for (slot, p) in exposed.iter().chain(protected.iter()).enumerate() {
+        steps.push(MountStep::Clone { source: p.clone(), slot });
+        attach.push(MountStep::Attach { slot, target: p.clone() });
     }
     steps.push(MountStep::Proc);
+    for t in PRIVATE_TMPFS {
+        steps.push(MountStep::Tmpfs { target: PathBuf::from(t) });
+    }
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for p in &exposed {
+        for d in mountpoint_dirs(p) {
+            if !dirs.contains(&d) {
+                dirs.push(d);
+            }
+        }
+    }
+    steps.extend(dirs.into_iter().map(|path| MountStep::Mkdir { path }));
     steps.extend(attach);
     steps.push(MountStep::ReadOnlyRecursive);
-    steps.push(MountStep::Writable { target: PathBuf::from("/tmp") });
-    steps.push(MountStep::Writable { target: PathBuf::from("/dev/shm") });
+    for t in PRIVATE_TMPFS {
+        steps.push(MountStep::Writable { target: PathBuf::from(t) });
+    }
     for w in policy.writable() {
         if !protected.iter().any(|p| w.starts_with(p)) {
             steps.push(MountStep::Writable { target: w });
@@ -206,18 +232,21 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
     steps
 }
 
-/// Where, inside the private `/tmp` or `/dev/shm`, a mount point for `target` must be
-/// created before the child runs (pure). `None` when the target is not hidden.
-pub fn private_mountpoint(target: &Path, run_tmp: &Path, run_shm: &Path) -> Option<PathBuf> {
-    for (public, private) in [(Path::new("/tmp"), run_tmp), (Path::new("/dev/shm"), run_shm)] {
+/// The directories to create inside a private tmpfs so `target` can be attached
+/// there, outermost first (pure). Empty when `target` is not under one.
+pub fn mountpoint_dirs(target: &Path) -> Vec<PathBuf> {
+    for public in PRIVATE_TMPFS {
         if let Ok(rel) = target.strip_prefix(public) {
-            if rel.as_os_str().is_empty() {
-                return None;
+            let mut out = Vec::new();
+            let mut cur = PathBuf::from(public);
+            for c in rel.components() {
+                cur.push(c);
+                out.push(cur.clone());
             }
-            return Some(private.join(rel));
+            return out;
         }
     }
-    None
+    Vec::new()
 }
 
 #[cfg(test)]
@@ -302,8 +331,12 @@ mod tests {
             .collect();
         let ws = attach_targets.iter().position(|t| t == Path::new("/tmp/ws")).unwrap();
         let git = attach_targets.iter().position(|t| t == Path::new("/tmp/ws/.git")).unwrap();
-        let tmp = attach_targets.iter().position(|t| t == Path::new("/tmp")).unwrap();
-        assert!(tmp < ws && ws < git);
+        assert!(ws < git);
+        let tmpfs = steps.iter().position(|s| *s == MountStep::Tmpfs { target: "/tmp".into() }).unwrap();
+        let mkdir = steps.iter().position(|s| *s == MountStep::Mkdir { path: "/tmp/ws".into() }).unwrap();
+        let first_attach = steps.iter().position(|s| matches!(s, MountStep::Attach { .. })).unwrap();
+        let last_clone = steps.iter().rposition(|s| matches!(s, MountStep::Clone { .. })).unwrap();
+        assert!(last_clone < tmpfs && tmpfs < mkdir && mkdir < first_attach);
         assert!(!steps.contains(&MountStep::Writable { target: "/tmp/ws/.git".into() }));
         assert!(steps.contains(&MountStep::Writable { target: "/tmp/ws".into() }));
         let ro = steps.iter().position(|s| *s == MountStep::ReadOnlyRecursive).unwrap();
@@ -312,12 +345,13 @@ mod tests {
     }
 
     #[test]
-    fn private_mountpoints() {
-        let t = Path::new("/r/tmp");
-        let s = Path::new("/r/shm");
-        assert_eq!(private_mountpoint(Path::new("/tmp/a/b"), t, s), Some(PathBuf::from("/r/tmp/a/b")));
-        assert_eq!(private_mountpoint(Path::new("/home/x"), t, s), None);
-        assert_eq!(private_mountpoint(Path::new("/tmp"), t, s), None);
-        assert_eq!(private_mountpoint(Path::new("/tmpfoo"), t, s), None);
+    fn mountpoint_dirs_cover_each_level_under_private_tmpfs() {
+        assert_eq!(
+            mountpoint_dirs(Path::new("/tmp/a/b")),
+            vec![PathBuf::from("/tmp/a"), PathBuf::from("/tmp/a/b")]
+        );
+        assert!(mountpoint_dirs(Path::new("/home/x")).is_empty());
+        assert!(mountpoint_dirs(Path::new("/tmp")).is_empty());
+        assert!(mountpoint_dirs(Path::new("/tmpfoo/x")).is_empty());
     }
 }

@@ -212,7 +212,8 @@ pub struct PlanInput<'a> {
     pub argv: Vec<OsString>,
     /// The working directory (canonical).
     pub cwd: PathBuf,
-    /// The per-run private directory (0700), holding `tmp/` and `shm/`.
+    /// Where the per-run private directory (0700, holding `tmp/` and `shm/`) is
+    /// created if the plan needs one (`LaunchPlan::needs_run_dir`).
     pub run_dir: PathBuf,
     /// Start a new session (no controlling terminal).
     pub new_session: bool,
@@ -251,6 +252,16 @@ pub enum MountStep {
     },
     /// Fresh procfs (optional).
     Proc,
+    /// A fresh tmpfs at `target`, private to the run.
+    Tmpfs {
+        /// Target path.
+        target: PathBuf,
+    },
+    /// Create a directory (a mount point inside a fresh tmpfs).
+    Mkdir {
+        /// The directory.
+        path: PathBuf,
+    },
     /// Everything read-only, recursively.
     ReadOnlyRecursive,
     /// Make the mount at `target` writable again (non-recursive).
@@ -269,6 +280,9 @@ pub struct LandlockPlan {
     pub read: Vec<PathBuf>,
     /// Directories fully writable beneath.
     pub write: Vec<PathBuf>,
+    /// Directories fully writable beneath that exist only inside the child (its
+    /// private tmpfs mounts); their rules are added in the child.
+    pub write_in_child: Vec<PathBuf>,
     /// Device files that may be opened for writing (and ioctl'd).
     pub devices: Vec<PathBuf>,
     /// Handle TCP bind/connect (deny all).
@@ -321,6 +335,9 @@ pub struct LaunchPlan {
     pub no_new_privs: bool,
     /// New session.
     pub new_session: bool,
+    /// The executor must create the per-run directory before spawning (and remove it
+    /// after the run).
+    pub needs_run_dir: bool,
     /// The report this plan achieves.
     pub enforcement: Enforcement,
 }

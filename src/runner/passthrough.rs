@@ -32,7 +32,7 @@ impl Runner for PassthroughRunner {
             runner: RunnerKind::Passthrough,
             program: input.program.clone(),
             argv: input.argv.clone(),
-            env: vec![("TMPDIR".into(), input.run_tmp().to_string_lossy().into_owned())],
+            env: Vec::new(),
             cwd: input.cwd.clone(),
             namespaces: NamespacePlan::default(),
             mounts: Vec::new(),
@@ -41,6 +41,7 @@ impl Runner for PassthroughRunner {
             drop_capabilities: false,
             no_new_privs: false,
             new_session: input.new_session,
+            needs_run_dir: false,
             enforcement: Enforcement::none(),
         })
     }

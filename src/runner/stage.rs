@@ -47,6 +47,11 @@ fn cpath(p: &Path) -> Result<CString, MaterializeError> {
     cstr(p.as_os_str().as_bytes(), || format!("path `{}`", p.display()))
 }
 
+/// Everything beneath a writable root except creating device nodes.
+fn write_access(abi: u32) -> landlock::BitFlags<AccessFs> {
+    AccessFs::from_all(ABI::from(abi as i32)) & !(AccessFs::MakeChar | AccessFs::MakeBlock)
+}
+
 /// Build the Landlock ruleset for `plan`; returns the ruleset fd.
 pub fn build_ruleset(plan: &LandlockPlan, extra_devices: &[PathBuf]) -> Result<OwnedFd, MaterializeError> {
     let err = |e: &dyn std::fmt::Display| MaterializeError::Landlock(e.to_string());
@@ -68,7 +73,7 @@ pub fn build_ruleset(plan: &LandlockPlan, extra_devices: &[PathBuf]) -> Result<O
         let fd = PathFd::new(p).map_err(|e| err(&format!("{}: {e}", p.display())))?;
         created = created.add_rule(PathBeneath::new(fd, read)).map_err(|e| err(&e))?;
     }
-    let write = AccessFs::from_all(abi) & !(AccessFs::MakeChar | AccessFs::MakeBlock);
+    let write = write_access(plan.abi);
     for p in &plan.write {
         let fd = PathFd::new(p).map_err(|e| err(&format!("{}: {e}", p.display())))?;
         created = created.add_rule(PathBeneath::new(fd, write)).map_err(|e| err(&e))?;
@@ -107,36 +112,11 @@ pub fn inherited_terminals(stdio: &[RawFd; 3]) -> Vec<PathBuf> {
     out
 }
 
-/// Create the mount points that targets hidden by the private `/tmp` and `/dev/shm`
-/// need, inside the run directory.
-fn create_mountpoints(plan: &LaunchPlan, run_tmp: &Path, run_shm: &Path) -> Result<(), MaterializeError> {
-    let sources: Vec<(usize, &PathBuf)> = plan
-        .mounts
-        .iter()
-        .filter_map(|m| if let MountStep::Clone { source, slot } = m { Some((*slot, source)) } else { None })
-        .collect();
-    for m in &plan.mounts {
-        let MountStep::Attach { slot, target } = m else { continue };
-        let Some(mp) = super::landlock::private_mountpoint(target, run_tmp, run_shm) else { continue };
-        let is_dir = sources.iter().find(|(s, _)| s == slot).is_none_or(|(_, src)| src.is_dir());
-        let res = if is_dir {
-            std::fs::create_dir_all(&mp)
-        } else {
-            mp.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|_| {
-                std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&mp).map(|_| ())
-            })
-        };
-        res.map_err(|source| MaterializeError::MountPoint { path: mp.clone(), source })?;
-    }
-    Ok(())
-}
-
 /// Turn `plan` into a [`StagePlan`] with `stdio` as the child's fds 0, 1, 2.
 pub fn materialize(
     plan: &LaunchPlan,
     envp: &[(std::ffi::OsString, std::ffi::OsString)],
     stdio: [RawFd; 3],
-    run_dir: &Path,
     host: &crate::host::HostFacts,
 ) -> Result<StagePlan, MaterializeError> {
     let program = cpath(&plan.program)?;
@@ -179,7 +159,6 @@ pub fn materialize(
         None
     };
 
-    create_mountpoints(plan, &run_dir.join("tmp"), &run_dir.join("shm"))?;
     let mut mounts = Vec::new();
     let mut slots = 0usize;
     for m in &plan.mounts {
@@ -191,6 +170,8 @@ pub fn materialize(
             }
             MountStep::Attach { slot, target } => MountOp::Attach { slot: *slot, target: cpath(target)? },
             MountStep::Proc => MountOp::Proc { target: c"/proc".to_owned(), optional: true },
+            MountStep::Tmpfs { target } => MountOp::Tmpfs { target: cpath(target)? },
+            MountStep::Mkdir { path } => MountOp::Mkdir { path: cpath(path)? },
             MountStep::ReadOnlyRecursive => {
                 MountOp::SetAttr { target: c"/".to_owned(), recursive: true, set: MOUNT_ATTR_RDONLY, clear: 0 }
             }
@@ -200,17 +181,19 @@ pub fn materialize(
         });
     }
 
+    let late_landlock_rules = match &plan.landlock {
+        Some(l) => {
+            let bits = write_access(l.abi).bits();
+            l.write_in_child.iter().map(|p| Ok((cpath(p)?, bits))).collect::<Result<Vec<_>, MaterializeError>>()?
+        }
+        None => Vec::new(),
+    };
     let landlock = match &plan.landlock {
         Some(l) => Some((build_ruleset(l, &inherited_terminals(&stdio))?, l.restrict_flags)),
         None => None,
     };
     let seccomp = match plan.seccomp {
-        Some(network_allowed) => super::seccomp::compile_filters(network_allowed)?
-            .into_iter()
-            .map(|prog| {
-                prog.into_iter().map(|i| libc::sock_filter { code: i.code, jt: i.jt, jf: i.jf, k: i.k }).collect()
-            })
-            .collect(),
+        Some(network_allowed) => vec![super::seccomp::compile_filter(network_allowed)?],
         None => Vec::new(),
     };
     Ok(StagePlan {
@@ -226,6 +209,7 @@ pub fn materialize(
         new_session: plan.new_session,
         no_new_privs: plan.no_new_privs,
         landlock,
+        late_landlock_rules,
         drop_capabilities: plan.drop_capabilities,
         seccomp,
     })
