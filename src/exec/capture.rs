@@ -236,7 +236,7 @@ mod tests {
             assert!(c.lock().tail.len() <= 10 + 4096 + 5);
         }
         let out = c.finish();
-        assert_eq!(out.text, "998\n0999\n");
+        assert_eq!(out.text, "0998\n0999\n");
         assert!(out.truncated);
         let spilled = std::fs::read(out.spill_path.unwrap()).unwrap();
         assert_eq!(spilled.len(), 5000);
