@@ -22,7 +22,8 @@
 //! 5. Mount operations, in plan order (private propagation, detached clones of the
 //!    sources, attaching them, `/proc`, recursive read-only).
 //! 6. Standard streams: the plan's three fds become 0, 1, 2.
-//! 7. Every other fd is marked close-on-exec (`close_range`), so only stdio crosses.
+//! 7. Every other fd is marked close-on-exec (`close_range`), so only stdio crosses
+//!    (plus any fd the plan passes explicitly, e.g. bubblewrap's seccomp program).
 //! 8. Working directory.
 //! 9. `no_new_privs`.
 //! 10. Landlock: rules for trees that exist only in the child (its private tmpfs)
@@ -254,6 +255,10 @@ pub struct StagePlan {
     pub drop_capabilities: bool,
     /// seccomp BPF programs, installed in order.
     pub seccomp: Vec<Vec<libc::sock_filter>>,
+    /// Extra fds passed across exec: `(parent fd, child fd)`. Child fds must be above
+    /// 2 and distinct; sources must not collide with any child fd number. Used to hand
+    /// a confinement helper (bubblewrap) its seccomp program.
+    pub pass_fds: Vec<(RawFd, RawFd)>,
 }
 
 /// A child that passed its stage and is running the command.
@@ -748,12 +753,27 @@ fn child_stage(p: &mut Prepared<'_>) -> ! {
         }
     }
 
-    // 7. Only stdio crosses exec: mark everything else close-on-exec. (Marking rather
-    // than closing keeps the status pipe and the ruleset fd usable until exec.)
+    // 7. Only stdio (and the plan's passed fds) cross exec: mark everything else
+    // close-on-exec. (Marking rather than closing keeps the status pipe and the
+    // ruleset fd usable until exec.)
     // SAFETY: close_range with integer arguments.
     let r = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
     if r != 0 {
         fail(p, Step::CloseFds, errno(), 0);
+    }
+    for &(src, dst) in &plan.pass_fds {
+        // SAFETY: dup2/fcntl on fds the plan names; dup2 clears close-on-exec on the
+        // new descriptor, and an fd duplicated onto itself is cleared explicitly.
+        let r = unsafe {
+            if src == dst {
+                libc::fcntl(src, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(src, dst)
+            }
+        };
+        if r < 0 {
+            fail(p, Step::CloseFds, errno(), dst as u32);
+        }
     }
 
     // 8. Working directory.

@@ -210,6 +210,7 @@ pub fn materialize(
         no_new_privs: plan.no_new_privs,
         landlock,
         late_landlock_rules,
+        pass_fds: Vec::new(),
         drop_capabilities: plan.drop_capabilities,
         seccomp,
     })
