@@ -28,8 +28,10 @@
 //! 9. `no_new_privs`.
 //! 10. Landlock: rules for trees that exist only in the child (its private tmpfs)
 //!     are added to the parent's ruleset, then `landlock_restrict_self`.
-//! 11. Capabilities: bounding set emptied, ambient cleared, securebits locked,
-//!     effective/permitted/inheritable cleared, then read back and verified.
+//! 11. Capabilities: bounding set emptied and securebits locked (when the process
+//!     holds `CAP_SETPCAP`; otherwise it has no capabilities to lose and
+//!     `no_new_privs` keeps it so), ambient cleared, effective/permitted/inheritable
+//!     cleared, then read back and verified.
 //! 12. seccomp filters, last, in plan order.
 //! 13. `execve`.
 //!
@@ -858,12 +860,39 @@ fn add_late_rule(p: &Prepared<'_>, ruleset: RawFd, path: &CString, access: u64, 
     }
 }
 
+/// `CAP_SETPCAP`: needed to shrink the bounding set and lock securebits.
+const CAP_SETPCAP: u32 = 8;
+
 fn drop_all_capabilities(p: &Prepared<'_>) {
-    for cap in 0..=p.last_cap {
+    let mut before = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
+    let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    // SAFETY: capget with a v3 header and a two-element data array to fill.
+    if unsafe { libc::syscall(libc::SYS_capget, &mut header as *mut CapHeader, before.as_mut_ptr()) } != 0 {
+        fail(p, Step::Capabilities, errno(), 99);
+    }
+    // Without CAP_SETPCAP (an unprivileged caller with no user namespace) the bounding
+    // set cannot shrink; it also cannot matter: such a process has no capabilities,
+    // and no_new_privs stops exec from granting any (setuid bits and file
+    // capabilities are ignored).
+    let can_shrink_bounding = before[0].permitted & (1 << CAP_SETPCAP) != 0;
+    if can_shrink_bounding {
+        for cap in 0..=p.last_cap {
+            // SAFETY: prctl with integer arguments.
+            let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+            if r != 0 && errno() != libc::EINVAL {
+                fail(p, Step::Capabilities, errno(), cap);
+            }
+        }
+        let bits = SECBIT_NOROOT
+            | SECBIT_NOROOT_LOCKED
+            | SECBIT_NO_SETUID_FIXUP
+            | SECBIT_NO_SETUID_FIXUP_LOCKED
+            | SECBIT_KEEP_CAPS_LOCKED
+            | SECBIT_NO_CAP_AMBIENT_RAISE
+            | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
         // SAFETY: prctl with integer arguments.
-        let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
-        if r != 0 && errno() != libc::EINVAL {
-            fail(p, Step::Capabilities, errno(), cap);
+        if unsafe { libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) } != 0 {
+            fail(p, Step::Capabilities, errno(), 104);
         }
     }
     // SAFETY: prctl with integer arguments.
@@ -873,16 +902,6 @@ fn drop_all_capabilities(p: &Prepared<'_>) {
     if r != 0 && errno() != libc::EINVAL {
         fail(p, Step::Capabilities, errno(), 100);
     }
-    let bits = SECBIT_NOROOT
-        | SECBIT_NOROOT_LOCKED
-        | SECBIT_NO_SETUID_FIXUP
-        | SECBIT_NO_SETUID_FIXUP_LOCKED
-        | SECBIT_KEEP_CAPS_LOCKED
-        | SECBIT_NO_CAP_AMBIENT_RAISE
-        | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
-    // SAFETY: prctl with integer arguments. Without CAP_SETPCAP this fails with EPERM,
-    // which is fine: such a process has no capabilities to lose on exec.
-    unsafe { libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) };
     let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
     let zero = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
     // SAFETY: capset with a v3 header and a two-element data array.
@@ -899,10 +918,13 @@ fn drop_all_capabilities(p: &Prepared<'_>) {
     if now.iter().any(|d| d.effective != 0 || d.permitted != 0 || d.inheritable != 0) {
         fail(p, Step::Capabilities, libc::EPERM, 103);
     }
-    // The bounding set must be empty too.
     for cap in 0..=p.last_cap {
         // SAFETY: prctl with integer arguments.
-        if unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0, 0, 0) } == 1 {
+        if unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_IS_SET as libc::c_ulong, cap as libc::c_ulong, 0, 0) } == 1 {
+            fail(p, Step::Capabilities, libc::EPERM, 300 + cap);
+        }
+        // SAFETY: prctl with integer arguments.
+        if can_shrink_bounding && unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0, 0, 0) } == 1 {
             fail(p, Step::Capabilities, libc::EPERM, 200 + cap);
         }
     }

@@ -136,7 +136,20 @@ impl Runner for LandlockRunner {
         } else {
             NamespacePlan::default()
         };
-        let mounts = if ns { mount_steps(input) } else { Vec::new() };
+        // Landlock ABI 1 refuses every cross-directory rename or link once any
+        // filesystem right is handled, which would break ordinary work inside the
+        // workspace. With the mount layer, writes are already confined by read-only
+        // mounts, so ABI 1 Landlock is left out; ptrace-style isolation then rests on
+        // the pid namespace, its own /proc (required) and seccomp.
+        let use_landlock = abi >= 2 || !ns;
+        let mut mounts = if ns { mount_steps(input) } else { Vec::new() };
+        if !use_landlock {
+            for m in &mut mounts {
+                if let MountStep::Proc { required } = m {
+                    *required = true;
+                }
+            }
+        }
         let tmpdir = if ns { PathBuf::from("/tmp") } else { input.run_tmp() };
         let mut write = policy.writable();
         let mut write_in_child = Vec::new();
@@ -165,8 +178,9 @@ impl Runner for LandlockRunner {
             cwd: input.cwd.clone(),
             namespaces,
             mounts,
-            landlock: Some(landlock),
+            landlock: use_landlock.then_some(landlock),
             seccomp: Some(policy.network || !policy.mode.is_confined()),
+            seccomp_fd: None,
             drop_capabilities: true,
             no_new_privs: true,
             new_session: input.new_session,
@@ -206,7 +220,7 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
         steps.push(MountStep::Clone { source: p.clone(), slot });
         attach.push(MountStep::Attach { slot, target: p.clone() });
     }
-    steps.push(MountStep::Proc);
+    steps.push(MountStep::Proc { required: false });
     for t in PRIVATE_TMPFS {
         steps.push(MountStep::Tmpfs { target: PathBuf::from(t) });
     }

@@ -250,8 +250,12 @@ pub enum MountStep {
         /// Target path.
         target: PathBuf,
     },
-    /// Fresh procfs (optional).
-    Proc,
+    /// Fresh procfs for the new pid namespace. When not `required`, a failure keeps
+    /// the host's `/proc` (Landlock still confines ptrace-style access to it).
+    Proc {
+        /// Fail the run if it cannot be mounted.
+        required: bool,
+    },
     /// A fresh tmpfs at `target`, private to the run.
     Tmpfs {
         /// Target path.
@@ -308,6 +312,15 @@ pub struct NamespacePlan {
     pub ipc: bool,
 }
 
+/// cordon's seccomp program passed to the command's helper through an inherited fd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SeccompFd {
+    /// Compile the filter with the network allowed (no `network_off` filter).
+    pub network_allowed: bool,
+    /// The fd number the program has in the child (above 2).
+    pub child_fd: i32,
+}
+
 /// A complete, pure description of how to launch one command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LaunchPlan {
@@ -329,6 +342,10 @@ pub struct LaunchPlan {
     pub landlock: Option<LandlockPlan>,
     /// seccomp: `Some(network_allowed)` installs cordon's filters.
     pub seccomp: Option<bool>,
+    /// seccomp handed to a confinement helper instead of installed by the stage: the
+    /// filter is compiled into a sealed memfd that the child inherits as `child_fd`
+    /// (bubblewrap's `--seccomp FD`).
+    pub seccomp_fd: Option<SeccompFd>,
     /// Drop all capabilities.
     pub drop_capabilities: bool,
     /// Set `no_new_privs`.

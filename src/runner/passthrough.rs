@@ -38,6 +38,7 @@ impl Runner for PassthroughRunner {
             mounts: Vec::new(),
             landlock: None,
             seccomp: None,
+            seccomp_fd: None,
             drop_capabilities: false,
             no_new_privs: false,
             new_session: input.new_session,

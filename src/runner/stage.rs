@@ -169,7 +169,7 @@ pub fn materialize(
                 MountOp::CloneTree { source: cpath(source)?, slot: *slot }
             }
             MountStep::Attach { slot, target } => MountOp::Attach { slot: *slot, target: cpath(target)? },
-            MountStep::Proc => MountOp::Proc { target: c"/proc".to_owned(), optional: true },
+            MountStep::Proc { required } => MountOp::Proc { target: c"/proc".to_owned(), optional: !required },
             MountStep::Tmpfs { target } => MountOp::Tmpfs { target: cpath(target)? },
             MountStep::Mkdir { path } => MountOp::Mkdir { path: cpath(path)? },
             MountStep::ReadOnlyRecursive => {
