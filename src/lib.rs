@@ -23,6 +23,7 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod doctor;
 pub mod env;
 pub mod error;
 pub mod exec;

@@ -42,6 +42,12 @@ enum Sub {
         #[arg(long)]
         json: bool,
     },
+    /// Verify with canaries which runner each mode uses here and whether it confines.
+    Doctor {
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -122,6 +128,7 @@ fn main() -> ExitCode {
     match cli.command {
         Sub::Run(args) => run(args),
         Sub::Probe { json } => probe(json),
+        Sub::Doctor { json } => doctor(json),
     }
 }
 
@@ -202,6 +209,24 @@ async fn interrupted() {
         _ = int.recv() => {}
         _ = term.recv() => {}
         _ = hup.recv() => {}
+    }
+}
+
+fn doctor(json: bool) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return error_exit(&CordonError::Io { what: "starting the runtime".into(), source: e }, json),
+    };
+    let report = rt.block_on(cordon::doctor::diagnose());
+    if json {
+        println!("{}", serde_json::to_string(&report).unwrap_or_default());
+    } else {
+        print!("{}", cordon::doctor::render(&report));
+    }
+    if report.confined_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }
 

@@ -1,0 +1,328 @@
+//! `cordon doctor`: verify, by running canaries inside the sandbox, which runner `auto`
+//! picks for each mode on this host and whether it really confines.
+//!
+//! Per confined mode, three canaries run under the selected runner and are judged by
+//! their effect outside the sandbox:
+//! 1. a write to a sentinel directory outside the workspace must not happen;
+//! 2. a TCP connect to a loopback listener the doctor started must not arrive;
+//! 3. a write inside the workspace must happen (in `workspace-write`; in `read-only`
+//!    it must not).
+//!
+//! The report also lists the host facts behind the choice and a concrete next step for
+//! each missing piece. What it does not do: change the host.
+
+use crate::host::{HostFacts, Namespaces};
+use crate::mode::Mode;
+use crate::policy::PolicyRequest;
+use crate::request::{Command, ExecutorConfig, Request};
+use crate::runner::{self, ProbeStatus, RunnerChoice, RunnerKind};
+use crate::Executor;
+use serde::Serialize;
+use std::io::ErrorKind;
+use std::net::TcpListener;
+use std::path::Path;
+use std::time::Duration;
+
+/// One canary's verdict.
+#[derive(Debug, Clone, Serialize)]
+pub struct Canary {
+    /// What was attempted.
+    pub name: &'static str,
+    /// What the sandbox must do with it (`denied` or `allowed`).
+    pub expect: &'static str,
+    /// Whether the observed effect matched.
+    pub ok: bool,
+    /// What was observed.
+    pub detail: String,
+}
+
+/// The verdict for one mode.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModeReport {
+    /// The mode.
+    pub mode: Mode,
+    /// The runner `auto` picked, if any.
+    pub runner: Option<RunnerKind>,
+    /// The enforcement level it reports.
+    pub level: Option<String>,
+    /// Gaps it reports.
+    pub gaps: Vec<crate::result::Gap>,
+    /// Why no runner was usable.
+    pub error: Option<String>,
+    /// Canary verdicts (confined modes).
+    pub canaries: Vec<Canary>,
+    /// Every canary matched and no gap was reported.
+    pub works: bool,
+}
+
+/// The whole doctor report.
+#[derive(Debug, Clone, Serialize)]
+pub struct DoctorReport {
+    /// Host facts.
+    pub host: HostFacts,
+    /// bubblewrap's version line, when installed.
+    pub bwrap_version: Option<String>,
+    /// `kernel.apparmor_restrict_unprivileged_userns`, when present.
+    pub apparmor_restrict_unprivileged_userns: Option<String>,
+    /// Per-runner availability.
+    pub runners: Vec<(RunnerKind, ProbeStatus)>,
+    /// Per-mode verdicts.
+    pub modes: Vec<ModeReport>,
+    /// Concrete next steps for what is missing.
+    pub next_steps: Vec<String>,
+    /// At least one confined mode works fully.
+    pub confined_ok: bool,
+}
+
+fn bwrap_version(host: &HostFacts) -> Option<String> {
+    let path = host.bwrap.as_ref()?;
+    let out = std::process::Command::new(path).arg("--version").output().ok()?;
+    Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Run the doctor (async: the canaries run through an [`Executor`]).
+pub async fn diagnose() -> DoctorReport {
+    let host = HostFacts::detect();
+    let runners: Vec<(RunnerKind, ProbeStatus)> =
+        [RunnerKind::Landlock, RunnerKind::Bwrap, RunnerKind::Seatbelt, RunnerKind::Passthrough]
+            .into_iter()
+            .map(|k| (k, runner::probe_runner(k, &host)))
+            .collect();
+    let apparmor = std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+        .ok()
+        .map(|s| s.trim().to_string());
+    let mut modes = Vec::new();
+    for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
+        modes.push(check_mode(&host, mode).await);
+    }
+    let confined_ok = modes.iter().any(|m| m.works);
+    let next_steps = next_steps(&host, &runners, apparmor.as_deref());
+    DoctorReport {
+        bwrap_version: bwrap_version(&host),
+        host,
+        apparmor_restrict_unprivileged_userns: apparmor,
+        runners,
+        modes,
+        next_steps,
+        confined_ok,
+    }
+}
+
+fn next_steps(host: &HostFacts, runners: &[(RunnerKind, ProbeStatus)], apparmor: Option<&str>) -> Vec<String> {
+    let mut steps = Vec::new();
+    if host.os != "linux" {
+        if host.os == "macos" {
+            steps.push("macOS: the seatbelt runner's launch integration is not available in this version".into());
+        }
+        return steps;
+    }
+    if host.kernel_landlock_abi == 0 {
+        steps.push(
+            "enable Landlock: boot with lsm=landlock,lockdown,yama,integrity,apparmor (keep your existing list and add landlock), kernel ≥ 5.13"
+                .into(),
+        );
+    } else if host.kernel_landlock_abi < 7 {
+        steps.push(format!(
+            "Landlock ABI {} < 7: upgrade to Linux ≥ 6.15 for full enforcement, or run with --best-effort (gaps are reported)",
+            host.kernel_landlock_abi
+        ));
+    }
+    if let Some(cap) = host.landlock_abi_cap {
+        steps.push(format!("CORDON_LANDLOCK_ABI_MAX={cap} is set: unset it to use the kernel's ABI"));
+    }
+    if let Namespaces::Unavailable { reason } = &host.namespaces {
+        let fix = if apparmor == Some("1") {
+            "allow unprivileged user namespaces: sysctl kernel.apparmor_restrict_unprivileged_userns=0 (or an AppArmor profile granting userns to cordon)"
+        } else {
+            "allow unprivileged user namespaces: sysctl kernel.unprivileged_userns_clone=1 and user.max_user_namespaces > 0, or run as root"
+        };
+        steps.push(format!("{fix} ({reason})"));
+    }
+    if host.bwrap.is_none() {
+        steps.push("install bubblewrap for the fallback runner: apt-get install bubblewrap (dnf install bubblewrap)".into());
+    }
+    if !host.disabled_runners.is_empty() {
+        steps.push(format!("{} disables runners: unset it to use them", crate::host::ENV_DISABLE_RUNNERS));
+    }
+    if runners.iter().all(|(k, s)| *k == RunnerKind::Passthrough || *s != ProbeStatus::Available) {
+        steps.push("no confined runner is available: confined modes fail closed with SANDBOX_UNAVAILABLE".into());
+    }
+    steps
+}
+
+async fn check_mode(host: &HostFacts, mode: Mode) -> ModeReport {
+    let mut report = ModeReport {
+        mode,
+        runner: None,
+        level: None,
+        gaps: Vec::new(),
+        error: None,
+        canaries: Vec::new(),
+        works: false,
+    };
+    let scratch = match tempfile::Builder::new().prefix("cordon-doctor-").tempdir() {
+        Ok(d) => d,
+        Err(e) => {
+            report.error = Some(format!("cannot create a scratch directory: {e}"));
+            return report;
+        }
+    };
+    let workspace = scratch.path().join("workspace");
+    let outside = scratch.path().join("outside");
+    for d in [&workspace, &outside] {
+        if let Err(e) = std::fs::create_dir(d) {
+            report.error = Some(format!("cannot create {}: {e}", d.display()));
+            return report;
+        }
+    }
+    let policy = PolicyRequest { mode, ..PolicyRequest::default() };
+    let resolved = match crate::policy::resolve_policy(&policy, &workspace) {
+        Ok(p) => p,
+        Err(e) => {
+            report.error = Some(e.to_string());
+            return report;
+        }
+    };
+    match runner::select(&resolved, host, RunnerChoice::Auto) {
+        Ok(sel) => {
+            report.runner = Some(sel.runner);
+            report.level = serde_json::to_value(sel.enforcement.level).ok().and_then(|v| v.as_str().map(String::from));
+            report.gaps = sel.enforcement.gaps.clone();
+        }
+        Err(e) => {
+            report.error = Some(format!("{}: {e}", e.code()));
+            return report;
+        }
+    }
+    let exec = match Executor::with_host(ExecutorConfig::default(), host.clone()) {
+        Ok(e) => e,
+        Err(e) => {
+            report.error = Some(e.to_string());
+            return report;
+        }
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").ok();
+    let port = listener.as_ref().and_then(|l| l.local_addr().ok()).map(|a| a.port());
+    if let Some(l) = &listener {
+        let _ = l.set_nonblocking(true);
+    }
+    let outside_file = outside.join("escape");
+    let inside_file = workspace.join("canary");
+    let script = format!(
+        "printf x > '{}'; printf x > '{}'; {}",
+        outside_file.display(),
+        inside_file.display(),
+        port.map_or(String::new(), |p| format!("exec 3<>/dev/tcp/127.0.0.1/{p}"))
+    );
+    let mut req = Request::new(Command::Shell(script));
+    req.workdir = Some(workspace.clone());
+    req.policy = policy;
+    req.timeout = Some(Duration::from_secs(20));
+    let outcome = match exec.resolve(req) {
+        Ok(spec) => exec.run(spec).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = outcome {
+        report.error = Some(format!("{}: {e}", e.code()));
+        return report;
+    }
+    let exists = |p: &Path| p.exists();
+    report.canaries.push(Canary {
+        name: "write outside the workspace",
+        expect: "denied",
+        ok: !exists(&outside_file),
+        detail: if exists(&outside_file) { "the file was written".into() } else { "no file appeared".into() },
+    });
+    let connected = match &listener {
+        Some(l) => match l.accept() {
+            Ok(_) => Some(true),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => Some(false),
+            Err(_) => None,
+        },
+        None => None,
+    };
+    report.canaries.push(Canary {
+        name: "connect to a loopback listener",
+        expect: "denied",
+        ok: connected == Some(false),
+        detail: match connected {
+            Some(true) => "the listener received a connection".into(),
+            Some(false) => "the listener received nothing".into(),
+            None => "no loopback listener could be started".into(),
+        },
+    });
+    let want_inside = mode >= Mode::WorkspaceWrite;
+    report.canaries.push(Canary {
+        name: "write inside the workspace",
+        expect: if want_inside { "allowed" } else { "denied" },
+        ok: exists(&inside_file) == want_inside,
+        detail: if exists(&inside_file) { "the file was written".into() } else { "no file appeared".into() },
+    });
+    report.works = report.canaries.iter().all(|c| c.ok) && report.level.as_deref() == Some("full");
+    report
+}
+
+/// Render the report for people.
+pub fn render(r: &DoctorReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(s, "host");
+    let _ = writeln!(s, "  os                 {}", r.host.os);
+    let _ = writeln!(s, "  landlock ABI       {} (kernel {})", r.host.landlock_abi, r.host.kernel_landlock_abi);
+    let _ = writeln!(s, "  seccomp            {}", if r.host.seccomp { "yes" } else { "no" });
+    let _ = writeln!(s, "  root               {}", if r.host.is_root() { "yes" } else { "no" });
+    let ns = match &r.host.namespaces {
+        Namespaces::Direct => "yes (as root)".to_string(),
+        Namespaces::UserNamespace => "yes (user namespace)".to_string(),
+        Namespaces::Unavailable { reason } => format!("no: {reason}"),
+    };
+    let _ = writeln!(s, "  namespaces         {ns}");
+    if let Some(a) = &r.apparmor_restrict_unprivileged_userns {
+        let _ = writeln!(s, "  apparmor userns    restrict={a}");
+    }
+    let _ = writeln!(s, "  bwrap              {}", r.bwrap_version.as_deref().unwrap_or("not installed"));
+    let _ = writeln!(s, "runners");
+    for (k, st) in &r.runners {
+        let st = match st {
+            ProbeStatus::Available => "available".to_string(),
+            ProbeStatus::Unavailable(w) => format!("unavailable: {w}"),
+            ProbeStatus::Unsupported(w) => format!("unsupported: {w}"),
+        };
+        let _ = writeln!(s, "  {:<12} {st}", k.as_str());
+    }
+    let _ = writeln!(s, "modes (verified by canaries)");
+    for m in &r.modes {
+        let head = match (&m.runner, &m.error) {
+            (_, Some(e)) => format!("NOT WORKING: {e}"),
+            (Some(k), None) => format!(
+                "{} via {} ({})",
+                if m.works { "ok" } else { "NOT WORKING" },
+                k.as_str(),
+                m.level.as_deref().unwrap_or("?")
+            ),
+            (None, None) => "NOT WORKING".into(),
+        };
+        let _ = writeln!(s, "  {:<16} {head}", m.mode.as_str());
+        for g in &m.gaps {
+            let _ = writeln!(s, "      gap {}: {}", g.restriction, g.reason);
+        }
+        for c in &m.canaries {
+            let _ = writeln!(
+                s,
+                "      [{}] {} (expect {}): {}",
+                if c.ok { "pass" } else { "FAIL" },
+                c.name,
+                c.expect,
+                c.detail
+            );
+        }
+    }
+    let _ = writeln!(s, "  {:<16} passthrough (no confinement)", Mode::FullAccess.as_str());
+    if !r.next_steps.is_empty() {
+        let _ = writeln!(s, "next steps");
+        for n in &r.next_steps {
+            let _ = writeln!(s, "  - {n}");
+        }
+    }
+    s
+}
