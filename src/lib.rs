@@ -23,18 +23,25 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod denials;
 pub mod doctor;
 pub mod env;
 pub mod error;
+pub mod escalation;
 pub mod exec;
 pub mod host;
+pub mod mcp;
 pub mod mode;
 pub mod policy;
+pub mod protocol;
 pub mod request;
 pub mod result;
 pub mod runner;
+pub mod serve;
+pub mod session;
 
 pub use error::{CordonError, PolicyError, RunnerReason};
+pub use escalation::{Approver, Decision, EscalatedOutcome, EscalationError, EscalationOptions, EscalationRequest};
 pub use exec::{Executor, Handle, OutputRead, Status};
 pub use host::HostFacts;
 pub use mode::Mode;
@@ -42,3 +49,4 @@ pub use policy::{ExecutionPolicy, PolicyRequest};
 pub use request::{Command, ExecutorConfig, Output, Request, Spec, Stdin};
 pub use result::{CollectedOutput, Denial, DenialKind, Enforcement, EnforcementLevel, Gap, RunResult, SandboxFacts};
 pub use runner::{RunnerChoice, RunnerKind};
+pub use session::{GoverningFiles, SessionEvent};

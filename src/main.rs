@@ -36,12 +36,20 @@ struct Cli {
 enum Sub {
     /// Run a command under a sandbox mode.
     Run(RunArgs),
+    /// Manage a session's mode override (an append-only event log; docs/escalation.md).
+    #[command(subcommand)]
+    Session(SessionCmd),
     /// Show what this host can enforce, per runner and mode.
     Probe {
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
     },
+    /// Serve requests as newline-delimited JSON-RPC over stdin/stdout (docs/protocol.md);
+    /// the flags set the ceiling that requests may narrow but never widen.
+    Serve(cordon::protocol::CeilingArgs),
+    /// Serve an MCP server over stdio with bash tools; the flags set the ceiling.
+    Mcp(cordon::protocol::CeilingArgs),
     /// Verify with canaries which runner each mode uses here and whether it confines.
     Doctor {
         /// Print one JSON object instead of text.
@@ -50,12 +58,33 @@ enum Sub {
     },
 }
 
+#[derive(Subcommand, Debug)]
+enum SessionCmd {
+    /// Append a set-mode event: later `cordon run --session FILE` calls run at MODE at most.
+    SetMode {
+        /// The session log (created if missing; keep it outside every writable root).
+        file: PathBuf,
+        /// read-only, workspace-write or full-access.
+        #[arg(value_parser = parse_mode)]
+        mode: Mode,
+    },
+    /// Print the effective mode and the history.
+    Show {
+        /// The session log.
+        file: PathBuf,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 #[derive(clap::Args, Debug)]
-#[command(trailing_var_arg = true)]
+#[command(trailing_var_arg = true, group = clap::ArgGroup::new("approval").args(["ask", "approver"]))]
 struct RunArgs {
-    /// Sandbox mode: read-only, workspace-write or full-access.
-    #[arg(long, default_value = "workspace-write", value_parser = parse_mode)]
-    mode: Mode,
+    /// Sandbox mode: read-only, workspace-write or full-access (default workspace-write;
+    /// with --session, the session's mode, which --mode may only narrow).
+    #[arg(long, value_parser = parse_mode)]
+    mode: Option<Mode>,
     /// Runner: auto, landlock, bwrap, seatbelt or passthrough.
     #[arg(long, default_value = "auto", value_parser = parse_runner)]
     runner: RunnerChoice,
@@ -86,11 +115,32 @@ struct RunArgs {
     /// Pass cordon's stdin to the command (default: the command's stdin is empty).
     #[arg(long)]
     stdin: bool,
+    /// Take the mode from this session log; --mode may only narrow it.
+    #[arg(long, value_name = "FILE")]
+    session: Option<PathBuf>,
+    /// When the sandbox denied something, ask on the terminal (/dev/tty) for one retry
+    /// at the next wider mode (the default answer is no).
+    #[arg(long)]
+    ask: bool,
+    /// Like --ask, but ask PROGRAM: the request as JSON on its stdin, exit 0 grants.
+    /// It runs unsandboxed, as your policy agent.
+    #[arg(long, value_name = "PROGRAM")]
+    approver: Option<PathBuf>,
+    /// Append every escalation decision here (JSON lines; default
+    /// $XDG_STATE_HOME/cordon/audit.jsonl or ~/.local/state/cordon/audit.jsonl).
+    #[arg(long, value_name = "FILE", requires = "approval")]
+    audit_log: Option<PathBuf>,
+    /// Ask up front for this strictly wider mode; nothing runs unless it is granted.
+    #[arg(long, value_name = "MODE", value_parser = parse_mode, requires = "approval")]
+    escalate_to: Option<Mode>,
+    /// Why the wider mode is needed (shown to the approver and logged).
+    #[arg(long, value_name = "TEXT", requires = "approval")]
+    justification: Option<String>,
     /// Run a shell string with bash -c instead of PROGRAM ARGS.
     #[arg(short = 'c', long = "shell", value_name = "STRING", conflicts_with = "argv")]
     shell: Option<String>,
     /// The program and its arguments (after `--`).
-    #[arg(value_name = "PROGRAM", num_args = 0.., allow_hyphen_values = true)]
+    #[arg(value_name = "PROGRAM", num_args = 0..)]
     argv: Vec<OsString>,
 }
 
@@ -128,7 +178,10 @@ fn main() -> ExitCode {
     match cli.command {
         Sub::Run(args) => run(args),
         Sub::Probe { json } => probe(json),
+        Sub::Session(cmd) => session_cmd(cmd),
         Sub::Doctor { json } => doctor(json),
+        Sub::Serve(args) => cordon::serve::main(args),
+        Sub::Mcp(args) => cordon::mcp::main(args),
     }
 }
 
@@ -151,6 +204,7 @@ fn error_exit(e: &CordonError, json: bool) -> ExitCode {
 
 fn run(args: RunArgs) -> ExitCode {
     let json = args.json;
+    let governance = Governance::from_args(&args);
     let command = match (args.shell, args.argv.is_empty()) {
         (Some(s), _) => Command::Shell(s),
         (None, false) => Command::Argv(args.argv),
@@ -168,12 +222,15 @@ fn run(args: RunArgs) -> ExitCode {
     req.output = if json { Output::Capture } else { Output::Inherit };
     req.runner = args.runner;
     req.policy = PolicyRequest {
-        mode: args.mode,
+        mode: args.mode.unwrap_or(PolicyRequest::default().mode),
         writable_roots: args.writable,
         network: args.network,
         best_effort: args.best_effort,
         ..PolicyRequest::default()
     };
+    if governance.active() {
+        return run_governed(req, governance, json);
+    }
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => return error_exit(&CordonError::Io { what: "starting the runtime".into(), source: e }, json),
@@ -194,6 +251,190 @@ fn run(args: RunArgs) -> ExitCode {
             ExitCode::from((result.shell_status() & 0xff) as u8)
         }
         Err(e) => error_exit(&e, json),
+    }
+}
+
+/// The `cordon run` flags that bring in a session or escalation (docs/escalation.md).
+struct Governance {
+    mode: Option<Mode>,
+    session: Option<PathBuf>,
+    ask: bool,
+    approver: Option<PathBuf>,
+    audit_log: Option<PathBuf>,
+    escalate_to: Option<Mode>,
+    justification: Option<String>,
+}
+
+impl Governance {
+    fn from_args(a: &RunArgs) -> Governance {
+        Governance {
+            mode: a.mode,
+            session: a.session.clone(),
+            ask: a.ask,
+            approver: a.approver.clone(),
+            audit_log: a.audit_log.clone(),
+            escalate_to: a.escalate_to,
+            justification: a.justification.clone(),
+        }
+    }
+
+    fn active(&self) -> bool {
+        self.session.is_some() || self.ask || self.approver.is_some()
+    }
+}
+
+/// Print an error (and, with --json, `{"error": ..., "escalation": ...}`).
+fn governed_fail(code: &str, message: &str, escalation: Option<serde_json::Value>, json: bool, exit: u8) -> ExitCode {
+    eprintln!("cordon: error[{code}]: {message}");
+    if json {
+        let mut obj = serde_json::json!({ "error": { "code": code, "message": message } });
+        if let Some(e) = escalation {
+            obj["escalation"] = e;
+        }
+        println!("{obj}");
+    }
+    ExitCode::from(exit)
+}
+
+/// `cordon run` with --session, --ask or --approver.
+fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitCode {
+    use cordon::escalation::{self as esc, EscalationError, Verdict};
+    use cordon::session::{self, GoverningKind};
+    let fail = |code: &str, message: String| governed_fail(code, &message, None, json, EXIT_SETUP_FAILED);
+    let mut opts = esc::EscalationOptions {
+        up_front: g.escalate_to,
+        justification: g.justification.clone(),
+        ..Default::default()
+    };
+    if let Some(file) = &g.session {
+        let events = match session::read_events(file) {
+            Ok(e) => e,
+            Err(e) => return fail(e.code(), e.to_string()),
+        };
+        let mode = session::effective_mode(session::DEFAULT_SESSION_MODE, &events);
+        req.policy.mode = session::narrow(mode, g.mode);
+        if req.policy.mode < g.mode.unwrap_or(mode) {
+            eprintln!("cordon: --mode {} narrowed to the session's mode {mode}", g.mode.unwrap_or(mode));
+        }
+        opts.governing.add(GoverningKind::SessionFile, file);
+    }
+    let approver: Option<Box<dyn esc::Approver>> = match &g.approver {
+        _ if g.ask => Some(Box::new(esc::TerminalApprover::default())),
+        Some(p) => match esc::ProgramApprover::find(p) {
+            Ok(a) => {
+                opts.governing.add(GoverningKind::ApproverProgram, a.program());
+                Some(Box::new(a))
+            }
+            Err(e) => return fail("APPROVER_NOT_FOUND", format!("approver program `{}`: {e}", p.display())),
+        },
+        None => None,
+    };
+    let audit = match (&approver, g.audit_log.clone().or_else(esc::AuditLog::default_path)) {
+        (None, _) => None,
+        (Some(_), Some(path)) => {
+            opts.governing.add(GoverningKind::AuditLog, &path);
+            Some(esc::AuditLog::new(path))
+        }
+        (Some(_), None) => {
+            return fail("AUDIT_LOG_FAILED", "no place for the audit log: pass --audit-log FILE or set HOME".into())
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return error_exit(&CordonError::Io { what: "starting the runtime".into(), source: e }, json),
+    };
+    let outcome = rt.block_on(async {
+        let exec = Executor::new(ExecutorConfig::default())?;
+        match &approver {
+            Some(a) => esc::run_with_escalation_until(&exec, req, a.as_ref(), &opts, audit.as_ref(), interrupted()).await,
+            None => {
+                let spec = exec.resolve(req)?;
+                opts.governing.check(&spec.policy)?;
+                let first = exec.run_until(spec, interrupted()).await?;
+                Ok(esc::EscalatedOutcome { first: Some(first), escalation: None, not_offered: None, retry: None })
+            }
+        }
+    });
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(EscalationError::Cordon(e)) => return error_exit(&e, json),
+        Err(e) => return fail(e.code(), e.to_string()),
+    };
+    if let Some(rec) = &outcome.escalation {
+        let verdict = if rec.decision.verdict == Verdict::Granted { "granted" } else { "refused" };
+        eprintln!("cordon: escalation to {} {verdict} ({})", rec.request.to, rec.decision.reason);
+    }
+    if let Some(why) = &outcome.not_offered {
+        eprintln!("cordon: no escalation offered: {why}");
+    }
+    let report = outcome.report();
+    if let Some(Err(e)) = &outcome.retry {
+        let exit = match e {
+            CordonError::ProgramNotFound { .. } => EXIT_NOT_FOUND,
+            CordonError::ProgramNotExecutable { .. } => EXIT_NOT_EXECUTABLE,
+            _ => EXIT_SETUP_FAILED,
+        };
+        return governed_fail(e.code(), &e.to_string(), report, json, exit);
+    }
+    let Some(result) = outcome.result() else {
+        let msg = "escalation refused; nothing ran";
+        return governed_fail("ESCALATION_REFUSED", msg, report, json, EXIT_SETUP_FAILED);
+    };
+    if json {
+        let mut value = serde_json::to_value(result).unwrap_or_default();
+        if let Some(r) = report {
+            value["escalation"] = r;
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = serde_json::to_writer(&mut out, &value);
+        let _ = out.write_all(b"\n");
+        let _ = out.flush();
+    }
+    ExitCode::from((result.shell_status() & 0xff) as u8)
+}
+
+/// `cordon session set-mode` / `cordon session show`.
+fn session_cmd(cmd: SessionCmd) -> ExitCode {
+    use cordon::escalation::printable;
+    use cordon::session::{self, SessionChange, SessionError, DEFAULT_SESSION_MODE};
+    let fail = |e: SessionError| {
+        eprintln!("cordon: error[{}]: {e}", e.code());
+        ExitCode::FAILURE
+    };
+    match cmd {
+        SessionCmd::SetMode { file, mode } => {
+            // Appending to a corrupt log would hide the corruption behind a valid line.
+            match session::read_events(&file) {
+                Ok(_) | Err(SessionError::NotFound { .. }) => {}
+                Err(e) => return fail(e),
+            }
+            match session::append_event(&file, &session::SessionEvent::set_mode(mode)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            }
+        }
+        SessionCmd::Show { file, json } => {
+            let events = match session::read_events(&file) {
+                Ok(e) => e,
+                Err(e) => return fail(e),
+            };
+            let mode = session::effective_mode(DEFAULT_SESSION_MODE, &events);
+            if json {
+                let obj = serde_json::json!({
+                    "file": file, "effective_mode": mode, "default_mode": DEFAULT_SESSION_MODE, "events": events,
+                });
+                println!("{obj}");
+            } else {
+                println!("effective mode: {mode}");
+                println!("history ({} events, starting from {DEFAULT_SESSION_MODE}):", events.len());
+                for e in &events {
+                    match &e.change {
+                        SessionChange::SetMode { mode } => println!("  {}  set-mode {mode}", printable(&e.at)),
+                    }
+                }
+            }
+            ExitCode::SUCCESS
+        }
     }
 }
 

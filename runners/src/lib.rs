@@ -245,6 +245,11 @@ pub struct StagePlan {
     pub mount_slots: usize,
     /// Call `setsid`; otherwise only `setpgid(0, 0)`.
     pub new_session: bool,
+    /// Run a minimal init as pid 1 of the new pid namespace (needs `CLONE_NEWPID`):
+    /// it forwards signals to the command, reaps orphans and reports the command's
+    /// wait status on [`Spawned::exit_status`]. Without it the command itself would be
+    /// pid 1, which ignores signals it has no handler for (`kill -9 $$` would fail).
+    pub init: bool,
     /// Set `no_new_privs`.
     pub no_new_privs: bool,
     /// A Landlock ruleset fd and `landlock_restrict_self` flags.
@@ -257,6 +262,10 @@ pub struct StagePlan {
     pub drop_capabilities: bool,
     /// seccomp BPF programs, installed in order.
     pub seccomp: Vec<Vec<libc::sock_filter>>,
+    /// When set, the last seccomp program is installed with
+    /// `SECCOMP_FILTER_FLAG_NEW_LISTENER` and the listener fd is sent (`SCM_RIGHTS`) on
+    /// this socket to the parent, then closed: the command never holds it.
+    pub notify_socket: Option<RawFd>,
     /// Extra fds passed across exec: `(parent fd, child fd)`. Child fds must be above
     /// 2 and distinct; sources must not collide with any child fd number. Used to hand
     /// a confinement helper (bubblewrap) its seccomp program.
@@ -271,6 +280,10 @@ pub struct Spawned {
     pub pid: libc::pid_t,
     /// A pidfd for it: readable once it exits.
     pub pidfd: OwnedFd,
+    /// With an init: a pipe on which the init writes the command's raw wait status
+    /// (4 bytes, native endian) before it exits. Nothing on it means the init was
+    /// killed (then so was everything in its namespace).
+    pub exit_status: Option<OwnedFd>,
 }
 
 /// Why [`spawn`] did not produce a running command.
@@ -353,6 +366,9 @@ struct Prepared<'a> {
     filters: Vec<libc::sock_fprog>,
     status_fd: RawFd,
     last_cap: u32,
+    /// Init mode: the write end of the exit-status pipe, and the command's stack top.
+    exit_fd: RawFd,
+    inner_stack_top: usize,
 }
 
 fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
@@ -384,7 +400,12 @@ fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
         filters,
         status_fd: status_write.as_raw_fd(),
         last_cap: last_capability(),
+        exit_fd: -1,
+        inner_stack_top: 0,
     };
+    if plan.init {
+        return spawn_with_init(prepared, status_read, status_write);
+    }
 
     // The child runs on its own stack while sharing our memory (CLONE_VM) and we
     // are suspended until it execs or exits (CLONE_VFORK): no page tables are copied,
@@ -396,8 +417,9 @@ fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
     // down to 16 bytes as the ABI requires.
     let stack_top = unsafe { stack.as_mut_ptr().add(CHILD_STACK_SIZE) } as usize & !0xf;
     let flags = plan.namespaces as libc::c_int | libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
-    // SAFETY: sigfillset/pthread_sigmask on local sets.
+    // SAFETY: a zeroed sigset_t is a valid (empty) set.
     let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sigfillset/pthread_sigmask on local sets.
     unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
@@ -423,6 +445,12 @@ fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
     }
     let pid = pid as libc::pid_t;
     drop(status_write);
+    finish_spawn(pid, status_read, None)
+}
+
+/// Wait for the stage's verdict (a failure record, or end-of-file once the command
+/// has exec'd) and open a pidfd for `pid`.
+fn finish_spawn(pid: libc::pid_t, status_read: OwnedFd, exit_status: Option<OwnedFd>) -> Result<Spawned, SpawnError> {
 
     // Read the status record; EOF means the exec succeeded.
     let mut record = [0u8; 12];
@@ -470,7 +498,168 @@ fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
     }
     // SAFETY: pidfd_open returned a fresh fd we now own.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
-    Ok(Spawned { pid, pidfd })
+    Ok(Spawned { pid, pidfd, exit_status })
+}
+
+/// The init variant of [`spawn_here`]: a fork-style child (its own copy of memory,
+/// so it can outlive this call) becomes pid 1, sets up namespaces and mounts, starts
+/// the command with a vfork-style clone, then serves as init.
+fn spawn_with_init(
+    mut prepared: Prepared<'_>,
+    status_read: OwnedFd,
+    status_write: OwnedFd,
+) -> Result<Spawned, SpawnError> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: `fds` is a valid two-element array for pipe2 to fill.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(SpawnError::Parent { what: "creating the exit-status pipe", source: io::Error::last_os_error() });
+    }
+    // SAFETY: pipe2 succeeded, so both fds are open and owned by nobody else.
+    let (exit_read, exit_write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    prepared.exit_fd = exit_write.as_raw_fd();
+    // The command's stack, in the init's copy of this allocation.
+    let mut stack = vec![0u8; CHILD_STACK_SIZE];
+    // SAFETY: the top of the allocation, rounded down to 16 bytes.
+    prepared.inner_stack_top = unsafe { stack.as_mut_ptr().add(CHILD_STACK_SIZE) } as usize & !0xf;
+    let flags = prepared.plan.namespaces | libc::SIGCHLD as libc::c_ulong;
+    // SAFETY: a zeroed sigset_t is a valid (empty) set.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sigfillset/pthread_sigmask on local sets.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+    }
+    // SAFETY: a raw clone without CLONE_VM behaves like fork: the child gets its own
+    // copy of the address space and only runs `init_stage`, which never returns.
+    let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
+    if pid == 0 {
+        init_stage(&mut prepared);
+    }
+    let clone_errno = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    // SAFETY: restoring the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    drop(stack);
+    if pid < 0 {
+        return Err(SpawnError::Stage(StageFailure { step: Step::Clone, errno: clone_errno, detail: 0 }));
+    }
+    drop(status_write);
+    drop(exit_write);
+    finish_spawn(pid as libc::pid_t, status_read, Some(exit_read))
+}
+
+/// The command's pid inside the namespace, for the init's signal forwarder.
+static INIT_CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn forward_signal(sig: libc::c_int) {
+    let child = INIT_CHILD.load(std::sync::atomic::Ordering::Relaxed);
+    if child > 0 {
+        // SAFETY: kill is async-signal-safe; the targets are the command and its group.
+        unsafe {
+            libc::kill(-child, sig);
+            libc::kill(child, sig);
+        }
+    }
+}
+
+/// Signals the init forwards to the command (everything a caller sends to stop,
+/// pause or notify a process; SIGKILL and SIGSTOP cannot be caught and are not needed:
+/// SIGKILL to the init ends the whole namespace).
+const FORWARDED_SIGNALS: [libc::c_int; 13] = [
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGPIPE,
+    libc::SIGALRM,
+    libc::SIGTERM,
+    libc::SIGCONT,
+    libc::SIGTSTP,
+    libc::SIGTTIN,
+    libc::SIGTTOU,
+    libc::SIGWINCH,
+];
+
+extern "C" fn inner_entry(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the init's `Prepared`; the init is suspended (CLONE_VFORK) while
+    // the command's stage runs.
+    let p = unsafe { &mut *(arg as *mut Prepared<'_>) };
+    stage_inner(p)
+}
+
+/// Pid 1: namespaces and mounts, then the command (vfork-style), then init duties.
+fn init_stage(p: &mut Prepared<'_>) -> ! {
+    stage_outer(p, false);
+    // Our own process group, so group signals aimed at the caller's group miss us.
+    // SAFETY: setpgid with integer arguments.
+    unsafe { libc::setpgid(0, 0) };
+    // SAFETY: `inner_entry` runs on the dedicated stack (this process's copy of the
+    // parent's allocation) with a pointer to our `Prepared`; CLONE_VFORK suspends us
+    // until it has exec'd or exited.
+    let child = unsafe {
+        libc::clone(
+            inner_entry,
+            p.inner_stack_top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            p as *mut Prepared<'_> as *mut libc::c_void,
+        )
+    };
+    if child < 0 {
+        fail(p, Step::Clone, errno(), 1);
+    }
+    INIT_CHILD.store(child, std::sync::atomic::Ordering::Relaxed);
+    // From here on we are the init. Keep only the exit-status pipe: every other fd is
+    // a copy of the parent's (other runs' pipes among them) and must not stay open.
+    let exit_fd = p.exit_fd;
+    // SAFETY: close_range with integer arguments; the exit fd is kept.
+    unsafe {
+        if exit_fd > 0 {
+            libc::syscall(libc::SYS_close_range, 0u32, (exit_fd - 1) as u32, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, (exit_fd + 1) as u32, u32::MAX, 0u32);
+    }
+    // No ptrace-style access to pid 1 from inside, and no capabilities kept.
+    // SAFETY: prctl and capset with integer/local arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+        let zero = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
+        libc::syscall(libc::SYS_capset, &mut header as *mut CapHeader, zero.as_ptr());
+    }
+    for sig in FORWARDED_SIGNALS {
+        // SAFETY: installing an async-signal-safe handler with sigaction.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = forward_signal as *const () as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigfillset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+    // SAFETY: sigemptyset/sigprocmask on a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+    }
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: wait4 for any child into a local status word.
+        let r = unsafe { libc::wait4(-1, &mut status, libc::__WALL, std::ptr::null_mut()) };
+        if r == child {
+            let bytes = status.to_ne_bytes();
+            // SAFETY: write/_exit are async-signal-safe; the buffer is local.
+            unsafe {
+                libc::write(exit_fd, bytes.as_ptr() as *const libc::c_void, bytes.len());
+                libc::_exit(0);
+            }
+        }
+        if r < 0 && errno() != libc::EINTR {
+            // SAFETY: _exit cannot fail.
+            unsafe { libc::_exit(0) };
+        }
+    }
 }
 
 fn reap(pid: libc::pid_t) {
@@ -573,8 +762,16 @@ const SECBIT_KEEP_CAPS_LOCKED: libc::c_ulong = 1 << 5;
 const SECBIT_NO_CAP_AMBIENT_RAISE: libc::c_ulong = 1 << 6;
 const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
 
-/// The child side. Runs after `clone`; never returns.
+/// The child side without an init: outer then inner steps. Never returns.
 fn child_stage(p: &mut Prepared<'_>) -> ! {
+    stage_outer(p, true);
+    stage_inner(p)
+}
+
+/// Steps 1, 2, 4 and 5: parent-death signal, signal dispositions, identity maps,
+/// mounts. `unblock` clears the signal mask (the init keeps it full until its
+/// forwarders are installed).
+fn stage_outer(p: &mut Prepared<'_>, unblock: bool) {
     let plan = p.plan;
     // SAFETY (whole function): every call below is a raw, async-signal-safe syscall on
     // memory prepared by the parent before clone; nothing allocates or takes a lock.
@@ -594,26 +791,8 @@ fn child_stage(p: &mut Prepared<'_>) -> ! {
         // numbers the kernel does not accept are harmless and ignored.
         unsafe { libc::signal(sig, libc::SIG_DFL) };
     }
-    // SAFETY: sigemptyset/sigprocmask on a local set.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        if libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut()) != 0 {
-            fail(p, Step::Signals, errno(), 0);
-        }
-    }
-
-    // 3. New session, or at least a process group of its own.
-    if plan.new_session {
-        // SAFETY: setsid has no arguments.
-        if unsafe { libc::setsid() } < 0 {
-            fail(p, Step::NewSession, errno(), 0);
-        }
-    } else {
-        // SAFETY: setpgid with integer arguments (0, 0: this process, its own pid).
-        if unsafe { libc::setpgid(0, 0) } < 0 {
-            fail(p, Step::NewSession, errno(), 1);
-        }
+    if unblock {
+        unblock_signals(p);
     }
 
     // 4. Identity maps in a new user namespace.
@@ -739,6 +918,37 @@ fn child_stage(p: &mut Prepared<'_>) -> ! {
         }
     }
 
+}
+
+fn unblock_signals(p: &Prepared<'_>) {
+    // SAFETY: sigemptyset/sigprocmask on a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        if libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut()) != 0 {
+            fail(p, Step::Signals, errno(), 0);
+        }
+    }
+}
+
+/// Steps 3 and 6 to 13: session, stdio, fds, cwd, no_new_privs, Landlock,
+/// capabilities, seccomp, exec. Never returns.
+fn stage_inner(p: &mut Prepared<'_>) -> ! {
+    let plan = p.plan;
+    unblock_signals(p);
+    // 3. New session, or at least a process group of its own.
+    if plan.new_session {
+        // SAFETY: setsid has no arguments.
+        if unsafe { libc::setsid() } < 0 {
+            fail(p, Step::NewSession, errno(), 0);
+        }
+    } else {
+        // SAFETY: setpgid with integer arguments (0, 0: this process, its own pid).
+        if unsafe { libc::setpgid(0, 0) } < 0 {
+            fail(p, Step::NewSession, errno(), 1);
+        }
+    }
+
     // 6. Standard streams.
     for (target, &src) in plan.stdio.iter().enumerate() {
         let target = target as RawFd;
@@ -808,14 +1018,27 @@ fn child_stage(p: &mut Prepared<'_>) -> ! {
     }
 
     // 12. seccomp, last.
+    let last = p.filters.len().saturating_sub(1);
     for (i, prog) in p.filters.iter().enumerate() {
+        let listen = i == last && plan.notify_socket.is_some();
+        let flags: libc::c_ulong = if listen { SECCOMP_FILTER_FLAG_NEW_LISTENER } else { 0 };
         // SAFETY: seccomp(SET_MODE_FILTER) with a sock_fprog pointing at a BPF program
         // the parent compiled and still owns.
         let r = unsafe {
-            libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0u32, prog as *const libc::sock_fprog)
+            libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, flags, prog as *const libc::sock_fprog)
         };
-        if r != 0 {
+        if r < 0 {
             fail(p, Step::Seccomp, errno(), i as u32);
+        }
+        if listen {
+            let listener = r as RawFd;
+            if let Some(sock) = plan.notify_socket {
+                if let Err(e) = send_fd(sock, listener) {
+                    fail(p, Step::Seccomp, e, 100 + i as u32);
+                }
+            }
+            // SAFETY: closing the listener fd this step just received.
+            unsafe { libc::close(listener) };
         }
     }
 
@@ -823,6 +1046,39 @@ fn child_stage(p: &mut Prepared<'_>) -> ! {
     // SAFETY: execve with NUL-terminated, null-terminated arrays built before clone.
     unsafe { libc::execve(plan.program.as_ptr(), p.argv.as_ptr(), p.envp.as_ptr()) };
     fail(p, Step::Exec, errno(), 0);
+}
+
+/// `SECCOMP_FILTER_FLAG_NEW_LISTENER`.
+const SECCOMP_FILTER_FLAG_NEW_LISTENER: libc::c_ulong = 1 << 3;
+
+/// Send `fd` over the unix socket `sock` with `SCM_RIGHTS` (raw syscalls only).
+fn send_fd(sock: RawFd, fd: RawFd) -> Result<(), i32> {
+    // Control buffer sized for one fd, aligned for cmsghdr.
+    #[repr(C, align(8))]
+    struct Cmsg {
+        buf: [u8; 64],
+    }
+    let mut control = Cmsg { buf: [0; 64] };
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr() as *mut libc::c_void, iov_len: 1 };
+    // SAFETY: building a msghdr over local buffers; CMSG_* macros compute offsets
+    // within `control`, which is large enough for one int payload.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.buf.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as usize;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+        std::ptr::copy_nonoverlapping(&fd as *const RawFd as *const u8, libc::CMSG_DATA(cmsg), std::mem::size_of::<RawFd>());
+        if libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) < 0 {
+            return Err(errno());
+        }
+    }
+    Ok(())
 }
 
 /// `struct landlock_path_beneath_attr` (packed in the kernel's UAPI).
@@ -979,6 +1235,147 @@ pub mod signals {
     pub fn ignore_sigpipe() {
         // SAFETY: installing SIG_IGN for SIGPIPE has no memory-safety implications.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    }
+}
+
+/// seccomp user notifications: the parent-side half (receive the listener, read
+/// notifications, answer them). cordon only ever answers with an error, so the
+/// classic time-of-check/time-of-use problem of reading the target's memory cannot
+/// widen anything: the address read is used for the report, never for a decision to
+/// allow.
+pub mod notify {
+    use std::io;
+    use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+    /// One notification: the syscall a sandboxed task is blocked in.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Notification {
+        /// Cookie to answer with.
+        pub id: u64,
+        /// The task's pid, in the listener owner's pid namespace.
+        pub pid: u32,
+        /// Syscall number.
+        pub nr: i32,
+        /// `AUDIT_ARCH_*`.
+        pub arch: u32,
+        /// Raw arguments.
+        pub args: [u64; 6],
+    }
+
+    #[repr(C)]
+    #[derive(Default)]
+    struct SeccompData {
+        nr: i32,
+        arch: u32,
+        instruction_pointer: u64,
+        args: [u64; 6],
+    }
+
+    #[repr(C)]
+    #[derive(Default)]
+    struct SeccompNotif {
+        id: u64,
+        pid: u32,
+        flags: u32,
+        data: SeccompData,
+    }
+
+    #[repr(C)]
+    struct SeccompNotifResp {
+        id: u64,
+        val: i64,
+        error: i32,
+        flags: u32,
+    }
+
+    const IOC_WRITE_READ: u64 = 3;
+    const IOC_WRITE: u64 = 1;
+    const fn ioc(dir: u64, nr: u64, size: u64) -> u64 {
+        (dir << 30) | (size << 16) | ((b'!' as u64) << 8) | nr
+    }
+    const NOTIF_RECV: u64 = ioc(IOC_WRITE_READ, 0, std::mem::size_of::<SeccompNotif>() as u64);
+    const NOTIF_SEND: u64 = ioc(IOC_WRITE_READ, 1, std::mem::size_of::<SeccompNotifResp>() as u64);
+    const NOTIF_ID_VALID: u64 = ioc(IOC_WRITE, 2, 8);
+
+    /// A close-on-exec `AF_UNIX` socket pair for handing over the listener.
+    pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
+        let mut fds = [0 as RawFd; 2];
+        // SAFETY: socketpair fills a two-element array.
+        let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: both fds are fresh and ours.
+        Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    }
+
+    /// Receive one fd sent with `SCM_RIGHTS` (non-blocking: the child sent it before
+    /// `spawn` returned).
+    pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+        #[repr(C, align(8))]
+        struct Cmsg {
+            buf: [u8; 64],
+        }
+        let mut control = Cmsg { buf: [0; 64] };
+        let mut byte = [0u8; 1];
+        let mut iov = libc::iovec { iov_base: byte.as_mut_ptr() as *mut libc::c_void, iov_len: 1 };
+        // SAFETY: recvmsg into local buffers; the control message is parsed with the
+        // CMSG_* macros within the buffer's bounds and checked for type and length.
+        unsafe {
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.buf.as_mut_ptr() as *mut libc::c_void;
+            msg.msg_controllen = control.buf.len();
+            let n = libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC);
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            if cmsg.is_null()
+                || (*cmsg).cmsg_level != libc::SOL_SOCKET
+                || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+                || (*cmsg).cmsg_len < libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize
+            {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "no descriptor in the message"));
+            }
+            let mut fd: RawFd = -1;
+            std::ptr::copy_nonoverlapping(libc::CMSG_DATA(cmsg), &mut fd as *mut RawFd as *mut u8, std::mem::size_of::<RawFd>());
+            if fd < 0 {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "bad descriptor in the message"));
+            }
+            Ok(OwnedFd::from_raw_fd(fd))
+        }
+    }
+
+    /// Receive the next notification (call when the listener is readable).
+    pub fn recv(listener: BorrowedFd<'_>) -> io::Result<Notification> {
+        let mut n = SeccompNotif::default();
+        // SAFETY: ioctl(NOTIF_RECV) fills a zeroed struct of the size the request encodes.
+        let r = unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_RECV as _, &mut n as *mut SeccompNotif) };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Notification { id: n.id, pid: n.pid, nr: n.data.nr, arch: n.data.arch, args: n.data.args })
+    }
+
+    /// Whether notification `id` is still pending (its task has not died or been
+    /// interrupted): check after reading the task's memory.
+    pub fn id_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
+        let mut id = id;
+        // SAFETY: ioctl(NOTIF_ID_VALID) reads a u64.
+        unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_ID_VALID as _, &mut id as *mut u64) == 0 }
+    }
+
+    /// Fail the syscall with `errno`.
+    pub fn respond_error(listener: BorrowedFd<'_>, id: u64, errno: i32) -> io::Result<()> {
+        let mut resp = SeccompNotifResp { id, val: 0, error: -errno.abs(), flags: 0 };
+        // SAFETY: ioctl(NOTIF_SEND) reads a response struct of the encoded size.
+        let r = unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_SEND as _, &mut resp as *mut SeccompNotifResp) };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 }
 

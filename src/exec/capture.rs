@@ -128,9 +128,13 @@ impl StreamCapture {
         Increment { bytes, lossy }
     }
 
-    /// The spill file's path while spilling works.
+    /// The spill file's path while spilling works (and, after the stream finished,
+    /// the kept file's path).
     pub fn spill_path(&self) -> Option<PathBuf> {
         let s = self.lock();
+        if let Some(done) = &s.finished {
+            return done.spill_path.clone();
+        }
         if s.spill_failed {
             None
         } else {

@@ -29,7 +29,7 @@ use nix::unistd::Pid;
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::future::Future;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -244,11 +244,29 @@ fn signal_group(pid: i32, sig: Signal) {
     let _ = kill(Pid::from_raw(pid), sig);
 }
 
-async fn wait_exit(pidfd: &AsyncFd<OwnedFd>, pid: i32) -> Exit {
+/// The command's own wait status, as reported by its init (4 bytes, native endian).
+fn init_report(exit_status: Option<&OwnedFd>) -> Option<Exit> {
+    let fd = exit_status?;
+    let mut buf = [0u8; 4];
+    let n = nix::unistd::read(fd, &mut buf).ok()?;
+    if n != 4 {
+        return None;
+    }
+    let status = i32::from_ne_bytes(buf);
+    if libc::WIFEXITED(status) {
+        Some(Exit::Code(libc::WEXITSTATUS(status)))
+    } else if libc::WIFSIGNALED(status) {
+        Some(Exit::Signal(libc::WTERMSIG(status)))
+    } else {
+        None
+    }
+}
+
+async fn wait_exit(pidfd: &AsyncFd<OwnedFd>, pid: i32, exit_status: Option<&OwnedFd>) -> Exit {
     loop {
         match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(_, code)) => return Exit::Code(code),
-            Ok(WaitStatus::Signaled(_, sig, _)) => return Exit::Signal(sig as i32),
+            Ok(WaitStatus::Exited(_, code)) => return init_report(exit_status).unwrap_or(Exit::Code(code)),
+            Ok(WaitStatus::Signaled(_, sig, _)) => return init_report(exit_status).unwrap_or(Exit::Signal(sig as i32)),
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => continue,
             // Reaped elsewhere (the executor was dropped): it was killed.
@@ -330,6 +348,11 @@ fn resolve_program(
 struct Launched {
     id: u64,
     pid: i32,
+    exit_status: Option<OwnedFd>,
+    supervisor: Option<tokio::task::JoinHandle<()>>,
+    denials: crate::denials::DenialSink,
+    policy: crate::policy::ExecutionPolicy,
+    workdir: PathBuf,
     pidfd: AsyncFd<OwnedFd>,
     selection: Selection,
     enforcement: crate::result::Enforcement,
@@ -535,9 +558,19 @@ impl Executor {
             ],
         };
         let stdio = [stdin_fd.as_raw_fd(), child_out[0].as_raw_fd(), child_out[1].as_raw_fd()];
-        let stage_plan = stage::materialize(&plan, &env, stdio, &self.host).map_err(|e| {
-            CordonError::RunnerFailed { runner: selection.runner, detail: e.to_string() }
-        })?;
+        // The landlock runner hands its seccomp listener to a supervisor in this
+        // process, which records refused network and process syscalls as evidence.
+        let notify_pair = if selection.runner == RunnerKind::Landlock && plan.seccomp.is_some() {
+            Some(cordon_stage::notify::socketpair().map_err(|e| CordonError::io("creating the notification socket", e))?)
+        } else {
+            None
+        };
+        let materialized =
+            stage::materialize(&plan, &env, stdio, &self.host, notify_pair.as_ref().map(|(_, child)| child.as_raw_fd()))
+                .map_err(|e| CordonError::RunnerFailed { runner: selection.runner, detail: e.to_string() })?;
+        let supervised = materialized.stage.notify_socket.is_some();
+        let observed = materialized.observed;
+        let stage_plan = materialized.stage;
 
         // Spawning blocks for the child's stage (well under a millisecond); doing it
         // inline avoids a thread hop per run.
@@ -545,6 +578,13 @@ impl Executor {
         // The child has its copies now (or failed); close ours.
         drop(stdin_fd);
         drop(child_out);
+        let listener = match notify_pair {
+            Some((parent_end, child_end)) if supervised && spawned.is_ok() => {
+                drop(child_end);
+                Some(cordon_stage::notify::recv_fd(parent_end.as_fd()))
+            }
+            _ => None,
+        };
         let spawned = match spawned {
             Ok(s) => s,
             Err(e) => {
@@ -555,6 +595,7 @@ impl Executor {
             }
         };
         let pid = spawned.pid;
+        let exit_status_fd = spawned.exit_status;
         self.registry.running.lock().unwrap_or_else(|p| p.into_inner()).insert(id, pid);
         let guard = KillOnDrop { pid, armed: true, registry: self.registry.clone(), id };
         // `AsyncFd::new` is deprecated because a bare `RawFd` could be closed under it;
@@ -562,6 +603,22 @@ impl Executor {
         #[allow(deprecated)]
         let pidfd = AsyncFd::new(spawned.pidfd).map_err(|e| CordonError::io("watching the child", e))?;
 
+        let denials: crate::denials::DenialSink = Arc::default();
+        let supervisor = match listener {
+            Some(Ok(l)) => Some(tokio::spawn(crate::denials::supervise(l, observed, denials.clone()))),
+            Some(Err(e)) => {
+                // The child installed a notifying filter: without a supervisor its
+                // observed syscalls would fail with ENOSYS. Stop it; nothing useful ran.
+                let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                drop(guard);
+                return Err(CordonError::RunnerFailed {
+                    runner: selection.runner,
+                    detail: format!("receiving the seccomp listener: {e}"),
+                });
+            }
+            None => None,
+        };
         let collectors = readers.into_iter().map(|(fd, cap)| tokio::spawn(drain(fd, cap))).collect();
         let stdin_writer = match (&spec.stdin, stdin_writer_fd) {
             (Stdin::Bytes(bytes), Some(w)) => {
@@ -578,6 +635,11 @@ impl Executor {
         Ok(Launched {
             id,
             pid,
+            exit_status: exit_status_fd,
+            supervisor,
+            denials,
+            policy: spec.policy.clone(),
+            workdir: spec.workdir.clone(),
             pidfd,
             enforcement: plan.enforcement.clone(),
             selection,
@@ -629,7 +691,7 @@ async fn finish(
     let mut timed_out = false;
     let mut aborted = false;
     let exit = {
-        let wait = wait_exit(&l.pidfd, pid);
+        let wait = wait_exit(&l.pidfd, pid, l.exit_status.as_ref());
         tokio::pin!(wait);
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
@@ -676,13 +738,20 @@ async fn finish(
         Exit::Code(c) => (Some(c), None),
         Exit::Signal(s) => (None, Some(s)),
     };
-    let mut denials = Vec::new();
+    if let Some(s) = l.supervisor.take() {
+        s.abort();
+    }
+    let mut denials: Vec<Denial> = std::mem::take(&mut *l.denials.lock().unwrap_or_else(|p| p.into_inner()));
     if mode.is_confined() && signal == Some(libc::SIGSYS) && !timed_out && !aborted {
         denials.push(Denial {
             kind: DenialKind::Other,
             target: None,
             evidence: "killed by SIGSYS: the seccomp filter refused a foreign-ABI syscall".into(),
         });
+    }
+    if mode.is_confined() {
+        denials.extend(crate::denials::classify_diagnostics(&stderr.text, &l.policy, &l.workdir));
+        denials.truncate(crate::denials::MAX_DENIALS);
     }
     if let Some(dir) = &l.run_dir {
         let _ = std::fs::remove_dir_all(dir);

@@ -20,14 +20,15 @@
 //! - **bubblewrap**: `--unshare-all` (user, ipc, pid, net, uts, cgroup namespaces;
 //!   `--share-net` keeps the network only when the policy allows it), the whole tree
 //!   read-only (`--ro-bind / /`, every bind `nodev`), a minimal `/dev`, a fresh
-//!   `/proc`, private tmpfs on `/tmp` and `/dev/shm`, the workspace and writable roots
+//!   read-only `/proc`, private tmpfs on `/tmp` and `/dev/shm`, the workspace and writable roots
 //!   bound writable on top (shallow first), protected paths re-bound read-only last,
 //!   `--cap-drop ALL`, `--die-with-parent`, `--new-session`, and cordon's compiled
 //!   filter (`--seccomp FD`) installed right before the command's `execve`.
 //!
 //! # What it does not do
 //!
-//! - No Landlock: refusals leave no kernel audit record (`denial-audit` is a gap).
+//! - No Landlock: refusals leave no kernel audit record (`denial-audit` is a promise of
+//!   the landlock runner only, see `Restriction::DenialAudit`).
 //! - Setup happens after `bwrap` was executed: a bubblewrap failure (no namespaces,
 //!   a bind source that vanished) is reported by bubblewrap on the command's stderr
 //!   as `bwrap: ...` with exit status 1, after the executor considers the command
@@ -67,20 +68,14 @@ pub struct BwrapRunner;
 /// The gaps of the bwrap runner for `policy` (pure; assumes [`BwrapRunner::probe`]
 /// passed, i.e. namespaces and seccomp are available and bubblewrap is installed).
 ///
-/// Every restriction is enforced except:
-/// - `denial-audit`: always a gap, as bubblewrap applies no Landlock;
-/// - `private-tmp`: a gap when the workspace or a writable root is `/tmp`,
-///   `/dev/shm` or one of their ancestors, since binding it exposes the host's
-///   directory over the private tmpfs.
+/// Every restriction is enforced except `private-tmp`: a gap when the workspace or a writable root is `/tmp`,
+/// `/dev/shm` or one of their ancestors, since binding it exposes the host's
+/// directory over the private tmpfs. (`denial-audit` is the landlock runner's own
+/// promise and not requested here.)
 pub fn bwrap_gaps(policy: &ExecutionPolicy) -> Vec<(Restriction, String)> {
     let mut gaps = Vec::new();
     for r in Restriction::requested_by(policy) {
         let gap = match r {
-            Restriction::DenialAudit => Some(
-                "bubblewrap applies no Landlock; its read-only mounts and cordon's seccomp filter refuse \
-                 operations without a kernel audit record"
-                    .to_string(),
-            ),
             Restriction::PrivateTmp => exposed(policy)
                 .into_iter()
                 .find(|(p, _)| PRIVATE_TMPFS.iter().any(|t| Path::new(t).starts_with(p)))
@@ -152,12 +147,20 @@ fn push_bind(args: &mut Vec<OsString>, flag: &str, p: &Path) {
 /// 1. namespaces and process options (`--unshare-all`, `--share-net` with network,
 ///    `--die-with-parent`, `--new-session` unless the caller keeps its session,
 ///    `--cap-drop ALL`, `--seccomp 3`);
-/// 2. `--ro-bind / /`, `--dev /dev`, `--proc /proc`;
+/// 2. `--ro-bind / /`, `--dev /dev`, `--proc /proc`, `--remount-ro /proc` (see
+///    [`bwrap_args`]'s note on `/proc/sys`);
 /// 3. `--perms 1777 --tmpfs /tmp`, `--perms 1777 --tmpfs /dev/shm`;
 /// 4. the exposed paths ([`exposed`]), shallow first: after the tmpfs, so one that
 ///    lives under `/tmp` is bound onto a mount point bubblewrap creates there;
 /// 5. protected paths `--ro-bind P P`, shallow first, after every writable bind;
 /// 6. `--chdir`, `--setenv TMPDIR /tmp`, `--`, the program, its arguments.
+///
+/// `--remount-ro /proc` closes a root escape: bubblewrap's fresh procfs is writable
+/// and its own cover of `/proc/sys` is skipped (the directory answers `EACCES` to its
+/// `access(W_OK)` probe), while the kernel lets any process whose euid is the
+/// host's uid 0 write most sysctls without a capability, e.g. `kernel.core_pattern`,
+/// which names a program the kernel runs as root on the next crash. The whole procfs
+/// is read-only, as it is under the landlock runner.
 pub fn bwrap_args(input: &PlanInput<'_>) -> Result<Vec<OsString>, PlanError> {
     let policy = input.policy;
     if !policy.mode.is_confined() {
@@ -197,7 +200,7 @@ pub fn bwrap_args(input: &PlanInput<'_>) -> Result<Vec<OsString>, PlanError> {
         push(&mut args, &["--new-session"]);
     }
     push(&mut args, &["--cap-drop", "ALL", "--seccomp", &SECCOMP_CHILD_FD.to_string()]);
-    push(&mut args, &["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
+    push(&mut args, &["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--remount-ro", "/proc"]);
     for t in PRIVATE_TMPFS {
         push(&mut args, &["--perms", "1777", "--tmpfs", t]);
     }
@@ -231,8 +234,7 @@ impl Runner for BwrapRunner {
         }
         if !host.seccomp {
             return ProbeStatus::Unavailable(
-                "seccomp filters are not available in this kernel, so bubblewrap cannot install cordon's filter"
-                    .into(),
+                "seccomp filters are not available in this kernel, so bubblewrap cannot install cordon's filter".into(),
             );
         }
         if let Namespaces::Unavailable { reason } = &host.namespaces {
@@ -286,6 +288,30 @@ impl Runner for BwrapRunner {
     }
 }
 
+/// How bubblewrap prefixes its own error messages on stderr.
+pub const BWRAP_ERROR_PREFIX: &str = "bwrap: ";
+
+/// Whether bubblewrap failed before the command ran, judged after the run (pure).
+///
+/// `seccomp_offset` is the file offset of the seccomp memfd the parent kept (its open
+/// file description is shared with the child), `program_len` the program's length.
+/// bubblewrap reads the program after every namespace and mount step and just
+/// before `chdir`, `setsid`, the pid-1 fork and `execve`; the command never holds the
+/// fd. So an offset short of the length is unforgeable evidence that the sandbox was
+/// never completed and the command never ran: `Some(detail)`, with bubblewrap's last
+/// `bwrap: ` line when there is one. A fully read program returns `None` even when
+/// the last stderr line starts with `bwrap: `: the command could print that itself.
+pub fn setup_failed(seccomp_offset: u64, program_len: u64, stderr_tail: &str) -> Option<String> {
+    if seccomp_offset >= program_len {
+        return None;
+    }
+    let said = stderr_tail.lines().rev().find(|l| l.starts_with(BWRAP_ERROR_PREFIX));
+    Some(match said {
+        Some(line) => format!("bubblewrap failed while building the sandbox: {}", &line[BWRAP_ERROR_PREFIX.len()..]),
+        None => "bubblewrap exited before it read cordon's seccomp program (the sandbox was never complete)".into(),
+    })
+}
+
 /// The bytes bubblewrap's `--seccomp FD` reads: the raw `struct sock_filter` array
 /// in native byte order (`u16 code; u8 jt; u8 jf; u32 k`), 8 bytes per instruction.
 pub fn program_bytes(program: &[libc::sock_filter]) -> Vec<u8> {
@@ -316,12 +342,16 @@ pub mod seccomp_fd {
     /// memfds handed to children and not yet fully read, with their lengths.
     static PENDING: Mutex<Vec<(OwnedFd, u64)>> = Mutex::new(Vec::new());
 
+    /// The current offset of a memfd made by [`sealed_memfd`]: how far the child (or
+    /// anyone sharing the open file description) has read. See [`super::setup_failed`].
+    pub fn read_offset(fd: impl std::os::fd::AsFd) -> std::io::Result<u64> {
+        let off = nix::unistd::lseek(fd, 0, nix::unistd::Whence::SeekCur).map_err(std::io::Error::from)?;
+        Ok(off.max(0) as u64)
+    }
+
     /// Close every pending memfd whose program has been read completely.
     fn close_consumed(pending: &mut Vec<(OwnedFd, u64)>) {
-        pending.retain(|(fd, len)| match nix::unistd::lseek(fd, 0, nix::unistd::Whence::SeekCur) {
-            Ok(offset) => (offset as u64) < *len,
-            Err(_) => true,
-        });
+        pending.retain(|(fd, len)| read_offset(fd).map_or(true, |offset| offset < *len));
     }
 
     /// A new sealed, close-on-exec memfd holding `bytes`, positioned at offset 0.
@@ -334,7 +364,7 @@ pub mod seccomp_fd {
         file.write_all(bytes)?;
         file.seek(SeekFrom::Start(0))?;
         let seals = SealFlag::F_SEAL_WRITE | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_SEAL;
-        fcntl(file.as_raw_fd(), FcntlArg::F_ADD_SEALS(seals)).map_err(std::io::Error::from)?;
+        fcntl(&file, FcntlArg::F_ADD_SEALS(seals)).map_err(std::io::Error::from)?;
         Ok(OwnedFd::from(file))
     }
 
@@ -392,12 +422,55 @@ mod tests {
         let prog = [libc::sock_filter { code: 0x15, jt: 1, jf: 2, k: 0xC000_003E }];
         let b = program_bytes(&prog);
         assert_eq!(b.len(), 8);
-        // SAFETY-free check: compare with the in-memory layout via a byte copy.
         let mut expected = Vec::new();
         expected.extend_from_slice(&0x15u16.to_ne_bytes());
         expected.extend_from_slice(&[1, 2]);
         expected.extend_from_slice(&0xC000_003Eu32.to_ne_bytes());
         assert_eq!(b, expected);
         assert_eq!(std::mem::size_of::<libc::sock_filter>(), 8);
+    }
+
+    #[test]
+    fn setup_failure_rests_on_the_unread_program_only() {
+        let err = "bwrap: Creating new namespace failed: No space left on device\n";
+        assert_eq!(
+            setup_failed(0, 800, err).as_deref(),
+            Some(
+                "bubblewrap failed while building the sandbox: Creating new namespace failed: No space left on device"
+            )
+        );
+        assert!(setup_failed(0, 800, "").unwrap().contains("never complete"));
+        assert!(setup_failed(400, 800, "").is_some());
+        // Read completely: the command may have run, and may have printed this itself.
+        assert_eq!(setup_failed(800, 800, err), None);
+    }
+
+    #[test]
+    fn probe_names_the_missing_piece() {
+        let mut host = HostFacts {
+            os: "linux",
+            kernel_landlock_abi: 0,
+            landlock_abi: 0,
+            landlock_abi_cap: None,
+            seccomp: true,
+            euid: 1000,
+            egid: 1000,
+            namespaces: Namespaces::UserNamespace,
+            bwrap: Some("/usr/bin/bwrap".into()),
+            disabled_runners: vec![],
+        };
+        assert_eq!(BwrapRunner.probe(&host), ProbeStatus::Available);
+        host.namespaces = Namespaces::Unavailable { reason: "blocked".into() };
+        assert!(matches!(BwrapRunner.probe(&host), ProbeStatus::Unavailable(r) if r.contains("blocked")));
+        host.namespaces = Namespaces::Direct;
+        host.seccomp = false;
+        assert!(matches!(BwrapRunner.probe(&host), ProbeStatus::Unavailable(r) if r.contains("seccomp")));
+        host.seccomp = true;
+        host.bwrap = None;
+        assert!(
+            matches!(BwrapRunner.probe(&host), ProbeStatus::Unavailable(r) if r.contains("apt-get install bubblewrap"))
+        );
+        host.os = "macos";
+        assert!(matches!(BwrapRunner.probe(&host), ProbeStatus::Unsupported(_)));
     }
 }

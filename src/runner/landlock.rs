@@ -80,15 +80,33 @@ pub fn landlock_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restric
                 Some(format!("processes that leave the process group can outlive the run without a pid namespace: {why_ns}"))
             }
             Ipc if !ns => Some(format!("SysV and POSIX message queues are shared without an IPC namespace: {why_ns}")),
+            PrivateTmp => exposed_paths(policy)
+                .into_iter()
+                .find(|p| PRIVATE_TMPFS.iter().any(|t| Path::new(t).starts_with(p)))
+                .map(|p| format!("{} is attached over the private tmpfs, so the host's directory is shared", p.display())),
             DeviceIoctl if abi < 5 => Some(format!("Landlock ABI {abi} < 5 cannot restrict device ioctls")),
-            DenialAudit if abi < 7 => Some(format!("Landlock ABI {abi} < 7 cannot log the sandbox's denials")),
             _ => None,
         };
         if let Some(reason) = gap {
             gaps.push((r, reason));
         }
     }
+    // The runner's own promise (see `Restriction::DenialAudit`).
+    if policy.mode.is_confined() && abi < 7 {
+        gaps.push((DenialAudit, format!("Landlock ABI {abi} < 7 cannot log the sandbox's denials")));
+    }
     gaps
+}
+
+/// The host paths attached inside the sandbox on top of the read-only tree: the
+/// writable roots (workspace first in `workspace-write`), and a read-only workspace
+/// only when it lives under a private tmpfs (elsewhere it is visible anyway).
+pub fn exposed_paths(policy: &ExecutionPolicy) -> Vec<PathBuf> {
+    let mut out = policy.writable();
+    if out.is_empty() && PRIVATE_TMPFS.iter().any(|t| policy.workspace.starts_with(t)) {
+        out.push(policy.workspace.clone());
+    }
+    out
 }
 
 impl Runner for LandlockRunner {
@@ -206,9 +224,7 @@ pub const PRIVATE_TMPFS: [&str; 2] = ["/tmp", "/dev/shm"];
 /// what makes this placement safe.
 pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
     let policy = input.policy;
-    let mut exposed: Vec<PathBuf> = std::iter::once(policy.workspace.clone())
-        .chain(policy.writable_roots.iter().cloned())
-        .collect();
+    let mut exposed = exposed_paths(policy);
     // Shallow first, so nested roots are attached on top of their parents.
     exposed.sort_by_key(|p| p.components().count());
     let mut protected = policy.protected.clone();

@@ -98,6 +98,7 @@ struct JsonCond {
 #[serde(rename_all = "snake_case")]
 enum JsonOp {
     Eq,
+    Ne,
     MaskedEq(u64),
 }
 
@@ -120,12 +121,14 @@ mod sysno {
     #![allow(non_upper_case_globals)]
     pub const acct: i64 = libc::SYS_acct;
     pub const add_key: i64 = libc::SYS_add_key;
+    pub const bind: i64 = libc::SYS_bind;
     pub const bpf: i64 = libc::SYS_bpf;
     pub const chroot: i64 = libc::SYS_chroot;
     pub const clock_adjtime: i64 = libc::SYS_clock_adjtime;
     pub const clock_settime: i64 = libc::SYS_clock_settime;
     pub const clone: i64 = libc::SYS_clone;
     pub const clone3: i64 = libc::SYS_clone3;
+    pub const connect: i64 = libc::SYS_connect;
     pub const delete_module: i64 = libc::SYS_delete_module;
     pub const finit_module: i64 = libc::SYS_finit_module;
     pub const fsconfig: i64 = libc::SYS_fsconfig;
@@ -180,7 +183,7 @@ pub fn syscall_number(name: &str) -> Option<i64> {
     #[cfg(target_arch = "x86_64")]
     {
         syscall_table!(
-            name, acct, add_key, bpf, chroot, clock_adjtime, clock_settime, clone, clone3, delete_module,
+            name, acct, add_key, bind, bpf, chroot, clock_adjtime, clock_settime, clone, clone3, connect, delete_module,
             finit_module, fsconfig, fsmount, fsopen, fspick, init_module, io_uring_enter, io_uring_register,
             io_uring_setup, ioctl, ioperm, iopl, kcmp, kexec_file_load, kexec_load, keyctl, mount, mount_setattr,
             move_mount, open_by_handle_at, open_tree, perf_event_open, personality, pidfd_getfd, pivot_root,
@@ -191,7 +194,7 @@ pub fn syscall_number(name: &str) -> Option<i64> {
     #[cfg(not(target_arch = "x86_64"))]
     {
         syscall_table!(
-            name, acct, add_key, bpf, chroot, clock_adjtime, clock_settime, clone, clone3, delete_module,
+            name, acct, add_key, bind, bpf, chroot, clock_adjtime, clock_settime, clone, clone3, connect, delete_module,
             finit_module, fsconfig, fsmount, fsopen, fspick, init_module, io_uring_enter, io_uring_register,
             io_uring_setup, ioctl, kcmp, kexec_file_load, kexec_load, keyctl, mount, mount_setattr, move_mount,
             open_by_handle_at, open_tree, perf_event_open, personality, pidfd_getfd, pivot_root, process_vm_readv,
@@ -244,25 +247,106 @@ struct Cond {
     qword: bool,
     mask: u64,
     val: u64,
+    negate: bool,
 }
 
-/// Compile the filter for a confined run (one program).
+/// Which syscalls a supervisor observes (`profiles/seccomp/observe.json`).
+pub const OBSERVE_PROFILE: &str = include_str!("../../profiles/seccomp/observe.json");
+
+/// The class of an observed refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ObservedKind {
+    /// Sockets and connections.
+    Network,
+    /// Other processes.
+    Process,
+}
+
+/// A refused syscall the supervisor is told about (instead of the kernel answering).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    /// Syscall name.
+    pub name: String,
+    /// Its class.
+    pub kind: ObservedKind,
+    /// The errno the profile answers it with.
+    pub errno: u32,
+}
+
+/// A compiled filter and, when supervised, what its notifications mean.
+#[derive(Debug, Clone)]
+pub struct Program {
+    /// The BPF instructions.
+    pub insns: Vec<Insn>,
+    /// Syscall number → observed rule (empty when not supervised).
+    pub observed: BTreeMap<i64, Observed>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ObserveFile {
+    observe: Vec<ObserveRule>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ObserveRule {
+    syscall: String,
+    kind: ObservedKind,
+    #[allow(dead_code)]
+    comment: String,
+}
+
+/// `SECCOMP_RET_USER_NOTIF`.
+const RET_USER_NOTIF: u32 = 0x7fc0_0000;
+
+/// How a matching rule returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ret {
+    Errno(u32),
+    Notify,
+}
+
+fn ret_insn(r: Ret) -> Insn {
+    match r {
+        Ret::Errno(e) => ret_errno(e),
+        Ret::Notify => insn(RET_K, RET_USER_NOTIF, 0, 0),
+    }
+}
+
+/// Compile the filter for a confined run without a supervisor (one program; every
+/// refusal answered by the kernel).
 pub fn compile_filter(network_allowed: bool) -> Result<Vec<Insn>, SeccompError> {
+    Ok(compile_program(network_allowed, false)?.insns)
+}
+
+/// Compile the filter for a confined run; when `supervised`, the observed syscalls
+/// notify the supervisor instead of failing in the kernel.
+pub fn compile_program(network_allowed: bool, supervised: bool) -> Result<Program, SeccompError> {
     let mut names: Vec<&'static str> = ALWAYS_FILTERS.to_vec();
     if !network_allowed {
         names.push(NETWORK_OFF_FILTER);
     }
-    compile(CONFINED_PROFILE, &names)
+    let observe: Vec<(String, ObservedKind)> = if supervised {
+        let f: ObserveFile = serde_json::from_str(OBSERVE_PROFILE).map_err(|e| SeccompError::Profile(e.to_string()))?;
+        f.observe.into_iter().map(|r| (r.syscall, r.kind)).collect()
+    } else {
+        Vec::new()
+    };
+    compile(CONFINED_PROFILE, &names, &observe)
 }
 
-/// Compile the named filters of `profile` into one program.
-pub fn compile(profile: &str, filters: &[&'static str]) -> Result<Vec<Insn>, SeccompError> {
+/// Compile the named filters of `profile` into one program; rules for syscalls in
+/// `observe` return `SECCOMP_RET_USER_NOTIF`.
+fn compile(profile: &str, filters: &[&'static str], observe: &[(String, ObservedKind)]) -> Result<Program, SeccompError> {
     let map: BTreeMap<String, JsonFilter> =
         serde_json::from_str(profile).map_err(|e| SeccompError::Profile(e.to_string()))?;
-    // simple[errno] = syscall numbers refused without argument checks.
-    let mut simple: BTreeMap<u32, Vec<i64>> = BTreeMap::new();
-    // checked[nr] = rules (conditions, errno) in profile order.
-    let mut checked: BTreeMap<i64, Vec<(Vec<Cond>, u32)>> = BTreeMap::new();
+    let mut observed: BTreeMap<i64, Observed> = BTreeMap::new();
+    // simple[ret] = syscall numbers refused without argument checks.
+    let mut simple: BTreeMap<Ret, Vec<i64>> = BTreeMap::new();
+    // checked[nr] = rules (conditions, return) in profile order.
+    let mut checked: BTreeMap<i64, Vec<(Vec<Cond>, Ret)>> = BTreeMap::new();
     for name in filters {
         let f = map.get(*name).ok_or(SeccompError::Missing(name))?;
         if f.mismatch_action != "allow" {
@@ -276,8 +360,15 @@ pub fn compile(profile: &str, filters: &[&'static str]) -> Result<Vec<Insn>, Sec
                 }
                 return Err(SeccompError::UnknownSyscall(rule.syscall.clone()));
             };
+            let ret = match observe.iter().find(|(name, _)| *name == rule.syscall) {
+                Some((name, kind)) => {
+                    observed.insert(nr, Observed { name: name.clone(), kind: *kind, errno });
+                    Ret::Notify
+                }
+                None => Ret::Errno(errno),
+            };
             if rule.args.is_empty() {
-                simple.entry(errno).or_default().push(nr);
+                simple.entry(ret).or_default().push(nr);
                 continue;
             }
             let mut conds = Vec::new();
@@ -290,13 +381,17 @@ pub fn compile(profile: &str, filters: &[&'static str]) -> Result<Vec<Insn>, Sec
                     "qword" => true,
                     other => return Err(SeccompError::Profile(format!("{}: argument type {other}", rule.syscall))),
                 };
-                let mask = match c.op {
-                    JsonOp::Eq => u64::MAX,
-                    JsonOp::MaskedEq(m) => m,
+                let (mask, negate) = match c.op {
+                    JsonOp::Eq => (u64::MAX, false),
+                    JsonOp::Ne => (u64::MAX, true),
+                    JsonOp::MaskedEq(m) => (m, false),
                 };
-                conds.push(Cond { index: c.index, qword, mask, val: c.val });
+                if negate && qword {
+                    return Err(SeccompError::Profile(format!("{}: `ne` is supported on dwords only", rule.syscall)));
+                }
+                conds.push(Cond { index: c.index, qword, mask, val: c.val, negate });
             }
-            checked.entry(nr).or_default().push((conds, errno));
+            checked.entry(nr).or_default().push((conds, ret));
         }
     }
     // A syscall refused outright must not also appear with argument checks.
@@ -323,8 +418,9 @@ pub fn compile(profile: &str, filters: &[&'static str]) -> Result<Vec<Insn>, Sec
     let mut checked_code: Vec<Insn> = Vec::new();
     for (nr, rules) in &checked {
         let mut group: Vec<Insn> = Vec::new();
-        for (conds, errno) in rules {
-            let mut block: Vec<(Insn, bool)> = Vec::new(); // (insn, jumps-to-next-rule-on-mismatch)
+        for (conds, ret) in rules {
+            // (insn, how a mismatch jumps to the next rule: 0 none, 1 on false, 2 on true)
+            let mut block: Vec<(Insn, u8)> = Vec::new();
             for c in conds {
                 let lo = OFFSET_ARGS + 8 * c.index as u32;
                 let words: &[(u32, u32, u32)] = &[(lo + 4, (c.mask >> 32) as u32, (c.val >> 32) as u32)];
@@ -335,18 +431,20 @@ pub fn compile(profile: &str, filters: &[&'static str]) -> Result<Vec<Insn>, Sec
                 }
                 parts.push(low);
                 for (off, mask, val) in parts {
-                    block.push((insn(LD_W_ABS, off, 0, 0), false));
+                    block.push((insn(LD_W_ABS, off, 0, 0), 0));
                     if mask != u32::MAX {
-                        block.push((insn(AND_K, mask, 0, 0), false));
+                        block.push((insn(AND_K, mask, 0, 0), 0));
                     }
-                    block.push((insn(JEQ_K, val & mask, 0, 0), true));
+                    block.push((insn(JEQ_K, val & mask, 0, 0), if c.negate { 2 } else { 1 }));
                 }
             }
-            block.push((ret_errno(*errno), false));
+            block.push((ret_insn(*ret), 0));
             let len = block.len();
-            for (k, (mut i, to_next)) in block.into_iter().enumerate() {
-                if to_next {
-                    i.jf = jump(len - (k + 1))?;
+            for (k, (mut i, mismatch)) in block.into_iter().enumerate() {
+                match mismatch {
+                    1 => i.jf = jump(len - (k + 1))?,
+                    2 => i.jt = jump(len - (k + 1))?,
+                    _ => {}
                 }
                 group.push(i);
             }
@@ -358,10 +456,10 @@ pub fn compile(profile: &str, filters: &[&'static str]) -> Result<Vec<Insn>, Sec
         checked_code.push(insn(JEQ_K, *nr as u32, 0, jump(group.len())?));
         checked_code.extend(group);
     }
-    let shared_returns: Vec<u32> = simple.keys().copied().collect();
+    let shared_returns: Vec<Ret> = simple.keys().copied().collect();
     let mut idx = 0usize;
-    for (errno, nrs) in &simple {
-        let ret_pos = shared_returns.iter().position(|e| e == errno).unwrap_or(0);
+    for (ret, nrs) in &simple {
+        let ret_pos = shared_returns.iter().position(|e| e == ret).unwrap_or(0);
         for nr in nrs {
             // Distance from the instruction after this jeq to the shared return.
             let remaining_jumps = jumps_total - idx - 1;
@@ -372,10 +470,10 @@ pub fn compile(profile: &str, filters: &[&'static str]) -> Result<Vec<Insn>, Sec
     }
     prog.extend(checked_code);
     prog.push(insn(RET_K, libc::SECCOMP_RET_ALLOW, 0, 0));
-    for errno in shared_returns {
-        prog.push(ret_errno(errno));
+    for ret in shared_returns {
+        prog.push(ret_insn(ret));
     }
-    Ok(prog)
+    Ok(Program { insns: prog, observed })
 }
 
 #[cfg(test)]
@@ -384,7 +482,7 @@ mod tests {
 
     /// A tiny classic-BPF interpreter for the instructions we emit, to test verdicts.
     fn run(prog: &[Insn], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
-        let mut data = vec![0u8; 64];
+        let mut data = [0u8; 64];
         data[0..4].copy_from_slice(&nr.to_le_bytes());
         data[4..8].copy_from_slice(&arch.to_le_bytes());
         for (i, a) in args.iter().enumerate() {
@@ -415,14 +513,25 @@ mod tests {
     #[test]
     fn verdicts() {
         let p = compile_filter(false).unwrap();
-        assert!(p.len() < 130, "program grew to {}", p.len());
+        assert!(p.len() < 160, "program grew to {}", p.len());
         let allow = libc::SECCOMP_RET_ALLOW;
         let kill = libc::SECCOMP_RET_KILL_PROCESS;
         assert_eq!(run(&p, NATIVE, libc::SYS_read as u32, [0; 6]), allow);
         assert_eq!(run(&p, NATIVE, libc::SYS_ptrace as u32, [0; 6]), EPERM);
         assert_eq!(run(&p, NATIVE, libc::SYS_io_uring_setup as u32, [0; 6]), EPERM);
         assert_eq!(run(&p, NATIVE, libc::SYS_clone3 as u32, [0; 6]), libc::SECCOMP_RET_ERRNO | 38);
-        assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [2, 1, 0, 0, 0, 0]), libc::SECCOMP_RET_ERRNO | 13);
+        let eacces = libc::SECCOMP_RET_ERRNO | 13;
+        assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [2, 1, 0, 0, 0, 0]), eacces);
+        assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [10, 2, 0, 0, 0, 0]), eacces);
+        // AF_UNIX: stream and seqpacket (with flags) allowed; dgram and raw refused.
+        let cloexec_nonblock = (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u64;
+        assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [1, 1 | cloexec_nonblock, 0, 0, 0, 0]), allow);
+        assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [1, 5, 0, 0, 0, 0]), allow);
+        for ty in [0u64, 2, 3, 4, 6, 7, 9, 10, 11, 13, 15] {
+            assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [1, ty | cloexec_nonblock, 0, 0, 0, 0]), eacces, "type {ty}");
+        }
+        assert_eq!(run(&p, NATIVE, libc::SYS_connect as u32, [3, 0, 0, 0, 0, 0]), eacces);
+        assert_eq!(run(&p, NATIVE, libc::SYS_bind as u32, [3, 0, 0, 0, 0, 0]), eacces);
         // ioctl: TIOCSTI refused, also with high bits set; other ioctls allowed.
         assert_eq!(run(&p, NATIVE, libc::SYS_ioctl as u32, [0, 0x5412, 0, 0, 0, 0]), EPERM);
         assert_eq!(run(&p, NATIVE, libc::SYS_ioctl as u32, [0, 0xffff_ffff_0000_5412, 0, 0, 0, 0]), EPERM);
@@ -437,6 +546,21 @@ mod tests {
         // Foreign architecture and x32 numbers are killed.
         assert_eq!(run(&p, 0x4000_0003, 1, [0; 6]), kill);
         assert_eq!(run(&p, NATIVE, 0x4000_0027, [0; 6]), kill);
+    }
+
+    #[test]
+    fn supervised_program_notifies_for_observed_syscalls() {
+        let p = compile_program(false, true).unwrap();
+        let notify = RET_USER_NOTIF;
+        assert_eq!(run(&p.insns, NATIVE, libc::SYS_connect as u32, [3, 0, 0, 0, 0, 0]), notify);
+        assert_eq!(run(&p.insns, NATIVE, libc::SYS_socket as u32, [2, 1, 0, 0, 0, 0]), notify);
+        assert_eq!(run(&p.insns, NATIVE, libc::SYS_socket as u32, [1, 1, 0, 0, 0, 0]), libc::SECCOMP_RET_ALLOW);
+        assert_eq!(run(&p.insns, NATIVE, libc::SYS_ptrace as u32, [0; 6]), notify);
+        assert_eq!(run(&p.insns, NATIVE, libc::SYS_bpf as u32, [0; 6]), EPERM);
+        assert_eq!(p.observed[&libc::SYS_connect].errno, 13);
+        assert_eq!(p.observed[&libc::SYS_ptrace].errno, 1);
+        let unsupervised = compile_program(false, false).unwrap();
+        assert!(unsupervised.observed.is_empty());
     }
 
     #[test]

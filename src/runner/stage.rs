@@ -29,6 +29,9 @@ pub enum MaterializeError {
     /// The seccomp filters could not be built.
     #[error(transparent)]
     Seccomp(#[from] super::seccomp::SeccompError),
+    /// The seccomp program for a helper (bubblewrap) could not be put into its fd.
+    #[error("passing the seccomp program to bubblewrap through a memfd: {0}")]
+    SeccompFd(std::io::Error),
     /// A mount point could not be created.
     #[error("creating mount point `{path}`: {source}")]
     MountPoint {
@@ -112,13 +115,16 @@ pub fn inherited_terminals(stdio: &[RawFd; 3]) -> Vec<PathBuf> {
     out
 }
 
-/// Turn `plan` into a [`StagePlan`] with `stdio` as the child's fds 0, 1, 2.
+/// Turn `plan` into a [`StagePlan`] with `stdio` as the child's fds 0, 1, 2. With a
+/// `notify_socket`, the observed syscalls are routed to a supervisor whose listener
+/// the child sends on that socket.
 pub fn materialize(
     plan: &LaunchPlan,
     envp: &[(std::ffi::OsString, std::ffi::OsString)],
     stdio: [RawFd; 3],
     host: &crate::host::HostFacts,
-) -> Result<StagePlan, MaterializeError> {
+    notify_socket: Option<RawFd>,
+) -> Result<Materialized, MaterializeError> {
     let program = cpath(&plan.program)?;
     let argv = plan
         .argv
@@ -192,11 +198,20 @@ pub fn materialize(
         Some(l) => Some((build_ruleset(l, &inherited_terminals(&stdio))?, l.restrict_flags)),
         None => None,
     };
-    let seccomp = match plan.seccomp {
-        Some(network_allowed) => vec![super::seccomp::compile_filter(network_allowed)?],
-        None => Vec::new(),
+    let (seccomp, observed) = match plan.seccomp {
+        Some(network_allowed) => {
+            let program = super::seccomp::compile_program(network_allowed, notify_socket.is_some())?;
+            (vec![program.insns], program.observed)
+        }
+        None => (Vec::new(), Default::default()),
     };
-    Ok(StagePlan {
+    let mut pass_fds = Vec::new();
+    if let Some(s) = &plan.seccomp_fd {
+        let bytes = super::bwrap::program_bytes(&super::seccomp::compile_filter(s.network_allowed)?);
+        let fd = super::bwrap::seccomp_fd::create(&bytes).map_err(MaterializeError::SeccompFd)?;
+        pass_fds.push((fd, s.child_fd));
+    }
+    let stage = StagePlan {
         program,
         argv,
         envp,
@@ -207,14 +222,27 @@ pub fn materialize(
         mounts,
         mount_slots: slots,
         new_session: plan.new_session,
+        init: plan.namespaces.pid,
         no_new_privs: plan.no_new_privs,
         landlock,
         late_landlock_rules,
-        pass_fds: Vec::new(),
+        pass_fds,
+        notify_socket: if observed.is_empty() { None } else { notify_socket },
         drop_capabilities: plan.drop_capabilities,
         seccomp,
-    })
+    };
+    Ok(Materialized { stage, observed })
 }
+
+/// A materialized plan and what its seccomp notifications mean.
+#[derive(Debug)]
+pub struct Materialized {
+    /// The child-side plan.
+    pub stage: StagePlan,
+    /// Observed syscalls (empty when no supervisor is attached).
+    pub observed: std::collections::BTreeMap<i64, super::seccomp::Observed>,
+}
+
 
 /// Helper for messages: a path as text.
 pub fn show(p: &OsStr) -> String {

@@ -759,7 +759,15 @@ fn parse_probe(
     let line = text.lines().rev().find(|l| l.starts_with("{\"op\""));
     let Some(line) = line else {
         // No report: acceptable only if a signal killed the probe. Anything else (the
-        // probe never ran) must not pass as "refused".
+        // probe never ran) must not pass as "refused". bubblewrap's own pid 1 reports a
+        // command killed by signal N as exit 128+N (documented in docs/bwrap.md).
+        let bwrap_signal = run
+            .as_ref()
+            .filter(|r| r.j()["sandbox"]["runner"] == "bwrap")
+            .and_then(|_| code)
+            .filter(|c| (129..=128 + 64).contains(c))
+            .map(|c| format!("exit {c} from bwrap (signal {})", c - 128));
+        let signal = signal.or(bwrap_signal);
         if signal.is_some() {
             return Ok(ProbeResult {
                 op: op.into(),

@@ -1,0 +1,486 @@
+//! `cordon mcp`: an MCP server over stdio (the `rmcp` crate) whose tools run shell
+//! commands under the cordon sandbox.
+//!
+//! Tools: `bash` (run and wait), `bash_start` (background), `bash_read` (new output
+//! and status), `bash_kill`. Every tool result carries the output tails and the
+//! sandbox facts twice: as text written for a model (exit code, stdout/stderr tails,
+//! the mode, and a plain sentence when something was refused or the mode is
+//! read-only, saying how to get a wider mode) and as `structuredContent` (the same
+//! JSON as `cordon run --json`, or the `read`/`kill` replies of `cordon serve`).
+//!
+//! The server flags set the [`Ceiling`]; tool arguments have no field that could widen
+//! it (mode, writable roots and network are not arguments), and the working directory
+//! is checked against it like every `cordon serve` request. Unknown arguments are
+//! refused, not ignored. (Escalation fields, such as a request for wider permissions
+//! with a justification, will be added to [`BashArgs`] by the escalation work; they
+//! must go through an approver and never through the ceiling.)
+//!
+//! Lifecycle: when the client disconnects, every process the connection started is
+//! killed and reaped before the server exits.
+//!
+//! What it does not do: it does not parse the wire protocol itself (rmcp does) or
+//! decide policy (the ceiling and the executor do).
+
+use crate::exec::Status;
+use crate::mode::Mode;
+use crate::protocol::{Ceiling, CeilingArgs, RpcError, RunParams};
+use crate::request::{Command, ExecutorConfig};
+use crate::result::{DenialKind, EnforcementLevel, RunResult};
+use crate::serve::session::{KillReply, ReadReply, Session, Started};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData, ServerHandler, ServiceExt};
+use serde::Deserialize;
+use std::fmt::Write as _;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Exit status when the server cannot start.
+const EXIT_SETUP_FAILED: u8 = 125;
+/// Output tail per stream kept for a tool result: enough context for a model, small
+/// enough not to flood its context window. The full stream is in the spill file.
+pub const MCP_OUTPUT_CAP: u64 = 16 * 1024;
+
+/// Arguments of the `bash` and `bash_start` tools.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BashArgs {
+    /// The shell command, run with `bash -c`.
+    pub command: String,
+    /// Working directory: relative to the workspace, or an absolute path inside it
+    /// (default: the workspace).
+    #[serde(default)]
+    pub workdir: Option<String>,
+    /// Deadline in milliseconds (default 120000, at most 600000). The command is
+    /// stopped when it passes.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+/// Arguments of the `bash_read` and `bash_kill` tools.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HandleArgs {
+    /// The handle returned by `bash_start`.
+    pub handle: u64,
+}
+
+/// The MCP server: one per connection.
+#[derive(Clone)]
+pub struct CordonMcp {
+    session: Arc<Session>,
+    tool_router: ToolRouter<CordonMcp>,
+}
+
+impl std::fmt::Debug for CordonMcp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CordonMcp").field("session", &self.session).finish_non_exhaustive()
+    }
+}
+
+/// Entry point of `cordon mcp`.
+pub fn main(args: CeilingArgs) -> ExitCode {
+    let ceiling = match Ceiling::from_args(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("cordon mcp: error[{}]: {}", e.code(), e);
+            return ExitCode::from(EXIT_SETUP_FAILED);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cordon mcp: error[IO_ERROR]: starting the runtime: {e}");
+            return ExitCode::from(EXIT_SETUP_FAILED);
+        }
+    };
+    let code = rt.block_on(async move {
+        let session = match Session::new(ceiling, ExecutorConfig::default()) {
+            Ok(s) => Arc::new(s),
+            Err(e) => {
+                eprintln!("cordon mcp: error[{}]: {}", e.code(), e);
+                return ExitCode::from(EXIT_SETUP_FAILED);
+            }
+        };
+        let mut signals = crate::serve::signal_counter();
+        let server = CordonMcp::new(session.clone());
+        let code = match server.serve(rmcp::transport::stdio_pipes()).await {
+            Ok(running) => {
+                tokio::select! {
+                    r = running.waiting() => {
+                        if let Err(e) = r {
+                            eprintln!("cordon mcp: the server task failed: {e}");
+                        }
+                    }
+                    _ = signals.wait_for(|n| *n > 0) => {}
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("cordon mcp: error[MCP_INIT]: {e}");
+                ExitCode::from(EXIT_SETUP_FAILED)
+            }
+        };
+        // Graceful unless signalled (again) meanwhile; whatever is left is SIGKILLed
+        // and reaped when the session's executor is dropped.
+        let seen = *signals.borrow_and_update();
+        tokio::select! {
+            _ = session.shutdown() => {}
+            _ = signals.wait_for(|n| *n > seen) => {}
+        }
+        code
+    });
+    rt.shutdown_timeout(Duration::from_millis(200));
+    code
+}
+
+#[tool_router]
+impl CordonMcp {
+    /// A server for one connection.
+    pub fn new(session: Arc<Session>) -> CordonMcp {
+        let mut tool_router = Self::tool_router();
+        let ceiling = session.ceiling().clone();
+        let facts = ceiling_sentence(&ceiling);
+        for (name, route) in tool_router.map.iter_mut() {
+            let base = route.attr.description.clone().unwrap_or_default();
+            if name == "bash" || name == "bash_start" {
+                route.attr.description = Some(format!("{base} {facts}").into());
+            }
+        }
+        CordonMcp { session, tool_router }
+    }
+
+    /// Run a shell command in the sandbox and wait for it.
+    #[tool(
+        name = "bash",
+        description = "Run a shell command (bash -c) inside the cordon sandbox and wait for it. Returns the exit code, the tails of stdout and stderr, and what the sandbox allowed or refused."
+    )]
+    async fn bash(&self, Parameters(args): Parameters<BashArgs>) -> Result<CallToolResult, ErrorData> {
+        let ceiling = self.session.ceiling().clone();
+        Ok(match self.session.run(run_params(args)).await {
+            Ok(result) => {
+                let text = describe_run(&result, &ceiling);
+                let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
+                out.structured_content = serde_json::to_value(&result).ok();
+                out
+            }
+            Err(e) => refused(&e, &ceiling),
+        })
+    }
+
+    /// Start a shell command in the background.
+    #[tool(
+        name = "bash_start",
+        description = "Start a shell command (bash -c) in the background inside the cordon sandbox, for servers, watchers and long builds. Returns a handle for bash_read and bash_kill. It is stopped when its timeout passes or when this MCP session ends."
+    )]
+    async fn bash_start(&self, Parameters(args): Parameters<BashArgs>) -> Result<CallToolResult, ErrorData> {
+        let ceiling = self.session.ceiling().clone();
+        Ok(match self.session.start(run_params(args)).await {
+            Ok(started) => {
+                let text = describe_started(&started, &ceiling);
+                let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
+                out.structured_content = serde_json::to_value(&started).ok();
+                out
+            }
+            Err(e) => refused(&e, &ceiling),
+        })
+    }
+
+    /// Read new output of a background command.
+    #[tool(
+        name = "bash_read",
+        description = "Read what a background command (from bash_start) printed since the previous bash_read, and whether it is still running; once it has exited, also its exit code and sandbox facts.",
+        annotations(read_only_hint = true)
+    )]
+    async fn bash_read(&self, Parameters(args): Parameters<HandleArgs>) -> Result<CallToolResult, ErrorData> {
+        let ceiling = self.session.ceiling().clone();
+        Ok(match self.session.read(args.handle).await {
+            Ok(reply) => {
+                let text = describe_read(&reply, &ceiling);
+                let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
+                out.structured_content = serde_json::to_value(&reply).ok();
+                out
+            }
+            Err(e) => refused(&e, &ceiling),
+        })
+    }
+
+    /// Stop a background command.
+    #[tool(
+        name = "bash_kill",
+        description = "Stop a background command started with bash_start (SIGTERM, then SIGKILL to its whole process group). Safe to call again; says whether it was still running.",
+        annotations(idempotent_hint = true)
+    )]
+    async fn bash_kill(&self, Parameters(args): Parameters<HandleArgs>) -> Result<CallToolResult, ErrorData> {
+        let ceiling = self.session.ceiling().clone();
+        Ok(match self.session.kill(args.handle).await {
+            Ok(reply) => {
+                let text = describe_kill(&reply);
+                let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
+                out.structured_content = serde_json::to_value(&reply).ok();
+                out
+            }
+            Err(e) => refused(&e, &ceiling),
+        })
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for CordonMcp {
+    fn get_info(&self) -> ServerConfig {
+        let ceiling = self.session.ceiling();
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("cordon", env!("CARGO_PKG_VERSION")))
+            .with_instructions(format!(
+                "Shell commands run under the cordon sandbox. {} The sandbox mode is fixed by the user who \
+                 started this server; no tool argument can widen it. When a command is refused by the \
+                 sandbox, do not try to work around it: ask the user for a wider mode.",
+                ceiling_sentence(ceiling)
+            ))
+    }
+}
+
+fn run_params(args: BashArgs) -> RunParams {
+    RunParams {
+        command: Some(Command::Shell(args.command)),
+        workdir: args.workdir.filter(|w| !w.is_empty()).map(Into::into),
+        timeout_ms: args.timeout_ms,
+        output_cap: Some(MCP_OUTPUT_CAP),
+        ..RunParams::default()
+    }
+}
+
+fn list_paths(paths: &[std::path::PathBuf]) -> String {
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// One sentence on what the ceiling allows.
+pub fn ceiling_sentence(c: &Ceiling) -> String {
+    let net = if c.network { "on" } else { "off" };
+    match c.mode {
+        Mode::ReadOnly => format!(
+            "Mode: read-only. Commands may read files but cannot write anywhere except a private temporary \
+             directory; the network is {net}. Working directory: {}.",
+            c.workspace.display()
+        ),
+        Mode::WorkspaceWrite => {
+            let mut writable = vec![c.workspace.clone()];
+            writable.extend(c.writable_roots.iter().cloned());
+            format!(
+                "Mode: workspace-write. Commands may write only inside {} (its .git stays read-only) and a \
+                 private temporary directory; the network is {net}. Working directory: {}.",
+                list_paths(&writable),
+                c.workspace.display()
+            )
+        }
+        Mode::FullAccess => {
+            format!("Mode: full-access (no confinement). Working directory: {}.", c.workspace.display())
+        }
+    }
+}
+
+/// Markers in stderr that usually mean the sandbox refused a file write.
+const WRITE_REFUSED_MARKERS: &[&str] = &["Read-only file system", "Permission denied", "Operation not permitted"];
+/// Markers in stderr that usually mean the network was unavailable.
+const NETWORK_REFUSED_MARKERS: &[&str] = &[
+    "Could not resolve host",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+    "Name or service not known",
+    "socket: Permission denied",
+    "Failed to establish a new connection",
+];
+
+/// The sentences that tell a model what the sandbox did and how to get more.
+fn sandbox_guidance(result: &RunResult, ceiling: &Ceiling) -> String {
+    let s = &result.sandbox;
+    let mut out = String::new();
+    let level = match s.enforcement.level {
+        EnforcementLevel::Full => "full",
+        EnforcementLevel::Partial => "partial",
+        EnforcementLevel::None => "none",
+    };
+    let _ = write!(out, "Sandbox: {} mode (runner {}, enforcement {level}", s.mode, s.runner);
+    if !s.enforcement.gaps.is_empty() {
+        let gaps: Vec<&str> = s.enforcement.gaps.iter().map(|g| g.restriction.as_str()).collect();
+        let _ = write!(out, "; not enforced here: {}", gaps.join(", "));
+    }
+    out.push_str(").");
+    for d in &s.denials {
+        let kind = match d.kind {
+            DenialKind::FileWrite => "file write",
+            DenialKind::FileRead => "file read",
+            DenialKind::Network => "network",
+            DenialKind::Process => "process",
+            DenialKind::Other => "operation",
+        };
+        let _ = write!(out, "\nDenied by the sandbox: {kind}");
+        if let Some(t) = &d.target {
+            let _ = write!(out, " {t}");
+        }
+        let _ = write!(out, " ({})", d.evidence);
+    }
+    let stderr = &result.stderr.text;
+    let write_refused = s.denials.iter().any(|d| matches!(d.kind, DenialKind::FileWrite))
+        || WRITE_REFUSED_MARKERS.iter().any(|m| stderr.contains(m));
+    let net_refused = s.denials.iter().any(|d| matches!(d.kind, DenialKind::Network))
+        || NETWORK_REFUSED_MARKERS.iter().any(|m| stderr.contains(m));
+    let ws = ceiling.workspace.display();
+    match s.mode {
+        Mode::ReadOnly => {
+            out.push_str(
+                "\nThis ran in read-only mode; every write outside a private temporary directory is refused. \
+                 To change files, ask the user to run cordon with a wider mode (--mode workspace-write).",
+            );
+        }
+        Mode::WorkspaceWrite if write_refused => {
+            let mut writable = vec![ceiling.workspace.clone()];
+            writable.extend(ceiling.writable_roots.iter().cloned());
+            let _ = write!(
+                out,
+                "\nThis ran in workspace-write mode; writes outside {} are refused, and {ws}/.git is read-only. \
+                 If the command failed because of that, do not work around it: to write elsewhere, ask the user \
+                 to run with a wider mode (or to add a writable directory with --writable).",
+                list_paths(&writable)
+            );
+        }
+        _ => {}
+    }
+    if s.mode.is_confined() && !ceiling.network && net_refused {
+        out.push_str(
+            "\nThe network is off in this sandbox, so downloads, package installs and other connections fail. \
+             If the task needs the network, ask the user to start cordon with --network.",
+        );
+    }
+    out
+}
+
+fn push_stream(out: &mut String, name: &str, text: &str, truncated: bool, spill: Option<&std::path::Path>) {
+    if text.is_empty() && !truncated {
+        let _ = write!(out, "\n{name}: (empty)");
+        return;
+    }
+    let mut text = text;
+    if truncated {
+        // Start the tail at a line boundary: a cut line only confuses the reader.
+        if let Some(i) = text.find('\n') {
+            if i + 1 < text.len() {
+                text = &text[i + 1..];
+            }
+        }
+        let _ = write!(out, "\n{name} (truncated; the last {} bytes", text.len());
+        if let Some(p) = spill {
+            let _ = write!(out, "; the complete output is saved outside the sandbox at {}", p.display());
+        }
+        out.push_str("):\n");
+    } else {
+        let _ = write!(out, "\n{name}:\n");
+    }
+    out.push_str(text);
+    if !text.ends_with('\n') {
+        out.push('\n');
+    }
+}
+
+fn exit_line(result: &RunResult) -> String {
+    let mut line = match (result.exit_code, result.signal) {
+        (Some(c), _) => format!("Exit code: {c}"),
+        (None, Some(s)) => format!("Killed by signal {s}"),
+        (None, None) => "Exit status unknown".to_string(),
+    };
+    if result.timed_out {
+        let _ = write!(line, " (timed out after {} ms and was stopped)", result.timeout_ms);
+    }
+    if result.aborted {
+        line.push_str(" (stopped before it finished)");
+    }
+    line
+}
+
+/// The text a model reads for a finished run.
+pub fn describe_run(result: &RunResult, ceiling: &Ceiling) -> String {
+    let mut out = exit_line(result);
+    push_stream(&mut out, "stdout", &result.stdout.text, result.stdout.truncated, result.stdout.spill_path.as_deref());
+    push_stream(&mut out, "stderr", &result.stderr.text, result.stderr.truncated, result.stderr.spill_path.as_deref());
+    out.push('\n');
+    out.push_str(&sandbox_guidance(result, ceiling));
+    out
+}
+
+fn describe_started(s: &Started, ceiling: &Ceiling) -> String {
+    let mut out = format!(
+        "Started in the background: handle {} (pid {}), {} mode. Call bash_read with {{\"handle\": {}}} for its \
+         output and status, bash_kill to stop it.",
+        s.handle, s.pid, s.mode, s.handle
+    );
+    if s.mode == Mode::ReadOnly || ceiling.mode == Mode::ReadOnly {
+        out.push_str(" It cannot write files (read-only mode).");
+    }
+    out
+}
+
+fn describe_read(r: &ReadReply, ceiling: &Ceiling) -> String {
+    let mut out = match (&r.status, &r.result) {
+        (Status::Running, _) => format!("Handle {}: still running.", r.handle),
+        (Status::Exited, Some(res)) => format!("Handle {}: exited. {}.", r.handle, exit_line(res)),
+        (Status::Exited, None) => format!("Handle {}: exited.", r.handle),
+    };
+    if r.lossy {
+        out.push_str(" Some output was produced faster than it was read and only its tail is shown");
+        if let Some(p) = r.stdout_spill.as_ref().or(r.stderr_spill.as_ref()) {
+            let _ = write!(out, " (the complete output is in {})", p.display());
+        }
+        out.push('.');
+    }
+    let _ = write!(out, "\nnew stdout:\n{}", if r.stdout.is_empty() { "(nothing new)\n" } else { &r.stdout });
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    let _ = write!(out, "new stderr:\n{}", if r.stderr.is_empty() { "(nothing new)\n" } else { &r.stderr });
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    if let Some(res) = &r.result {
+        out.push_str(&sandbox_guidance(res, ceiling));
+    }
+    out
+}
+
+fn describe_kill(k: &KillReply) -> String {
+    let how = match (k.exit_code, k.signal) {
+        (Some(c), _) => format!("exit code {c}"),
+        (None, Some(s)) => format!("signal {s}"),
+        (None, None) => "still being stopped".to_string(),
+    };
+    if k.was_running {
+        format!("Handle {}: it was running and has been stopped ({how}).", k.handle)
+    } else {
+        format!("Handle {}: it had already exited ({how}); nothing was done.", k.handle)
+    }
+}
+
+/// A tool-level error: nothing ran. The text names the cordon error code and, for a
+/// ceiling violation, what the model can do instead.
+fn refused(e: &RpcError, ceiling: &Ceiling) -> CallToolResult {
+    let mut text = format!("Nothing ran: {} ({}).", e.message, e.name);
+    match e.name {
+        "CEILING_EXCEEDED" => {
+            let _ = write!(
+                text,
+                "\n{} Ask the user if you need more than that; tool arguments cannot widen it.",
+                ceiling_sentence(ceiling)
+            );
+        }
+        "SANDBOX_UNAVAILABLE" => text.push_str(
+            "\nThe sandbox cannot be enforced on this host, so cordon refuses to run anything. Do not retry \
+             without the sandbox; tell the user.",
+        ),
+        "UNKNOWN_HANDLE" => text.push_str("\nUse the handle number returned by bash_start."),
+        _ => {}
+    }
+    let mut out = CallToolResult::error(vec![ContentBlock::text(text)]);
+    out.structured_content = Some(serde_json::json!({ "error": e.to_json() }));
+    out
+}

@@ -1,0 +1,242 @@
+//! `cordon serve`: a long-lived executor speaking newline-delimited JSON-RPC 2.0 over
+//! stdin/stdout (reference: docs/protocol.md).
+//!
+//! Shape: one reader (this task) cuts stdin into lines ([`LineSplitter`], at most
+//! [`MAX_LINE_BYTES`] each) and parses them; each request runs in its own task, at
+//! most [`MAX_IN_FLIGHT`] at once (beyond that the reader waits: backpressure); every
+//! response goes through one writer task, so lines never interleave, and is written
+//! as soon as its request completes (responses may come out of order: match them by
+//! id). A request task that panicked still gets an `INTERNAL_ERROR` response.
+//!
+//! Lifecycle: when stdin reaches end-of-file (or on SIGTERM, SIGINT, SIGHUP, or when
+//! stdout is gone) the server stops reading, aborts foreground runs, kills every
+//! background process, waits until all are reaped and every response is written, then
+//! exits. Processes belong to the connection; nothing outlives it.
+//!
+//! What it does not do: it does not decide policy (the [`Ceiling`] does) and writes
+//! nothing but protocol lines to stdout (diagnostics go to stderr).
+
+pub mod session;
+
+use crate::protocol::{
+    codes, is_blank, parse_request, response_err, response_ok, Ceiling, CeilingArgs, Frame, LineSplitter, RpcError,
+    MAX_LINE_BYTES,
+};
+use crate::request::ExecutorConfig;
+use serde_json::Value;
+pub use session::{Session, MAX_IN_FLIGHT};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, watch, Semaphore};
+
+/// Exit status when the server cannot start (bad ceiling flags, no runtime).
+const EXIT_SETUP_FAILED: u8 = 125;
+/// Read chunk from stdin.
+const READ_CHUNK: usize = 64 * 1024;
+/// Responses queued for the writer before request tasks wait for it.
+const OUT_QUEUE: usize = 1024;
+/// How long shutdown waits for in-flight requests to answer after everything was
+/// killed (they finish within the executor's kill and drain graces).
+const DRAIN_REQUESTS: Duration = Duration::from_secs(10);
+/// How long shutdown waits for the last responses to be written.
+const WRITER_GRACE: Duration = Duration::from_secs(5);
+
+/// Entry point of `cordon serve`.
+pub fn main(args: CeilingArgs) -> ExitCode {
+    let ceiling = match Ceiling::from_args(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("cordon serve: error[{}]: {}", e.code(), e);
+            return ExitCode::from(EXIT_SETUP_FAILED);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cordon serve: error[IO_ERROR]: starting the runtime: {e}");
+            return ExitCode::from(EXIT_SETUP_FAILED);
+        }
+    };
+    let code = rt.block_on(async move {
+        let session = match Session::new(ceiling, ExecutorConfig::default()) {
+            Ok(s) => Arc::new(s),
+            Err(e) => {
+                eprintln!("cordon serve: error[{}]: {}", e.code(), e);
+                return ExitCode::from(EXIT_SETUP_FAILED);
+            }
+        };
+        // Non-blocking pipes when stdin/stdout are FIFOs (reopened through /proc, so
+        // the O_NONBLOCK flag stays private), else tokio's blocking stdio.
+        let (input, output) = rmcp::transport::stdio_pipes();
+        serve(input, output, session, signal_counter()).await;
+        ExitCode::SUCCESS
+    });
+    // A blocking stdin read (stdin not a pipe) cannot be cancelled; do not wait on it.
+    rt.shutdown_timeout(Duration::from_millis(200));
+    code
+}
+
+/// Serve one connection until `input` ends or `signals` counts a first signal; then
+/// kill and reap every process the connection started and return once all responses
+/// are written. A further signal during that shutdown cuts it short: what is still
+/// running is SIGKILLed and reaped when the session is dropped.
+pub async fn serve<R, W>(mut input: R, output: W, session: Arc<Session>, mut signals: watch::Receiver<u32>)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel::<Vec<u8>>(OUT_QUEUE);
+    let (broken_tx, mut broken) = watch::channel(false);
+    let writer = tokio::spawn(write_loop(output, rx, broken_tx));
+    let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let mut splitter = LineSplitter::new(MAX_LINE_BYTES);
+    let mut buf = vec![0u8; READ_CHUNK];
+    let mut frames = Vec::new();
+    let seen = *signals.borrow_and_update();
+    loop {
+        let read = tokio::select! {
+            r = input.read(&mut buf) => r,
+            _ = signals.wait_for(|n| *n > seen) => break,
+            _ = broken.wait_for(|b| *b) => break,
+        };
+        let eof = match read {
+            Ok(0) => true,
+            Ok(n) => {
+                splitter.push(&buf[..n], &mut frames);
+                false
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                eprintln!("cordon serve: reading stdin: {e}");
+                true
+            }
+        };
+        if eof {
+            splitter.finish(&mut frames);
+        }
+        for frame in frames.drain(..) {
+            dispatch_frame(frame, &session, &tx, &permits).await;
+        }
+        if eof {
+            break;
+        }
+    }
+    let seen = *signals.borrow_and_update();
+    let graceful = async {
+        session.shutdown().await;
+        let _ = tokio::time::timeout(DRAIN_REQUESTS, permits.acquire_many(MAX_IN_FLIGHT as u32)).await;
+    };
+    tokio::select! {
+        _ = graceful => {}
+        _ = signals.wait_for(|n| *n > seen) => eprintln!("cordon serve: signalled during shutdown; killing everything now"),
+    }
+    drop(tx);
+    let _ = tokio::time::timeout(WRITER_GRACE, writer).await;
+}
+
+async fn dispatch_frame(frame: Frame, session: &Arc<Session>, tx: &mpsc::Sender<Vec<u8>>, permits: &Arc<Semaphore>) {
+    let line = match frame {
+        Frame::TooLong { seen } => {
+            let err = RpcError::new(
+                codes::PARSE_ERROR,
+                "LINE_TOO_LONG",
+                format!("request line longer than {MAX_LINE_BYTES} bytes; the rest of the line was discarded"),
+            )
+            .with("limit", MAX_LINE_BYTES)
+            .with("seen", seen);
+            let _ = tx.send(response_err(&Value::Null, &err)).await;
+            return;
+        }
+        Frame::Line(line) => line,
+    };
+    if is_blank(&line) {
+        return;
+    }
+    let incoming = match parse_request(&line) {
+        Ok(i) => i,
+        Err(f) => {
+            let _ = tx.send(response_err(&f.id, &f.error)).await;
+            return;
+        }
+    };
+    let Ok(permit) = permits.clone().acquire_owned().await else { return };
+    let session = session.clone();
+    let tx = tx.clone();
+    tokio::spawn(async move {
+        let id = incoming.id;
+        let method = incoming.method;
+        // An inner task, so that a panic becomes an error response, not silence.
+        let work = tokio::spawn(async move { session.dispatch(method).await });
+        let line = match work.await {
+            Ok(Ok(result)) => response_ok(&id, result),
+            Ok(Err(err)) => response_err(&id, &err),
+            Err(e) => response_err(
+                &id,
+                &RpcError::new(
+                    codes::INTERNAL_ERROR,
+                    "INTERNAL_ERROR",
+                    format!("the request failed inside cordon: {e}"),
+                ),
+            ),
+        };
+        let _ = tx.send(line).await;
+        drop(permit);
+    });
+}
+
+/// Write response lines in order of completion, batching flushes. After a write
+/// error, keep draining the queue (so request tasks never block) and report it.
+async fn write_loop<W: AsyncWrite + Unpin>(mut out: W, mut rx: mpsc::Receiver<Vec<u8>>, broken: watch::Sender<bool>) {
+    let mut ok = true;
+    let mut batch = Vec::new();
+    while let Some(line) = rx.recv().await {
+        if !ok {
+            continue;
+        }
+        batch.clear();
+        batch.extend_from_slice(&line);
+        batch.push(b'\n');
+        while batch.len() < READ_CHUNK {
+            match rx.try_recv() {
+                Ok(more) => {
+                    batch.extend_from_slice(&more);
+                    batch.push(b'\n');
+                }
+                Err(_) => break,
+            }
+        }
+        if out.write_all(&batch).await.is_err() || out.flush().await.is_err() {
+            ok = false;
+            let _ = broken.send(true);
+        }
+    }
+    let _ = out.flush().await;
+    let _ = out.shutdown().await;
+}
+
+/// Counts SIGTERM, SIGINT and SIGHUP. The first stops a server as end of input does;
+/// one during the shutdown cuts the graceful part short. Call inside the runtime.
+pub fn signal_counter() -> watch::Receiver<u32> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (tx, rx) = watch::channel(0u32);
+    let handlers = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()), signal(SignalKind::hangup()));
+    if let (Ok(mut int), Ok(mut term), Ok(mut hup)) = handlers {
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                    _ = hup.recv() => {}
+                }
+                tx.send_modify(|n| *n += 1);
+            }
+        });
+    } else {
+        eprintln!("cordon: cannot install signal handlers; only end of input stops the server");
+        // Keep the sender alive so receivers wait forever instead of seeing it closed.
+        std::mem::forget(tx);
+    }
+    rx
+}

@@ -1,0 +1,379 @@
+//! One connection's executor: requests clamped to the ceiling, background processes
+//! owned by the connection, and a shutdown that kills and reaps all of them.
+//!
+//! Shared by `cordon serve` (JSON lines) and `cordon mcp` (MCP tools). Every method
+//! returns either a value or an [`RpcError`] with a stable code; none panics on client
+//! input.
+//!
+//! Limits (constants below): at most [`MAX_RUNNING_JOBS`] background processes run at
+//! once; at most [`MAX_KEPT_JOBS`] handles are remembered (the oldest finished ones
+//! are forgotten first).
+//!
+//! What it does not do: it does not read or write the transport (see
+//! [`crate::serve`], [`crate::mcp`]).
+
+use crate::error::CordonError;
+use crate::exec::{Executor, Handle, Status};
+use crate::host::HostFacts;
+use crate::mode::Mode;
+use crate::policy::{resolve_policy, PolicyRequest};
+use crate::protocol::{
+    codes, Ceiling, HelloParams, Method, RpcError, RunParams, CAPABILITIES, MAX_LINE_BYTES, PROTOCOL_VERSION,
+};
+use crate::request::ExecutorConfig;
+use crate::result::RunResult;
+use crate::runner::{self, probe_runner, RunnerChoice, RunnerKind};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Background processes that may run at once per connection: far more than an agent
+/// needs, few enough that a runaway client cannot exhaust the host's pids.
+pub const MAX_RUNNING_JOBS: usize = 128;
+/// Handles remembered per connection (finished ones are forgotten oldest first), so a
+/// long session's memory stays bounded.
+pub const MAX_KEPT_JOBS: usize = 1024;
+/// Requests handled at once per `cordon serve` connection; beyond it the server stops
+/// reading until one finishes (backpressure, never an error).
+pub const MAX_IN_FLIGHT: usize = 256;
+/// How long `kill` and shutdown wait for a process to be reaped after signalling it:
+/// the executor's SIGTERM→SIGKILL grace plus its pipe-drain grace, plus a margin.
+const REAP_WAIT: Duration =
+    Duration::from_secs(crate::request::KILL_GRACE.as_secs() + crate::request::DRAIN_GRACE.as_secs() + 2);
+
+struct Job {
+    handle: Handle,
+    mode: Mode,
+}
+
+#[derive(Default)]
+struct Jobs {
+    next: u64,
+    map: BTreeMap<u64, Job>,
+    closed: bool,
+}
+
+/// A connection's executor and background processes.
+pub struct Session {
+    exec: Executor,
+    ceiling: Ceiling,
+    jobs: Mutex<Jobs>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("ceiling", &self.ceiling).finish_non_exhaustive()
+    }
+}
+
+/// The answer to `start`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Started {
+    /// The handle for `read` and `kill`.
+    pub handle: u64,
+    /// The pid of the process (the leader of its process group, as seen by the host).
+    pub pid: i32,
+    /// The mode it runs under.
+    pub mode: Mode,
+}
+
+/// The answer to `read`: only what is new since the previous read.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReadReply {
+    /// The handle.
+    pub handle: u64,
+    /// `running` or `exited`.
+    pub status: Status,
+    /// New stdout (lossy UTF-8).
+    pub stdout: String,
+    /// New stderr (lossy UTF-8).
+    pub stderr: String,
+    /// Some unread bytes were dropped from memory; the spill files have them.
+    pub lossy: bool,
+    /// The complete stdout, while it is being spilled.
+    pub stdout_spill: Option<PathBuf>,
+    /// The complete stderr, while it is being spilled.
+    pub stderr_spill: Option<PathBuf>,
+    /// The exit code, once exited normally.
+    pub exit_code: Option<i32>,
+    /// The terminating signal, once killed by one.
+    pub signal: Option<i32>,
+    /// The full result (sandbox facts included), once exited.
+    pub result: Option<RunResult>,
+}
+
+/// The answer to `kill`.
+#[derive(Debug, Clone, Serialize)]
+pub struct KillReply {
+    /// The handle.
+    pub handle: u64,
+    /// It was still running (false: it had already exited; nothing was done).
+    pub was_running: bool,
+    /// The status after the kill (`exited` unless it outlived the reap wait).
+    pub status: Status,
+    /// The exit code, if it exited normally.
+    pub exit_code: Option<i32>,
+    /// The terminating signal, if killed by one.
+    pub signal: Option<i32>,
+}
+
+impl Session {
+    /// A session under `ceiling`.
+    pub fn new(ceiling: Ceiling, config: ExecutorConfig) -> Result<Session, CordonError> {
+        let exec = Executor::new(config)?;
+        let (shutdown, _) = watch::channel(false);
+        Ok(Session { exec, ceiling, jobs: Mutex::new(Jobs::default()), shutdown })
+    }
+
+    /// The ceiling.
+    pub fn ceiling(&self) -> &Ceiling {
+        &self.ceiling
+    }
+
+    /// The executor's configuration.
+    pub fn config(&self) -> &ExecutorConfig {
+        self.exec.config()
+    }
+
+    fn jobs(&self) -> std::sync::MutexGuard<'_, Jobs> {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn closed_error() -> RpcError {
+        RpcError::new(codes::SHUTTING_DOWN, "SHUTTING_DOWN", "the server is shutting down; nothing new starts")
+    }
+
+    /// Answer one parsed request.
+    pub async fn dispatch(&self, method: Method) -> Result<Value, RpcError> {
+        match method {
+            Method::Hello(p) => self.hello(&p),
+            Method::Run(p) => self.run(p).await.map(|r| to_value(&r)),
+            Method::Start(p) => self.start(p).await.map(|s| to_value(&s)),
+            Method::Read { handle } => self.read(handle).await.map(|r| to_value(&r)),
+            Method::Kill { handle } => self.kill(handle).await.map(|r| to_value(&r)),
+            Method::Probe => Ok(self.probe()),
+        }
+    }
+
+    /// The versioned handshake.
+    pub fn hello(&self, p: &HelloParams) -> Result<Value, RpcError> {
+        if let Some(versions) = &p.protocol_versions {
+            if !versions.contains(&PROTOCOL_VERSION) {
+                return Err(RpcError::new(
+                    codes::UNSUPPORTED_VERSION,
+                    "UNSUPPORTED_VERSION",
+                    format!("this server speaks protocol version {PROTOCOL_VERSION} only"),
+                )
+                .with("supported", json!([PROTOCOL_VERSION])));
+            }
+        }
+        let cfg = self.exec.config();
+        Ok(json!({
+            "protocol": "cordon",
+            "protocol_version": PROTOCOL_VERSION,
+            "cordon_version": env!("CARGO_PKG_VERSION"),
+            "capabilities": CAPABILITIES,
+            "ceiling": self.ceiling.to_json(),
+            "limits": {
+                "max_line_bytes": MAX_LINE_BYTES,
+                "max_in_flight": MAX_IN_FLIGHT,
+                "max_running_background": MAX_RUNNING_JOBS,
+                "max_kept_handles": MAX_KEPT_JOBS,
+                "default_timeout_ms": cfg.default_timeout.as_millis() as u64,
+                "max_timeout_ms": cfg.max_timeout.as_millis() as u64,
+                "default_output_cap": cfg.default_output_cap,
+                "max_output_cap": cfg.max_output_cap,
+            },
+        }))
+    }
+
+    fn spec(&self, p: RunParams) -> Result<crate::request::Spec, RpcError> {
+        let req = self.ceiling.clamp(p)?;
+        let spec = self.exec.resolve(req).map_err(|e| RpcError::cordon(&e))?;
+        self.ceiling.check_spec(&spec)?;
+        Ok(spec)
+    }
+
+    /// Run in the foreground. The run is aborted if the session shuts down.
+    pub async fn run(&self, p: RunParams) -> Result<RunResult, RpcError> {
+        let spec = self.spec(p)?;
+        let mut rx = self.shutdown.subscribe();
+        if *rx.borrow_and_update() {
+            return Err(Self::closed_error());
+        }
+        let abort = async move {
+            let _ = rx.wait_for(|down| *down).await;
+        };
+        self.exec.run_until(spec, abort).await.map_err(|e| RpcError::cordon(&e))
+    }
+
+    /// Start in the background.
+    pub async fn start(&self, p: RunParams) -> Result<Started, RpcError> {
+        let spec = self.spec(p)?;
+        let mode = spec.policy.mode;
+        {
+            let jobs = self.jobs();
+            if jobs.closed {
+                return Err(Self::closed_error());
+            }
+            let running = jobs.map.values().filter(|j| j.handle.status() == Status::Running).count();
+            if running >= MAX_RUNNING_JOBS {
+                return Err(RpcError::new(
+                    codes::TOO_MANY_PROCESSES,
+                    "TOO_MANY_PROCESSES",
+                    format!(
+                        "{running} background processes are running (limit {MAX_RUNNING_JOBS}); kill or wait for one"
+                    ),
+                ));
+            }
+        }
+        let handle = self.exec.start(spec).await.map_err(|e| RpcError::cordon(&e))?;
+        let pid = handle.pid();
+        let id = {
+            let mut jobs = self.jobs();
+            if jobs.closed {
+                None
+            } else {
+                jobs.next += 1;
+                let id = jobs.next;
+                jobs.map.insert(id, Job { handle: handle.clone(), mode });
+                forget_oldest_finished(&mut jobs);
+                Some(id)
+            }
+        };
+        match id {
+            Some(handle) => Ok(Started { handle, pid, mode }),
+            None => {
+                // Shutdown began while it was starting: it must not outlive the session.
+                handle.kill();
+                let _ = tokio::time::timeout(REAP_WAIT, handle.done()).await;
+                Err(Self::closed_error())
+            }
+        }
+    }
+
+    fn job(&self, id: u64) -> Result<(Handle, Mode), RpcError> {
+        self.jobs().map.get(&id).map(|j| (j.handle.clone(), j.mode)).ok_or_else(|| {
+            RpcError::new(codes::UNKNOWN_HANDLE, "UNKNOWN_HANDLE", format!("no background process has handle {id}"))
+                .with("handle", id)
+        })
+    }
+
+    /// The mode a background process runs under.
+    pub fn job_mode(&self, id: u64) -> Result<Mode, RpcError> {
+        self.job(id).map(|(_, m)| m)
+    }
+
+    /// New output and the status of a background process.
+    pub async fn read(&self, id: u64) -> Result<ReadReply, RpcError> {
+        let (handle, _) = self.job(id)?;
+        // Status first: once exited, every byte is already captured, so this read
+        // holds the rest of the output.
+        let exited = handle.status() == Status::Exited;
+        let out = handle.read_output();
+        let result = if exited { Some(handle.done().await) } else { None };
+        Ok(ReadReply {
+            handle: id,
+            status: if exited { Status::Exited } else { Status::Running },
+            stdout: out.stdout,
+            stderr: out.stderr,
+            lossy: out.lossy,
+            stdout_spill: out.stdout_spill,
+            stderr_spill: out.stderr_spill,
+            exit_code: result.as_ref().and_then(|r| r.exit_code),
+            signal: result.as_ref().and_then(|r| r.signal),
+            result,
+        })
+    }
+
+    /// Stop a background process and wait (bounded) until it is reaped. Idempotent.
+    pub async fn kill(&self, id: u64) -> Result<KillReply, RpcError> {
+        let (handle, _) = self.job(id)?;
+        let was_running = handle.kill();
+        let _ = tokio::time::timeout(REAP_WAIT, handle.done()).await;
+        Ok(KillReply {
+            handle: id,
+            was_running,
+            status: handle.status(),
+            exit_code: handle.exit_code(),
+            signal: handle.signal(),
+        })
+    }
+
+    /// What this host can enforce for each mode at or below the ceiling.
+    pub fn probe(&self) -> Value {
+        let host = self.exec.host();
+        let runners: Vec<Value> =
+            [RunnerKind::Landlock, RunnerKind::Bwrap, RunnerKind::Seatbelt, RunnerKind::Passthrough]
+                .into_iter()
+                .map(|kind| json!({ "runner": kind, "probe": probe_runner(kind, host) }))
+                .collect();
+        let modes: Vec<Value> =
+            Mode::ALL.into_iter().filter(|m| *m <= self.ceiling.mode).map(|m| self.probe_mode(m, host)).collect();
+        json!({
+            "host": host,
+            "ceiling": self.ceiling.to_json(),
+            "runners": runners,
+            "modes": modes,
+        })
+    }
+
+    fn probe_mode(&self, mode: Mode, host: &HostFacts) -> Value {
+        let req = PolicyRequest {
+            mode,
+            writable_roots: self.ceiling.writable_roots.clone(),
+            network: self.ceiling.network,
+            best_effort: self.ceiling.best_effort,
+            ..PolicyRequest::default()
+        };
+        let selected = resolve_policy(&req, &self.ceiling.workspace)
+            .map_err(CordonError::from)
+            .and_then(|policy| runner::select(&policy, host, RunnerChoice::Auto));
+        match selected {
+            Ok(sel) => json!({ "mode": mode, "runner": sel.runner, "enforcement": sel.enforcement }),
+            Err(e) => json!({ "mode": mode, "error": RpcError::cordon(&e).to_json() }),
+        }
+    }
+
+    /// Stop everything: abort foreground runs, kill every background process and wait
+    /// (bounded) until each is reaped. Nothing new starts afterwards. Whatever is still
+    /// alive when the session is dropped is SIGKILLed and reaped by the executor.
+    pub async fn shutdown(&self) {
+        let _ = self.shutdown.send(true);
+        let handles: Vec<Handle> = {
+            let mut jobs = self.jobs();
+            jobs.closed = true;
+            jobs.map.values().map(|j| j.handle.clone()).collect()
+        };
+        for h in &handles {
+            h.kill();
+        }
+        let _ = tokio::time::timeout(REAP_WAIT, async {
+            for h in &handles {
+                h.done().await;
+            }
+        })
+        .await;
+    }
+}
+
+fn forget_oldest_finished(jobs: &mut Jobs) {
+    while jobs.map.len() > MAX_KEPT_JOBS {
+        let oldest = jobs.map.iter().find(|(_, j)| j.handle.status() == Status::Exited).map(|(id, _)| *id);
+        match oldest {
+            Some(id) => {
+                jobs.map.remove(&id);
+            }
+            None => break,
+        }
+    }
+}
+
+fn to_value<T: Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or_else(|e| json!({ "serialization_error": e.to_string() }))
+}

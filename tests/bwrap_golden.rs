@@ -1,0 +1,806 @@
+//! The bubblewrap planner, tested on every OS, plus end-to-end runs on Linux.
+//!
+//! 1. Golden tests: the complete plan for each case (bwrap's argv, what cordon's
+//!    stage does before bwrap runs, the enforcement report) is compared with
+//!    `tests/golden/bwrap/<case>.plan`; refused inputs with the messages in
+//!    `errors.txt`. `CORDON_UPDATE_GOLDEN=1 cargo test --test bwrap_golden` rewrites
+//!    them (review the diff before committing).
+//! 2. Invariants checked on every planned case: the argv parses the way bubblewrap
+//!    parses it (every option with its exact arity, no path taken for an option), the
+//!    mount order, bind sources equal to their targets, and the stage settings.
+//! 3. End-to-end (`e2e_*`, Linux with bubblewrap): the cordon binary runs real
+//!    commands with `--runner bwrap`, as the current user and, when that is root, as
+//!    `nobody` too (`CORDON_TEST_USER`). Without bubblewrap they print
+//!    `SKIP <test>: <reason>`; with `CORDON_MUST_ENFORCE=1` they fail instead.
+
+use cordon::host::{HostFacts, Namespaces};
+use cordon::mode::Mode;
+use cordon::policy::ExecutionPolicy;
+use cordon::runner::bwrap::{BwrapRunner, SECCOMP_CHILD_FD};
+use cordon::runner::{LaunchPlan, MountStep, PlanInput, Runner, RunnerKind, SeccompFd};
+use std::collections::BTreeSet;
+use std::ffi::{OsStr, OsString};
+use std::fmt::Write as _;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Set to `1` to rewrite the golden files instead of comparing with them.
+const UPDATE_ENV: &str = "CORDON_UPDATE_GOLDEN";
+/// Set to `1` (CI does) to turn a skipped end-to-end test into a failure.
+const MUST_ENFORCE_ENV: &str = "CORDON_MUST_ENFORCE";
+/// The bubblewrap path the golden plans use.
+const BWRAP: &str = "/usr/bin/bwrap";
+
+fn repo_path(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn updating() -> bool {
+    std::env::var(UPDATE_ENV).is_ok_and(|v| v == "1")
+}
+
+/// Compare `actual` with the golden file `name`, or rewrite it when updating.
+fn check_golden(name: &str, actual: &str) {
+    let path = repo_path("tests/golden/bwrap").join(name);
+    if updating() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!("cannot read golden file {}: {e}; run with {UPDATE_ENV}=1 to create it", path.display())
+    });
+    if expected != actual {
+        let line = expected
+            .lines()
+            .zip(actual.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| expected.lines().count().min(actual.lines().count()));
+        panic!(
+            "{} differs from the planner's output, first at line {}:\n  golden: {:?}\n  actual: {:?}\n\
+             run with {UPDATE_ENV}=1 to accept the new output (and review the diff)",
+            path.display(),
+            line + 1,
+            expected.lines().nth(line),
+            actual.lines().nth(line),
+        );
+    }
+}
+
+// ------------------------------------------------------------------ cases
+
+#[derive(Clone)]
+struct Case {
+    name: &'static str,
+    host: HostFacts,
+    policy: ExecutionPolicy,
+    program: PathBuf,
+    argv: Vec<OsString>,
+    cwd: PathBuf,
+    new_session: bool,
+}
+
+fn user_host() -> HostFacts {
+    HostFacts {
+        os: "linux",
+        kernel_landlock_abi: 7,
+        landlock_abi: 7,
+        landlock_abi_cap: None,
+        seccomp: true,
+        euid: 1000,
+        egid: 1000,
+        namespaces: Namespaces::UserNamespace,
+        bwrap: Some(BWRAP.into()),
+        disabled_runners: vec![],
+    }
+}
+
+fn root_host() -> HostFacts {
+    HostFacts { euid: 0, egid: 0, namespaces: Namespaces::Direct, ..user_host() }
+}
+
+impl Case {
+    fn new(name: &'static str, mode: Mode) -> Case {
+        let ws = PathBuf::from("/home/dev/project");
+        Case {
+            name,
+            host: user_host(),
+            policy: ExecutionPolicy {
+                mode,
+                workspace: ws.clone(),
+                writable_roots: Vec::new(),
+                protected: Vec::new(),
+                network: false,
+                best_effort: false,
+            },
+            program: "/usr/bin/bash".into(),
+            argv: vec!["bash".into(), "-c".into(), "make test".into()],
+            cwd: ws,
+            new_session: true,
+        }
+    }
+
+    fn with_workspace(mut self, ws: impl Into<PathBuf>) -> Case {
+        self.policy.workspace = ws.into();
+        self.cwd = self.policy.workspace.clone();
+        self
+    }
+
+    fn input(&self) -> PlanInput<'_> {
+        PlanInput {
+            policy: &self.policy,
+            host: &self.host,
+            program: self.program.clone(),
+            argv: self.argv.clone(),
+            cwd: self.cwd.clone(),
+            run_dir: "/tmp/cordon-1000/run-1-1-00000000".into(),
+            new_session: self.new_session,
+        }
+    }
+}
+
+fn os(bytes: &[u8]) -> PathBuf {
+    PathBuf::from(OsStr::from_bytes(bytes))
+}
+
+fn planned_cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+
+    cases.push(Case::new("read_only", Mode::ReadOnly));
+
+    // Two writable roots, one under /tmp (bound after the private tmpfs, onto a
+    // mount point bubblewrap creates in it), and .git re-bound read-only last.
+    let mut c = Case::new("workspace_write", Mode::WorkspaceWrite);
+    c.policy.writable_roots = vec!["/srv/cache/sccache".into(), "/tmp/cordon-out".into()];
+    c.policy.protected = vec!["/home/dev/project/.git".into()];
+    cases.push(c.clone());
+
+    // The same as root: no user namespace in the stage (bubblewrap uses root's own
+    // capabilities, then drops them with --cap-drop ALL).
+    c.name = "workspace_write_as_root";
+    c.host = root_host();
+    cases.push(c);
+
+    let mut c = Case::new("network_on", Mode::WorkspaceWrite);
+    c.policy.protected = vec!["/home/dev/project/.git".into()];
+    c.policy.network = true;
+    c.program = "/usr/bin/curl".into();
+    c.argv = vec!["curl".into(), "-fsS".into(), "https://example.com/".into()];
+    cases.push(c);
+
+    // Nested roots and protected paths: shallow first, protected after every bind.
+    let mut c = Case::new("nested_roots_and_protected", Mode::WorkspaceWrite);
+    c.policy.writable_roots = vec!["/srv/shared".into(), "/srv/shared/deep/out".into()];
+    c.policy.protected = vec![
+        "/home/dev/project/vendor/lib/.git".into(),
+        "/home/dev/project/.git".into(),
+        "/srv/shared/tools/.git".into(),
+    ];
+    cases.push(c);
+
+    // A read-only workspace under /tmp is bound read-only after the private tmpfs.
+    cases.push(Case::new("read_only_workspace_under_tmp", Mode::ReadOnly).with_workspace("/tmp/checkout"));
+
+    // A caller that keeps its session (interactive job control): no --new-session;
+    // TIOCSTI and TIOCLINUX stay refused by the seccomp filter.
+    let mut c = Case::new("keep_session", Mode::WorkspaceWrite);
+    c.new_session = false;
+    cases.push(c);
+
+    // The workspace is /tmp itself: the host's /tmp is bound over the private one,
+    // and the report says so (private-tmp gap).
+    let mut c = Case::new("workspace_is_tmp", Mode::WorkspaceWrite).with_workspace("/tmp");
+    c.policy.protected = vec!["/tmp/.git".into()];
+    cases.push(c);
+
+    // Spaces, quotes, `;`, `=`, a component starting with `-`, a newline, non-UTF-8:
+    // all fine, since each path is one argv element that bubblewrap never parses.
+    // The program and its arguments may hold anything and follow `--`.
+    let mut c =
+        Case::new("awkward_paths", Mode::WorkspaceWrite).with_workspace(r#"/home/dev/My "Project" (copy) 'v2' a=b; c"#);
+    c.policy.writable_roots =
+        vec!["/home/dev/--bind / -rf".into(), "/srv/line one\nline two".into(), os(b"/srv/caf\xe9 latin-1")];
+    c.policy.protected = vec![r#"/home/dev/My "Project" (copy) 'v2' a=b; c/.git"#.into()];
+    c.program = "/home/dev/bin/-my tool".into();
+    c.argv = vec!["-my tool".into(), "--".into(), "--ro-bind".into(), "line\none".into()];
+    cases.push(c);
+
+    cases
+}
+
+fn refused_cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    cases.push(Case::new("full_access", Mode::FullAccess));
+
+    let mut c = Case::new("relative_root", Mode::WorkspaceWrite);
+    c.policy.writable_roots = vec!["build".into()];
+    cases.push(c);
+
+    let mut c = Case::new("dotdot_protected", Mode::WorkspaceWrite);
+    c.policy.protected = vec!["/home/dev/project/sub/../.git".into()];
+    cases.push(c);
+
+    let mut c = Case::new("trailing_slash_root", Mode::WorkspaceWrite);
+    c.policy.writable_roots = vec!["/srv/out/".into()];
+    cases.push(c);
+
+    let mut c = Case::new("nul_in_root", Mode::WorkspaceWrite);
+    c.policy.writable_roots = vec![os(b"/srv/a\0b")];
+    cases.push(c);
+
+    let mut c = Case::new("relative_program", Mode::ReadOnly);
+    c.program = "bin/tool".into();
+    cases.push(c);
+
+    let mut c = Case::new("cwd_hidden_by_private_tmp", Mode::WorkspaceWrite);
+    c.cwd = "/tmp/elsewhere".into();
+    cases.push(c);
+
+    let mut c = Case::new("no_bwrap", Mode::WorkspaceWrite);
+    c.host.bwrap = None;
+    cases.push(c);
+
+    let mut c = Case::new("no_namespaces", Mode::WorkspaceWrite);
+    c.host.namespaces = Namespaces::Unavailable {
+        reason: "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)"
+            .into(),
+    };
+    cases.push(c);
+
+    let mut c = Case::new("no_seccomp", Mode::ReadOnly);
+    c.host.seccomp = false;
+    cases.push(c);
+
+    cases
+}
+
+fn render(case: &Case, plan: &LaunchPlan) -> String {
+    let mut out = String::new();
+    let host = &case.host;
+    writeln!(out, "# {}: the bwrap runner's launch plan.", case.name).unwrap();
+    writeln!(
+        out,
+        "# host: euid {} namespaces {:?}; policy: mode {} network {}",
+        host.euid, host.namespaces, case.policy.mode, case.policy.network
+    )
+    .unwrap();
+    writeln!(out, "# program cordon's stage executes: {:?}", plan.program).unwrap();
+    writeln!(out, "# its argv, one element per line, Rust-quoted:").unwrap();
+    for (i, arg) in plan.argv.iter().enumerate() {
+        writeln!(out, "[{i}] {arg:?}").unwrap();
+    }
+    writeln!(out, "# cordon's stage, before bwrap runs:").unwrap();
+    let ns = plan.namespaces;
+    writeln!(out, "namespaces: user={} mount={} pid={} ipc={}", ns.user, ns.mount, ns.pid, ns.ipc).unwrap();
+    writeln!(out, "mounts: {:?}", plan.mounts).unwrap();
+    writeln!(out, "new_session: {}", plan.new_session).unwrap();
+    writeln!(out, "no_new_privs: {}", plan.no_new_privs).unwrap();
+    writeln!(out, "drop_capabilities: {}", plan.drop_capabilities).unwrap();
+    writeln!(out, "landlock: {}", if plan.landlock.is_some() { "yes" } else { "none" }).unwrap();
+    writeln!(out, "seccomp installed by the stage: {:?}", plan.seccomp).unwrap();
+    writeln!(out, "seccomp passed to bwrap: {:?}", plan.seccomp_fd).unwrap();
+    writeln!(out, "cwd: {:?}", plan.cwd).unwrap();
+    for (k, v) in &plan.env {
+        writeln!(out, "env: {k}={v:?}").unwrap();
+    }
+    writeln!(out, "needs_run_dir: {}", plan.needs_run_dir).unwrap();
+    writeln!(out, "# enforcement: {:?}", plan.enforcement.level).unwrap();
+    for g in &plan.enforcement.gaps {
+        writeln!(out, "gap {}: {}", g.restriction, g.reason).unwrap();
+    }
+    out
+}
+
+// -------------------------------------------------------------- invariants
+
+/// bubblewrap's options by arity (bubblewrap 0.8 `--help`), as far as cordon uses
+/// them. Anything else starting with `-` before `--` is an error, as in bubblewrap.
+fn arity(opt: &str) -> Option<usize> {
+    Some(match opt {
+        "--unshare-all" | "--share-net" | "--die-with-parent" | "--new-session" | "--as-pid-1" => 0,
+        "--cap-drop" | "--seccomp" | "--dev" | "--proc" | "--remount-ro" | "--tmpfs" | "--perms" | "--chdir" => 1,
+        "--bind" | "--ro-bind" | "--setenv" => 2,
+        _ => return None,
+    })
+}
+
+/// The argv split the way bubblewrap reads it: options with their arguments, then the
+/// command after `--`.
+fn parse(argv: &[OsString]) -> (Vec<(String, Vec<OsString>)>, Vec<OsString>) {
+    let mut opts = Vec::new();
+    let mut i = 1;
+    loop {
+        let arg = argv[i].to_str().expect("option names are ASCII");
+        i += 1;
+        if arg == "--" {
+            return (opts, argv[i..].to_vec());
+        }
+        let n = arity(arg).unwrap_or_else(|| panic!("bubblewrap would reject option {arg:?}"));
+        opts.push((arg.to_string(), argv[i..i + n].to_vec()));
+        i += n;
+    }
+}
+
+fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
+    let name = case.name;
+    assert_eq!(plan.runner, RunnerKind::Bwrap);
+    assert_eq!(plan.program, Path::new(BWRAP), "{name}");
+    assert_eq!(plan.argv[0], BWRAP, "{name}");
+    let (opts, command) = parse(&plan.argv);
+    assert_eq!(command[0], case.program.as_os_str(), "{name}: the program follows --");
+    assert_eq!(command[1..], case.argv[1..], "{name}: the arguments follow the program");
+
+    let has = |o: &str, args: &[&str]| {
+        opts.iter().any(|(k, v)| k == o && v.iter().map(|a| a.to_str().unwrap_or("")).eq(args.iter().copied()))
+    };
+    for (o, a) in [
+        ("--unshare-all", &[][..]),
+        ("--die-with-parent", &[]),
+        ("--cap-drop", &["ALL"]),
+        ("--seccomp", &["3"]),
+        ("--setenv", &["TMPDIR", "/tmp"]),
+    ] {
+        assert!(has(o, a), "{name}: missing {o} {a:?}");
+    }
+    assert_eq!(has("--share-net", &[]), case.policy.network, "{name}: --share-net iff network");
+    assert_eq!(has("--new-session", &[]), case.new_session, "{name}: --new-session iff a new session");
+    assert!(!has("--as-pid-1", &[]), "{name}: bubblewrap's pid 1 reaps");
+
+    // Mount order.
+    let pos = |o: &str, first: Option<&Path>| {
+        opts.iter()
+            .position(|(k, v)| k == o && first.is_none_or(|f| v.first().map(PathBuf::from).as_deref() == Some(f)))
+            .unwrap_or_else(|| panic!("{name}: {o} {first:?} missing"))
+    };
+    let root = pos("--ro-bind", Some(Path::new("/")));
+    let dev = pos("--dev", None);
+    let proc_ = pos("--proc", None);
+    let proc_ro = pos("--remount-ro", Some(Path::new("/proc")));
+    assert_eq!(proc_ro, proc_ + 1, "{name}: /proc read-only right after it is mounted");
+    let tmpfs: Vec<usize> = opts.iter().enumerate().filter(|(_, (k, _))| k == "--tmpfs").map(|(i, _)| i).collect();
+    assert_eq!(opts[tmpfs[0]].1, ["/tmp"], "{name}");
+    assert_eq!(opts[tmpfs[1]].1, ["/dev/shm"], "{name}");
+    for t in &tmpfs {
+        assert_eq!(opts[t - 1], ("--perms".to_string(), vec![OsString::from("1777")]), "{name}: tmpfs mode");
+    }
+    assert!(root < dev && dev < proc_ && proc_ < tmpfs[0] && tmpfs[0] < tmpfs[1], "{name}: base mounts order");
+
+    // Binds: source == target; exposed paths after the tmpfs, shallow first, each once
+    // with the right flag; protected paths read-only after every writable bind.
+    let binds: Vec<(usize, &str, PathBuf)> = opts
+        .iter()
+        .enumerate()
+        .filter(|(i, (k, _))| (k == "--bind" || k == "--ro-bind") && *i != root)
+        .map(|(i, (k, v))| {
+            assert_eq!(v[0], v[1], "{name}: {k} source and target differ");
+            (i, k.as_str(), PathBuf::from(&v[0]))
+        })
+        .collect();
+    let writes = case.policy.mode >= Mode::WorkspaceWrite;
+    let mut exposed: Vec<(PathBuf, bool)> = vec![(case.policy.workspace.clone(), writes)];
+    exposed.extend(case.policy.writable_roots.iter().map(|r| (r.clone(), true)));
+    let mut last_exposed = 0;
+    let mut depth = 0;
+    for (p, writable) in &exposed {
+        let (i, flag, _) = binds.iter().find(|(_, _, b)| b == p).unwrap_or_else(|| panic!("{name}: {p:?} not bound"));
+        assert!(*i > tmpfs[1], "{name}: {p:?} bound before the private tmpfs");
+        assert_eq!(*flag, if *writable { "--bind" } else { "--ro-bind" }, "{name}: {p:?}");
+        last_exposed = last_exposed.max(*i);
+    }
+    for (_, _, p) in binds.iter().take(exposed.len()) {
+        let d = p.components().count();
+        assert!(d >= depth, "{name}: exposed paths are not shallow first");
+        depth = d;
+    }
+    for p in &case.policy.protected {
+        let (i, flag, _) = binds.iter().find(|(_, _, b)| b == p).unwrap_or_else(|| panic!("{name}: {p:?} not bound"));
+        assert_eq!(*flag, "--ro-bind", "{name}: protected {p:?}");
+        assert!(*i > last_exposed, "{name}: protected {p:?} bound before a writable path");
+    }
+    assert_eq!(binds.len(), exposed.len() + case.policy.protected.len(), "{name}: unexpected binds");
+    let chdir = opts.iter().find(|(k, _)| k == "--chdir").map(|(_, v)| v[0].clone());
+    assert_eq!(chdir.as_deref(), Some(case.cwd.as_os_str()), "{name}: --chdir");
+    assert!(pos("--chdir", None) > binds.last().map_or(0, |b| b.0), "{name}: --chdir after the mounts");
+
+    // What cordon's stage does before bubblewrap.
+    assert_eq!(plan.mounts, [MountStep::MakeRootPrivate], "{name}");
+    assert!(plan.namespaces.mount && !plan.namespaces.pid && !plan.namespaces.ipc, "{name}");
+    assert_eq!(plan.namespaces.user, case.host.namespaces == Namespaces::UserNamespace, "{name}");
+    assert!(plan.landlock.is_none() && plan.seccomp.is_none(), "{name}: the stage installs nothing");
+    assert_eq!(
+        plan.seccomp_fd,
+        Some(SeccompFd { network_allowed: case.policy.network, child_fd: SECCOMP_CHILD_FD }),
+        "{name}"
+    );
+    assert!(!plan.drop_capabilities && plan.no_new_privs, "{name}");
+    assert_eq!(plan.new_session, case.new_session, "{name}");
+    assert_eq!(plan.env, [("TMPDIR".to_string(), "/tmp".to_string())], "{name}");
+    assert!(!plan.needs_run_dir, "{name}");
+    assert!(!plan.enforcement.gaps.iter().any(|g| g.restriction == "denial-audit"), "{name}: denial-audit is the landlock runner's promise");
+}
+
+#[test]
+fn golden_plans() {
+    for case in planned_cases() {
+        let plan = BwrapRunner.plan(&case.input()).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        check_plan_invariants(&case, &plan);
+        check_golden(&format!("{}.plan", case.name), &render(&case, &plan));
+    }
+}
+
+/// Control characters in an error message (a NUL or newline in a path) as escapes,
+/// so the golden file stays one readable line per case.
+fn escape_controls(msg: &str) -> String {
+    msg.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
+#[test]
+fn golden_refusals() {
+    let mut out = String::from("# Inputs the bwrap planner refuses, one per line: case: error message\n");
+    for case in refused_cases() {
+        match BwrapRunner.plan(&case.input()) {
+            Ok(_) => panic!("{}: planned, but must be refused", case.name),
+            Err(e) => writeln!(out, "{}: {}", case.name, escape_controls(&e.to_string())).unwrap(),
+        }
+    }
+    check_golden("errors.txt", &out);
+}
+
+#[test]
+fn no_golden_file_is_stale() {
+    if updating() {
+        return;
+    }
+    let mut expected: BTreeSet<String> = BTreeSet::from(["errors.txt".to_string()]);
+    for case in planned_cases() {
+        expected.insert(format!("{}.plan", case.name));
+    }
+    let dir = repo_path("tests/golden/bwrap");
+    let found: BTreeSet<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(found, expected, "golden files without a case (or cases without a file) in {}", dir.display());
+}
+
+#[test]
+fn enforcement_names_only_the_real_gaps() {
+    let case = Case::new("e", Mode::WorkspaceWrite);
+    let e = BwrapRunner.enforcement(&case.policy, &case.host);
+    let names: Vec<&str> = e.gaps.iter().map(|g| g.restriction.as_str()).collect();
+    assert!(names.is_empty(), "{names:?}");
+    assert_eq!(e.level, cordon::EnforcementLevel::Full);
+    // A writable root that contains /dev/shm exposes the host's directory.
+    let mut c = case.clone();
+    c.policy.writable_roots = vec!["/dev".into()];
+    let names: Vec<String> =
+        BwrapRunner.enforcement(&c.policy, &c.host).gaps.into_iter().map(|g| g.restriction).collect();
+    assert_eq!(names, ["private-tmp"]);
+    // A root merely under /tmp is fine: it is bound onto the private tmpfs.
+    c.policy.writable_roots = vec!["/tmp/out".into()];
+    let names: Vec<String> =
+        BwrapRunner.enforcement(&c.policy, &c.host).gaps.into_iter().map(|g| g.restriction).collect();
+    assert!(names.is_empty(), "{names:?}");
+}
+
+#[test]
+fn plan_is_pure_and_deterministic() {
+    for case in planned_cases() {
+        let a = BwrapRunner.plan(&case.input()).unwrap();
+        let b = BwrapRunner.plan(&case.input()).unwrap();
+        assert_eq!(a, b, "{}", case.name);
+    }
+}
+
+// --------------------------------------------------------------- end to end
+
+#[cfg(target_os = "linux")]
+mod e2e {
+    use super::MUST_ENFORCE_ENV;
+    use serde_json::Value;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::PathBuf;
+    use std::process::{Command, Stdio};
+
+    /// Whether bubblewrap runs can be tested here; prints the skip line when not.
+    fn ready(test: &str) -> bool {
+        let reason = if which_bwrap().is_none() {
+            Some("bubblewrap (bwrap) is not installed")
+        } else if std::fs::read_to_string("/proc/sys/user/max_user_namespaces").is_ok_and(|v| v.trim() == "0")
+            && euid_from_proc() != 0
+        {
+            Some("user namespaces are disabled")
+        } else {
+            None
+        };
+        match reason {
+            None => true,
+            Some(r) if std::env::var(MUST_ENFORCE_ENV).is_ok_and(|v| v == "1") => {
+                panic!("{test}: {r} and {MUST_ENFORCE_ENV}=1")
+            }
+            Some(r) => {
+                println!("SKIP {test}: {r}");
+                false
+            }
+        }
+    }
+
+    fn which_bwrap() -> Option<PathBuf> {
+        std::env::var_os("PATH")
+            .into_iter()
+            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .map(|d| d.join("bwrap"))
+            .find(|p| p.is_file())
+    }
+
+    fn euid_from_proc() -> u32 {
+        // From /proc, so the test needs no libc call.
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines().find_map(|l| l.strip_prefix("Uid:").map(|r| r.split_whitespace().nth(1).map(str::to_string)))
+            })
+            .flatten()
+            .and_then(|u| u.parse().ok())
+            .unwrap_or(u32::MAX)
+    }
+
+    /// Who runs cordon: the current user, and `nobody` as well when that is root.
+    #[derive(Clone)]
+    struct Identity {
+        name: String,
+        /// `su` target when not the current user.
+        su: Option<String>,
+    }
+
+    fn identities() -> Vec<Identity> {
+        let mut ids = vec![Identity { name: "self".into(), su: None }];
+        if euid_from_proc() == 0 {
+            let user = std::env::var("CORDON_TEST_USER").unwrap_or_else(|_| "nobody".into());
+            ids.push(Identity { name: user.clone(), su: Some(user) });
+        }
+        ids
+    }
+
+    /// A scratch area every identity can use: the cordon binary, a workspace (a git
+    /// repository), a writable root under /tmp and a directory outside.
+    struct Scratch {
+        dir: PathBuf,
+        cordon: PathBuf,
+        ws: PathBuf,
+        root_under_tmp: PathBuf,
+        outside: PathBuf,
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+            let _ = std::fs::remove_dir_all(&self.root_under_tmp);
+        }
+    }
+
+    fn scratch(id: &Identity, tag: &str) -> Scratch {
+        let unique = format!("cordon-bwrap-e2e-{}-{tag}-{}", std::process::id(), id.name);
+        let dir = PathBuf::from("/var/tmp").join(&unique);
+        let root_under_tmp = PathBuf::from("/tmp").join(format!("{unique}-root"));
+        let ws = dir.join("ws");
+        let outside = dir.join("outside");
+        for d in [&dir, &ws, &outside, &root_under_tmp] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+        let cordon = dir.join("cordon");
+        std::fs::copy(env!("CARGO_BIN_EXE_cordon"), &cordon).unwrap();
+        std::fs::set_permissions(&cordon, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::create_dir_all(ws.join(".git")).unwrap();
+        std::fs::write(ws.join(".git/config"), "original\n").unwrap();
+        for p in [ws.join(".git"), ws.join(".git/config")] {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(if p.is_dir() { 0o777 } else { 0o666 }))
+                .unwrap();
+        }
+        if let Some(user) = &id.su {
+            for d in [&dir, &root_under_tmp] {
+                let st = Command::new("chown").args(["-R", user]).arg(d).status().unwrap();
+                assert!(st.success(), "chown -R {user} {}", d.display());
+            }
+        }
+        Scratch { dir, cordon, ws: ws.canonicalize().unwrap(), root_under_tmp, outside }
+    }
+
+    /// `cordon run --runner bwrap --best-effort --json` as `id`, in the workspace.
+    fn cordon(id: &Identity, s: &Scratch, extra: &[&str], script: &str) -> Value {
+        let mut args: Vec<String> =
+            ["run", "--runner", "bwrap", "--best-effort", "--json", "--timeout", "30"].map(String::from).to_vec();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        args.extend(["--", "/bin/bash", "-c", script].map(String::from));
+        let mut cmd = match &id.su {
+            None => {
+                let mut c = Command::new(&s.cordon);
+                c.args(&args);
+                c
+            }
+            Some(user) => {
+                let quoted: Vec<String> =
+                    std::iter::once(s.cordon.display().to_string()).chain(args).map(|a| shell_quote(&a)).collect();
+                let mut c = Command::new("su");
+                c.args(["-s", "/bin/sh", user, "-c", &quoted.join(" ")]);
+                c
+            }
+        };
+        cmd.current_dir(&s.ws).env("CORDON_DISABLE_RUNNERS", "landlock").stdin(Stdio::null());
+        // Tests copy the binary concurrently: a copy's write fd can linger in another
+        // test's forked child for an instant, so exec may briefly see ETXTBSY.
+        let mut tries = 0;
+        let out = loop {
+            match cmd.output() {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => break other.unwrap(),
+            }
+        };
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("{e}: {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+        })
+    }
+
+    fn shell_quote(s: &str) -> String {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+
+    fn stdout(v: &Value) -> &str {
+        v["stdout"]["text"].as_str().unwrap_or("")
+    }
+
+    fn line<'a>(v: &'a Value, key: &str) -> &'a str {
+        stdout(v).lines().find_map(|l| l.strip_prefix(key)).unwrap_or_else(|| panic!("no `{key}` line in {v}"))
+    }
+
+    #[test]
+    fn e2e_privileges_fds_and_seccomp() {
+        if !ready("e2e_privileges_fds_and_seccomp") {
+            return;
+        }
+        for id in identities() {
+            let s = scratch(&id, "priv");
+            let script = "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status | tr -d '\\t'; \
+                          echo fds=$(ls /proc/self/fd | tr '\\n' ' '); echo ppid_name=$(cat /proc/1/comm); \
+                          unshare -U true 2>/dev/null; echo unshare=$?; \
+                          (cat /proc/sys/kernel/core_pattern > /proc/sys/kernel/core_pattern) 2>&1 | grep -o 'Read-only file system' | sed 's/^/sysctl=/';";
+            let v = cordon(&id, &s, &[], script);
+            let who = &id.name;
+            assert_eq!(v["sandbox"]["runner"], "bwrap", "{who}: {v}");
+            assert_eq!(v["exit_code"], 0, "{who}: {v}");
+            for cap in ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"] {
+                assert_eq!(line(&v, cap), "0000000000000000", "{who}: {cap}");
+            }
+            assert_eq!(line(&v, "NoNewPrivs:"), "1", "{who}");
+            assert_eq!(line(&v, "Seccomp:"), "2", "{who}: filter mode");
+            // ls's own directory fd is the 4th; nothing else crosses.
+            assert_eq!(line(&v, "fds="), "0 1 2 3", "{who}: only stdio (and ls's dir fd)");
+            assert_eq!(line(&v, "ppid_name="), "bwrap", "{who}: bubblewrap's reaper is pid 1");
+            assert_eq!(line(&v, "unshare="), "1", "{who}: no new namespaces inside");
+            // Writing the current value back would be harmless; it must not get that far.
+            assert_eq!(line(&v, "sysctl="), "Read-only file system", "{who}: /proc/sys is read-only");
+        }
+    }
+
+    #[test]
+    fn e2e_files_tmp_and_protected_paths() {
+        if !ready("e2e_files_tmp_and_protected_paths") {
+            return;
+        }
+        for id in identities() {
+            let s = scratch(&id, "files");
+            let host_tmp_file = PathBuf::from(format!("/tmp/cordon-bwrap-e2e-{}-{}", std::process::id(), id.name));
+            let script = format!(
+                "step() {{ n=$1; shift; if \"$@\" 2>/dev/null; then echo \"OK $n\"; else echo \"DENIED $n\"; fi; }}\n\
+                 step ws_write sh -c 'echo x > in-ws'\n\
+                 step root_write sh -c 'echo x > {root}/in-root'\n\
+                 step outside_write sh -c 'echo x > {outside}/o'\n\
+                 step outside_chmod chmod 700 {outside}\n\
+                 step git_write sh -c 'echo x >> .git/config'\n\
+                 step git_rename mv .git moved\n\
+                 step tmp_write sh -c 'echo x > $TMPDIR/t'\n\
+                 step host_tmp_write sh -c 'echo x > {host_tmp}'\n\
+                 step shm_write sh -c 'echo x > /dev/shm/s'\n\
+                 echo tmpdir=$TMPDIR\n\
+                 echo tmp_listing=$(ls -A /tmp | tr '\\n' ' ')\n",
+                root = s.root_under_tmp.display(),
+                outside = s.outside.display(),
+                host_tmp = host_tmp_file.display(),
+            );
+            let v = cordon(&id, &s, &["--writable", s.root_under_tmp.to_str().unwrap()], &script);
+            let who = &id.name;
+            let out = stdout(&v);
+            for (step, allowed) in [
+                ("ws_write", true),
+                ("root_write", true),
+                ("outside_write", false),
+                ("outside_chmod", false),
+                ("git_write", false),
+                ("git_rename", false),
+                ("tmp_write", true),
+                ("host_tmp_write", true),
+                ("shm_write", true),
+            ] {
+                let want = format!("{} {step}", if allowed { "OK" } else { "DENIED" });
+                assert!(out.lines().any(|l| l == want), "{who}: expected `{want}` in:\n{out}");
+            }
+            assert_eq!(line(&v, "tmpdir="), "/tmp", "{who}");
+            // Only what the run made or bound: the root's mount point, the two files.
+            let listing: std::collections::BTreeSet<&str> = line(&v, "tmp_listing=").split_whitespace().collect();
+            let root_name = s.root_under_tmp.file_name().unwrap().to_string_lossy().into_owned();
+            let host_tmp_name = host_tmp_file.file_name().unwrap().to_string_lossy().into_owned();
+            let expected: std::collections::BTreeSet<&str> = [root_name.as_str(), host_tmp_name.as_str(), "t"].into();
+            assert_eq!(listing, expected, "{who}: /tmp is private");
+            // By effect, from outside.
+            assert!(s.ws.join("in-ws").is_file(), "{who}");
+            assert!(s.root_under_tmp.join("in-root").is_file(), "{who}: the root under /tmp is the host's");
+            assert!(!s.outside.join("o").exists(), "{who}");
+            assert_eq!(std::fs::read_to_string(s.ws.join(".git/config")).unwrap(), "original\n", "{who}");
+            assert!(s.ws.join(".git").is_dir() && !s.ws.join("moved").exists(), "{who}");
+            assert!(!host_tmp_file.exists(), "{who}: a write to /tmp inside reached the host's /tmp");
+            let mode = std::fs::metadata(&s.outside).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o777, "{who}");
+        }
+    }
+
+    #[test]
+    fn e2e_network_follows_the_flag() {
+        if !ready("e2e_network_follows_the_flag") {
+            return;
+        }
+        for id in identities() {
+            for network in [false, true] {
+                let s = scratch(&id, if network { "net-on" } else { "net-off" });
+                let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                let port = listener.local_addr().unwrap().port();
+                // A pathname unix socket of an outside "daemon" (docker.sock-style).
+                let sock = s.dir.join("daemon.sock");
+                let daemon = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+                std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o777)).unwrap();
+                let script = format!(
+                    "if echo hi > /dev/tcp/127.0.0.1/{port}; then echo connect=ok; else echo connect=denied; fi 2>&1; \
+                     python3 -c 'import socket\ntry:\n s = socket.socket(socket.AF_UNIX)\n s.connect(\"{sock}\")\n print(\"unix=ok\")\nexcept OSError as e:\n print(\"unix=\"+str(e.errno))' 2>/dev/null || echo unix=nopython",
+                    sock = sock.display()
+                );
+                let extra: &[&str] = if network { &["--network"] } else { &[] };
+                let v = cordon(&id, &s, extra, &script);
+                let who = format!("{} network={network}", id.name);
+                assert_eq!(line(&v, "connect="), if network { "ok" } else { "denied" }, "{who}: {v}");
+                let unix = line(&v, "unix=");
+                if unix != "nopython" {
+                    // EACCES: the seccomp filter's network-off rules (socket or connect).
+                    assert_eq!(unix, if network { "ok" } else { "13" }, "{who}: unix connect to an outside daemon");
+                }
+                listener.set_nonblocking(true).unwrap();
+                assert_eq!(listener.accept().is_ok(), network, "{who}: a TCP connection arrived iff allowed");
+                daemon.set_nonblocking(true).unwrap();
+                if unix != "nopython" {
+                    assert_eq!(daemon.accept().is_ok(), network, "{who}: a unix connection arrived iff allowed");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn e2e_nothing_outlives_the_run() {
+        if !ready("e2e_nothing_outlives_the_run") {
+            return;
+        }
+        for id in identities() {
+            let s = scratch(&id, "life");
+            let tag = format!("{}{}", 7000 + std::process::id() % 1000, id.name.len());
+            let script =
+                format!("sleep {tag}1 & setsid sleep {tag}2 & nohup sleep {tag}3 >/dev/null 2>&1 & echo started");
+            let v = cordon(&id, &s, &[], &script);
+            assert_eq!(v["exit_code"], 0, "{v}");
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
+            let ps = String::from_utf8_lossy(&ps.stdout);
+            assert!(!ps.contains(&format!("sleep {tag}")), "{}: a process outlived the run:\n{ps}", id.name);
+        }
+    }
+}

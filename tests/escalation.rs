@@ -1,0 +1,897 @@
+//! Escalation: one strictly wider retry of one exact call, granted by an approver.
+//!
+//! What it covers, through the library (`cordon::escalation`) and the CLI binary:
+//! - granted: the retry runs once at the wider mode, judged by effect (a file outside
+//!   the workspace appears only after the grant); read-only → workspace-write stays
+//!   confined (outside writes still fail in the retry);
+//! - refused: nothing re-ran (the effect is absent), the approver was asked once;
+//! - not strictly wider: a typed error before anything runs, the approver never asked;
+//! - `SANDBOX_UNAVAILABLE` never escalates (library and CLI), the approver never asked;
+//! - up front: nothing runs until granted; a refusal runs nothing (`ESCALATION_REFUSED`);
+//! - one shot: the next call is back at the session mode, the session log untouched;
+//! - `--ask` through a pseudo-terminal (python3's `pty`): `y` grants; `n`, an empty
+//!   line and end of input refuse; the prompt shows command, denials and proposed mode;
+//! - `--approver`: the program reads exactly the request JSON; its exit status decides;
+//!   its stdout cannot corrupt `--json`;
+//! - every decision lands in the audit log (JSON lines), default path included;
+//! - audit log and approver program inside a writable root are refused.
+//!
+//! How a denial is produced: until denial classification covers plain file writes, the
+//! commands end with `exec python3 -c '<x32 syscall>'`, which cordon's seccomp filter
+//! kills with SIGSYS in every confined mode (the executor reports that as a denial with
+//! evidence) and which merely fails, harmlessly, when unconfined. The effect judged is
+//! always a file the command tries to write before that.
+//!
+//! Cases that run confined commands print `SKIP <test>: <reason>` without a runner that
+//! enforces the modes here (or off x86_64, or without python3), and fail instead when
+//! `CORDON_MUST_ENFORCE=1`.
+
+use cordon::escalation::{
+    self, AuditLog, AuditRecord, Decision, EscalationError, EscalationOptions, EscalationRequest, Trigger, Verdict,
+};
+use cordon::session::{self, GoverningKind, SessionEvent};
+use cordon::{Approver, CordonError, Executor, ExecutorConfig, HostFacts, Mode, Request};
+use serde_json::Value;
+use std::future::Future;
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+/// A cordon invocation that takes longer than this is hung.
+const HANG: Duration = Duration::from_secs(60);
+/// Ends a shell command so that a confined run is denied with evidence (SIGSYS from the
+/// seccomp filter on an x32 syscall number) while an unconfined one exits 0.
+const DENY_TAIL: &str = "exec python3 -c 'import ctypes; ctypes.CDLL(None).syscall(0x40000027)'";
+
+// ------------------------------------------------------------------ skipping
+
+fn must_enforce() -> bool {
+    std::env::var("CORDON_MUST_ENFORCE").is_ok_and(|v| v == "1")
+}
+
+fn loud(line: &str) {
+    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
+    println!("{line}");
+}
+
+/// Why confined escalation cases cannot be judged here, if they cannot.
+fn cannot_judge() -> Option<String> {
+    if !cfg!(target_arch = "x86_64") {
+        return Some("the denial trigger (an x32 syscall) exists only on x86_64".into());
+    }
+    if which::which("python3").is_err() {
+        return Some("no python3 (used for the denial trigger and the pseudo-terminal)".into());
+    }
+    let host = HostFacts::detect();
+    for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
+        let policy = cordon::ExecutionPolicy {
+            mode,
+            workspace: PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
+            writable_roots: vec![],
+            protected: vec![],
+            network: false,
+            best_effort: false,
+        };
+        if let Err(e) = cordon::runner::select(&policy, &host, cordon::RunnerChoice::Auto) {
+            return Some(format!("{mode} cannot be enforced here: {e}"));
+        }
+    }
+    None
+}
+
+/// True when the case should return early (after a loud skip).
+fn skip(test: &str) -> bool {
+    match cannot_judge() {
+        None => false,
+        Some(reason) if must_enforce() => panic!("CORDON_MUST_ENFORCE=1 but {test} would be skipped: {reason}"),
+        Some(reason) => {
+            loud(&format!("SKIP {test}: {reason}"));
+            true
+        }
+    }
+}
+
+// ------------------------------------------------------------------ fixtures
+
+struct Dirs {
+    _root: TempDir,
+    /// The workspace (cwd of the runs).
+    ws: PathBuf,
+    /// Outside every writable root: where effects of full-access runs land.
+    out: PathBuf,
+    /// Outside every writable root: session files, audit logs, approver scripts.
+    gov: PathBuf,
+}
+
+fn dirs(tag: &str) -> Dirs {
+    let root = tempfile::Builder::new()
+        .prefix(&format!("cordon-esc-{tag}-"))
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("temp dir");
+    let base = root.path().canonicalize().unwrap();
+    let [ws, out, gov] = ["ws", "out", "gov"].map(|d| base.join(d));
+    for d in [&ws, &out, &gov] {
+        std::fs::create_dir(d).unwrap();
+    }
+    Dirs { _root: root, ws, out, gov }
+}
+
+/// A shell command that writes `target` and then is denied when confined.
+fn write_then_deny(target: &Path) -> String {
+    format!("echo granted > '{}'; {DENY_TAIL}", target.display())
+}
+
+fn executor() -> Executor {
+    Executor::new(ExecutorConfig::default()).expect("executor")
+}
+
+fn request(cmd: &str, cwd: &Path, mode: Mode) -> Request {
+    let mut req = Request::shell(cmd);
+    req.workdir = Some(cwd.to_path_buf());
+    req.policy.mode = mode;
+    req
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+/// An approver with a fixed answer that records every request it sees, and optionally
+/// checks a condition at decision time.
+struct Scripted {
+    grant: bool,
+    seen: Mutex<Vec<EscalationRequest>>,
+    at_decision: Box<dyn Fn() + Send + Sync>,
+}
+
+impl Scripted {
+    fn new(grant: bool) -> Scripted {
+        Scripted { grant, seen: Mutex::new(Vec::new()), at_decision: Box::new(|| {}) }
+    }
+
+    fn calls(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+}
+
+impl Approver for Scripted {
+    fn info(&self) -> escalation::ApproverInfo {
+        escalation::ApproverInfo { kind: "test".into(), detail: None }
+    }
+
+    fn decide<'a>(&'a self, req: &'a EscalationRequest) -> Pin<Box<dyn Future<Output = Decision> + Send + 'a>> {
+        (self.at_decision)();
+        self.seen.lock().unwrap().push(req.clone());
+        let d = if self.grant { Decision::grant("test grants") } else { Decision::refuse("test refuses") };
+        Box::pin(async move { d })
+    }
+}
+
+fn audit_lines(path: &Path) -> Vec<AuditRecord> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("audit line {l:?}: {e}")))
+        .collect()
+}
+
+// ------------------------------------------------------------------ library
+
+#[test]
+fn granted_retry_runs_once_at_the_wider_mode() {
+    if skip("granted_retry_runs_once_at_the_wider_mode") {
+        return;
+    }
+    let d = dirs("grant");
+    let target = d.out.join("effect");
+    let approver = Scripted::new(true);
+    let log = AuditLog::new(d.gov.join("audit.jsonl"));
+    let opts = EscalationOptions { justification: Some("needs ~/out".into()), ..Default::default() };
+    let req = request(&write_then_deny(&target), &d.ws, Mode::WorkspaceWrite);
+    let outcome =
+        rt().block_on(escalation::run_with_escalation(&executor(), req, &approver, &opts, Some(&log))).expect("run");
+
+    let first = outcome.first.as_ref().expect("first run");
+    assert!(first.sandbox.denied, "first run must be denied: {first:?}");
+    assert_eq!(first.sandbox.mode, Mode::WorkspaceWrite);
+    let seen = approver.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "asked exactly once");
+    let req = &seen[0];
+    assert_eq!((req.trigger, req.from, req.to), (Trigger::Denied, Mode::WorkspaceWrite, Mode::FullAccess));
+    assert_eq!(req.cwd, d.ws);
+    assert_eq!(req.justification.as_deref(), Some("needs ~/out"));
+    assert_eq!(req.denials, first.sandbox.denials);
+    assert!(!req.denials.is_empty());
+    assert!(req.fingerprint.starts_with("fnv1a128:") && req.fingerprint.len() == 9 + 32, "{}", req.fingerprint);
+    assert_eq!(req.command, escalation::CommandView::Shell(write_then_deny(&target)));
+
+    let retry = outcome.retry.as_ref().expect("a retry").as_ref().expect("the retry ran");
+    assert_eq!(retry.sandbox.mode, Mode::FullAccess);
+    assert_eq!(retry.exit_code, Some(0), "{retry:?}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "granted\n", "the effect appears after the grant");
+    assert!(std::ptr::eq(outcome.result().unwrap(), retry));
+
+    let lines = audit_lines(log.path());
+    assert_eq!(lines.len(), 1);
+    let l = &lines[0];
+    assert_eq!(
+        (l.decision, l.from, l.to, l.trigger),
+        (Verdict::Granted, Mode::WorkspaceWrite, Mode::FullAccess, Trigger::Denied)
+    );
+    assert_eq!(l.fingerprint, req.fingerprint);
+    assert_eq!(l.approver.kind, "test");
+}
+
+#[test]
+fn refused_means_nothing_reran() {
+    if skip("refused_means_nothing_reran") {
+        return;
+    }
+    let d = dirs("refuse");
+    let target = d.out.join("effect");
+    let approver = Scripted::new(false);
+    let log = AuditLog::new(d.gov.join("audit.jsonl"));
+    let req = request(&write_then_deny(&target), &d.ws, Mode::WorkspaceWrite);
+    let outcome = rt()
+        .block_on(escalation::run_with_escalation(&executor(), req, &approver, &Default::default(), Some(&log)))
+        .expect("run");
+    assert_eq!(approver.calls(), 1);
+    assert!(outcome.retry.is_none());
+    assert!(!target.exists(), "refused: the write must never have happened");
+    let rec = outcome.escalation.as_ref().unwrap();
+    assert_eq!(rec.decision.verdict, Verdict::Refused);
+    assert!(outcome.result().unwrap().sandbox.denied);
+    let lines = audit_lines(log.path());
+    assert_eq!(lines.len(), 1);
+    assert_eq!((lines[0].decision, lines[0].reason.as_str()), (Verdict::Refused, "test refuses"));
+}
+
+#[test]
+fn read_only_to_workspace_write_stays_confined() {
+    if skip("read_only_to_workspace_write_stays_confined") {
+        return;
+    }
+    let d = dirs("ro-ww");
+    let inside = d.ws.join("inside");
+    let outside = d.out.join("outside");
+    let cmd = format!("echo in > '{}'; echo out > '{}'; {DENY_TAIL}", inside.display(), outside.display());
+    let approver = Scripted::new(true);
+    let outcome = rt()
+        .block_on(escalation::run_with_escalation(
+            &executor(),
+            request(&cmd, &d.ws, Mode::ReadOnly),
+            &approver,
+            &Default::default(),
+            None,
+        ))
+        .expect("run");
+    assert_eq!(approver.seen.lock().unwrap()[0].to, Mode::WorkspaceWrite, "default: the next rung");
+    let retry = outcome.retry.unwrap().unwrap();
+    assert_eq!(retry.sandbox.mode, Mode::WorkspaceWrite);
+    assert!(retry.sandbox.denied, "the retry is confined too (SIGSYS again)");
+    assert_eq!(std::fs::read_to_string(&inside).unwrap(), "in\n", "the workspace became writable");
+    assert!(!outside.exists(), "outside the workspace stays read-only in workspace-write");
+}
+
+#[test]
+fn not_strictly_wider_is_refused_before_anything_runs() {
+    let d = dirs("not-wider");
+    let target = d.ws.join("ran");
+    let cmd = format!("echo ran > '{}'", target.display());
+    let approver = Scripted::new(true);
+    let cases = [
+        (Mode::WorkspaceWrite, Some(Mode::WorkspaceWrite), None),
+        (Mode::WorkspaceWrite, Some(Mode::ReadOnly), None),
+        (Mode::FullAccess, Some(Mode::FullAccess), None),
+        (Mode::WorkspaceWrite, None, Some(Mode::ReadOnly)),
+        (Mode::ReadOnly, None, Some(Mode::ReadOnly)),
+    ];
+    for (mode, up_front, on_denial) in cases {
+        let opts = EscalationOptions { up_front, on_denial, ..Default::default() };
+        let err = rt()
+            .block_on(escalation::run_with_escalation(&executor(), request(&cmd, &d.ws, mode), &approver, &opts, None))
+            .expect_err("must be refused");
+        let to = up_front.or(on_denial).unwrap();
+        assert!(matches!(err, EscalationError::NotWider { from, to: t } if from == mode && t == to), "{err}");
+        assert_eq!(err.code(), "ESCALATION_NOT_WIDER");
+    }
+    assert_eq!(approver.calls(), 0);
+    assert!(!target.exists(), "nothing ran");
+}
+
+/// An executor that sees no confined runner (as with `CORDON_DISABLE_RUNNERS`).
+fn executor_without_runners() -> Executor {
+    let host = HostFacts::detect_with(|k| match k {
+        "CORDON_DISABLE_RUNNERS" => Some("landlock,bwrap,seatbelt".into()),
+        _ => std::env::var(k).ok(),
+    });
+    Executor::with_host(ExecutorConfig::default(), host).unwrap()
+}
+
+#[test]
+fn sandbox_unavailable_never_escalates() {
+    let d = dirs("unavail");
+    let target = d.out.join("effect");
+    let approver = Scripted::new(true);
+    let err = rt()
+        .block_on(escalation::run_with_escalation(
+            &executor_without_runners(),
+            request(&write_then_deny(&target), &d.ws, Mode::WorkspaceWrite),
+            &approver,
+            &Default::default(),
+            None,
+        ))
+        .expect_err("nothing can confine workspace-write here");
+    assert!(matches!(err, EscalationError::Cordon(CordonError::SandboxUnavailable { .. })), "{err}");
+    assert_eq!(err.code(), "SANDBOX_UNAVAILABLE");
+    assert_eq!(approver.calls(), 0, "SANDBOX_UNAVAILABLE is never offered as a retry");
+    assert!(!target.exists(), "nothing ran");
+}
+
+#[test]
+fn up_front_to_an_unenforceable_mode_asks_nobody() {
+    // Only the passthrough runner exists: workspace-write cannot be enforced, so asking
+    // a person to approve it would be pointless.
+    let d = dirs("unavail-up");
+    let approver = Scripted::new(true);
+    let opts = EscalationOptions { up_front: Some(Mode::WorkspaceWrite), ..Default::default() };
+    let err = rt()
+        .block_on(escalation::run_with_escalation(
+            &executor_without_runners(),
+            request("true", &d.ws, Mode::ReadOnly),
+            &approver,
+            &opts,
+            None,
+        ))
+        .expect_err("unavailable");
+    assert_eq!(err.code(), "SANDBOX_UNAVAILABLE");
+    assert_eq!(approver.calls(), 0, "nobody is asked for a mode this host cannot enforce");
+}
+
+#[test]
+fn up_front_nothing_runs_until_granted() {
+    if skip("up_front_nothing_runs_until_granted") {
+        return;
+    }
+    let d = dirs("upfront");
+    let target = d.out.join("effect");
+    for grant in [false, true] {
+        let _ = std::fs::remove_file(&target);
+        let mut approver = Scripted::new(grant);
+        let watched = target.clone();
+        approver.at_decision = Box::new(move || assert!(!watched.exists(), "ran before the decision"));
+        let opts = EscalationOptions {
+            up_front: Some(Mode::FullAccess),
+            justification: Some("writes ../out".into()),
+            ..Default::default()
+        };
+        let cmd = format!("echo granted > '{}'", target.display());
+        let outcome = rt()
+            .block_on(escalation::run_with_escalation(
+                &executor(),
+                request(&cmd, &d.ws, Mode::WorkspaceWrite),
+                &approver,
+                &opts,
+                None,
+            ))
+            .expect("run");
+        let seen = approver.seen.lock().unwrap()[0].clone();
+        assert_eq!((seen.trigger, seen.from, seen.to), (Trigger::UpFront, Mode::WorkspaceWrite, Mode::FullAccess));
+        assert!(seen.denials.is_empty());
+        assert!(outcome.first.is_none(), "up front: no first run");
+        if grant {
+            let r = outcome.retry.unwrap().unwrap();
+            assert_eq!((r.sandbox.mode, r.exit_code), (Mode::FullAccess, Some(0)));
+            assert!(target.exists());
+        } else {
+            assert!(outcome.refused_up_front());
+            assert!(!target.exists(), "refused up front: nothing ran");
+        }
+    }
+}
+
+#[test]
+fn no_denial_no_question() {
+    if skip("no_denial_no_question") {
+        return;
+    }
+    let d = dirs("clean");
+    let approver = Scripted::new(true);
+    let outcome = rt()
+        .block_on(escalation::run_with_escalation(
+            &executor(),
+            request("echo ok > ok", &d.ws, Mode::WorkspaceWrite),
+            &approver,
+            &Default::default(),
+            None,
+        ))
+        .expect("run");
+    assert_eq!(approver.calls(), 0);
+    assert!(outcome.escalation.is_none() && outcome.retry.is_none() && outcome.report().is_none());
+    assert!(d.ws.join("ok").exists());
+}
+
+#[test]
+fn one_shot_then_back_to_the_session_mode() {
+    if skip("one_shot_then_back_to_the_session_mode") {
+        return;
+    }
+    let d = dirs("oneshot");
+    let sess = d.gov.join("session.jsonl");
+    session::append_event(&sess, &SessionEvent::set_mode(Mode::ReadOnly)).unwrap();
+    let before = std::fs::read(&sess).unwrap();
+    let session_mode = || session::effective_mode(session::DEFAULT_SESSION_MODE, &session::read_events(&sess).unwrap());
+    let mut opts = EscalationOptions::default();
+    opts.governing.add(GoverningKind::SessionFile, &sess);
+    let approver = Scripted::new(true);
+    let exec = executor();
+
+    // Call 1: denied at the session mode, escalated once to workspace-write.
+    let first = d.ws.join("first");
+    let cmd = format!("echo 1 > '{}'; {DENY_TAIL}", first.display());
+    let outcome = rt()
+        .block_on(escalation::run_with_escalation(&exec, request(&cmd, &d.ws, session_mode()), &approver, &opts, None))
+        .expect("run");
+    assert_eq!(outcome.retry.unwrap().unwrap().sandbox.mode, Mode::WorkspaceWrite);
+    assert!(first.exists());
+
+    // Call 2: back at read-only, without asking anybody.
+    let second = d.ws.join("second");
+    let spec = exec.resolve(request(&format!("echo 2 > '{}'", second.display()), &d.ws, session_mode())).unwrap();
+    let r = rt().block_on(exec.run(spec)).unwrap();
+    assert_eq!(r.sandbox.mode, Mode::ReadOnly);
+    assert!(!second.exists(), "the grant did not outlive its call");
+    assert_eq!(std::fs::read(&sess).unwrap(), before, "escalation never touches the session");
+    assert_eq!(approver.calls(), 1);
+}
+
+#[test]
+fn governing_files_are_checked_against_the_wider_policy() {
+    let d = dirs("gov-wider");
+    let sess = d.ws.join("session.jsonl"); // inside the workspace
+    session::append_event(&sess, &SessionEvent::set_mode(Mode::ReadOnly)).unwrap();
+    let marker = d.out.join("ran");
+    let mut opts = EscalationOptions::default();
+    opts.governing.add(GoverningKind::SessionFile, &sess);
+    let approver = Scripted::new(true);
+    // read-only alone could not write it, but the retry at workspace-write could.
+    let err = rt()
+        .block_on(escalation::run_with_escalation(
+            &executor(),
+            request(&format!("echo > '{}'", marker.display()), &d.ws, Mode::ReadOnly),
+            &approver,
+            &opts,
+            None,
+        ))
+        .expect_err("refused");
+    assert_eq!(err.code(), "GOVERNING_FILE_WRITABLE");
+    let msg = err.to_string();
+    assert!(msg.contains(&sess.display().to_string()) && msg.contains(&d.ws.display().to_string()), "{msg}");
+    assert!(!marker.exists() && approver.calls() == 0);
+}
+
+#[test]
+fn prompt_escapes_hostile_command_text() {
+    let req = EscalationRequest {
+        version: escalation::REQUEST_VERSION,
+        trigger: Trigger::Denied,
+        command: escalation::CommandView::Shell("rm -rf ~ \r\x1b[2K echo harmless".into()),
+        cwd: "/ws".into(),
+        from: Mode::WorkspaceWrite,
+        to: Mode::FullAccess,
+        justification: Some("\x1b]0;title\x07".into()),
+        denials: vec![],
+        policy: escalation::PolicyView {
+            mode: Mode::WorkspaceWrite,
+            workspace: "/ws".into(),
+            writable_roots: vec![],
+            protected: vec![],
+            network: false,
+            best_effort: false,
+        },
+        retry_policy: escalation::PolicyView {
+            mode: Mode::FullAccess,
+            workspace: "/ws".into(),
+            writable_roots: vec![],
+            protected: vec![],
+            network: false,
+            best_effort: false,
+        },
+        env_names: vec![],
+        fingerprint: "fnv1a128:0".into(),
+    };
+    let p = escalation::terminal_prompt(&req);
+    assert!(!p.contains('\x1b') && !p.contains('\r') && !p.contains('\x07'), "{p:?}");
+    assert!(p.contains("rm -rf ~") && p.contains("full-access") && p.ends_with("[y/N] "));
+}
+
+// ------------------------------------------------------------------ CLI
+
+struct CliOut {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl CliOut {
+    fn json(&self) -> Value {
+        let line = self.stdout.lines().last().unwrap_or_else(|| panic!("no stdout; stderr: {}", self.stderr));
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}): {:?}", self.stdout))
+    }
+}
+
+fn cordon(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> CliOut {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cordon"));
+    cmd.args(args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.envs(env.iter().copied());
+    let mut child = cmd.spawn().expect("spawn cordon");
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let t_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if start.elapsed() > HANG {
+            let _ = child.kill();
+            panic!("cordon {args:?} hung");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let (stdout, stderr) = (t_out.join().unwrap(), t_err.join().unwrap());
+    CliOut { code: status.code().unwrap_or_else(|| panic!("cordon died: {status:?}: {stderr}")), stdout, stderr }
+}
+
+/// An approver script (outside every writable root) that saves its stdin to `dump`,
+/// prints noise on stdout, and exits with `status`.
+fn approver_script(dir: &Path, dump: &Path, status: i32) -> PathBuf {
+    let path = dir.join(format!("approve-{status}.sh"));
+    let text = format!("#!/bin/sh\ncat > '{}'\necho 'approver noise on stdout'\nexit {status}\n", dump.display());
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn cli_approver_receives_exactly_the_request() {
+    if skip("cli_approver_receives_exactly_the_request") {
+        return;
+    }
+    let d = dirs("cli-approver");
+    let target = d.out.join("effect");
+    let dump = d.gov.join("request.json");
+    let log = d.gov.join("audit.jsonl");
+    let script = approver_script(&d.gov, &dump, 0);
+    let cmd = write_then_deny(&target);
+    let args =
+        ["run", "--json", "--approver", s(&script), "--audit-log", s(&log), "--justification", "why", "-c", &cmd];
+    let out = cordon(&args, &d.ws, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v = out.json();
+    assert_eq!(v["sandbox"]["mode"], "full-access", "the top-level result is the retry's");
+    let esc = &v["escalation"];
+    assert_eq!(esc["decision"]["verdict"], "granted");
+    assert_eq!(esc["approver"]["kind"], "program");
+    assert_eq!(esc["first_run"]["sandbox"]["denied"], true);
+
+    let raw = std::fs::read_to_string(&dump).unwrap();
+    assert!(raw.ends_with('\n') && raw.matches('\n').count() == 1, "one JSON line: {raw:?}");
+    let got: Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(got, esc["request"], "the program saw exactly the request that was reported");
+    assert_eq!(got["version"], 1);
+    assert_eq!(got["command"]["shell"], cmd.as_str());
+    assert_eq!(got["cwd"], s(&d.ws));
+    assert_eq!((got["from"].as_str(), got["to"].as_str()), (Some("workspace-write"), Some("full-access")));
+    assert_eq!(got["justification"], "why");
+    assert!(!got["denials"].as_array().unwrap().is_empty());
+    assert_eq!(got["retry_policy"]["mode"], "full-access");
+    assert!(got["env_names"].as_array().unwrap().iter().any(|n| n == "PATH"));
+    assert!(std::fs::read_to_string(&target).unwrap() == "granted\n");
+
+    let lines = audit_lines(&log);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0].fingerprint, got["fingerprint"].as_str().unwrap());
+    assert_eq!(lines[0].approver.detail.as_deref(), Some(s(&script)));
+}
+
+#[test]
+fn cli_approver_nonzero_exit_refuses() {
+    if skip("cli_approver_nonzero_exit_refuses") {
+        return;
+    }
+    let d = dirs("cli-approver-no");
+    let target = d.out.join("effect");
+    let script = approver_script(&d.gov, &d.gov.join("req.json"), 3);
+    let log = d.gov.join("audit.jsonl");
+    let cmd = write_then_deny(&target);
+    let out = cordon(&["run", "--json", "--approver", s(&script), "--audit-log", s(&log), "-c", &cmd], &d.ws, &[]);
+    let v = out.json();
+    assert_eq!(out.code, 128 + 31, "the denied first run's status: {}", out.stderr);
+    assert_eq!(v["sandbox"]["mode"], "workspace-write");
+    assert_eq!(v["escalation"]["decision"]["verdict"], "refused");
+    assert!(v["escalation"]["decision"]["reason"].as_str().unwrap().contains('3'));
+    assert!(v["escalation"].get("first_run").is_none(), "no retry, so the top level is the first run");
+    assert!(!target.exists());
+    assert_eq!(audit_lines(&log)[0].decision, Verdict::Refused);
+}
+
+#[test]
+fn cli_sandbox_unavailable_never_calls_the_approver() {
+    let d = dirs("cli-unavail");
+    let dump = d.gov.join("req.json");
+    let script = approver_script(&d.gov, &dump, 0);
+    let log = d.gov.join("audit.jsonl");
+    let out = cordon(
+        &["run", "--json", "--approver", s(&script), "--audit-log", s(&log), "-c", &write_then_deny(&d.out.join("x"))],
+        &d.ws,
+        &[("CORDON_DISABLE_RUNNERS", "landlock,bwrap,seatbelt")],
+    );
+    assert_eq!(out.code, 125, "{}", out.stderr);
+    assert_eq!(out.json()["error"]["code"], "SANDBOX_UNAVAILABLE");
+    assert!(!dump.exists(), "the approver was never started");
+    assert!(audit_lines(&log).is_empty(), "no decision, nothing logged");
+    assert!(!d.out.join("x").exists());
+}
+
+#[test]
+fn cli_up_front_refused_runs_nothing() {
+    let d = dirs("cli-upfront");
+    let marker = d.ws.join("ran");
+    let script = approver_script(&d.gov, &d.gov.join("req.json"), 1);
+    let log = d.gov.join("audit.jsonl");
+    let cmd = format!("echo > '{}'", marker.display());
+    let args = [
+        "run",
+        "--json",
+        "--approver",
+        s(&script),
+        "--audit-log",
+        s(&log),
+        "--escalate-to",
+        "full-access",
+        "--justification",
+        "j",
+        "-c",
+        &cmd,
+    ];
+    let out = cordon(&args, &d.ws, &[]);
+    assert_eq!(out.code, 125, "{}", out.stderr);
+    let v = out.json();
+    assert_eq!(v["error"]["code"], "ESCALATION_REFUSED");
+    assert_eq!(v["escalation"]["request"]["trigger"], "up-front");
+    assert_eq!(v["escalation"]["request"]["justification"], "j");
+    assert!(!marker.exists(), "nothing ran");
+    assert_eq!(audit_lines(&log)[0].trigger, Trigger::UpFront);
+}
+
+#[test]
+fn cli_up_front_granted_runs_once_at_the_wider_mode() {
+    let d = dirs("cli-upfront-yes");
+    let marker = d.out.join("ran");
+    let script = approver_script(&d.gov, &d.gov.join("req.json"), 0);
+    let log = d.gov.join("audit.jsonl");
+    let cmd = format!("echo once >> '{}'", marker.display());
+    let args =
+        ["run", "--json", "--approver", s(&script), "--audit-log", s(&log), "--escalate-to", "full-access", "-c", &cmd];
+    let out = cordon(&args, &d.ws, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.json()["sandbox"]["mode"], "full-access");
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "once\n");
+}
+
+#[test]
+fn cli_not_strictly_wider_is_a_typed_error() {
+    let d = dirs("cli-not-wider");
+    let script = approver_script(&d.gov, &d.gov.join("req.json"), 0);
+    let log = d.gov.join("audit.jsonl");
+    for (mode, to) in [("workspace-write", "read-only"), ("workspace-write", "workspace-write")] {
+        let args = [
+            "run",
+            "--json",
+            "--mode",
+            mode,
+            "--approver",
+            s(&script),
+            "--audit-log",
+            s(&log),
+            "--escalate-to",
+            to,
+            "--",
+            "true",
+        ];
+        let out = cordon(&args, &d.ws, &[]);
+        assert_eq!(out.code, 125);
+        assert_eq!(out.json()["error"]["code"], "ESCALATION_NOT_WIDER");
+    }
+    assert!(!d.gov.join("req.json").exists());
+}
+
+#[test]
+fn cli_flags_need_an_approver() {
+    let d = dirs("cli-flags");
+    for extra in [&["--audit-log", "/var/tmp/x"][..], &["--escalate-to", "full-access"], &["--justification", "j"]] {
+        let mut args = vec!["run"];
+        args.extend_from_slice(extra);
+        args.extend(["--", "true"]);
+        assert_eq!(cordon(&args, &d.ws, &[]).code, 2, "{extra:?} without --ask/--approver");
+    }
+    let out = cordon(&["run", "--ask", "--approver", "/bin/true", "--", "true"], &d.ws, &[]);
+    assert_eq!(out.code, 2, "--ask and --approver are exclusive");
+}
+
+#[test]
+fn cli_audit_log_and_approver_inside_a_writable_root_are_refused() {
+    let d = dirs("cli-gov");
+    let marker = d.out.join("ran");
+    let cmd = format!("echo > '{}'", marker.display());
+    let extra = d.out.join("extra");
+    std::fs::create_dir(&extra).unwrap();
+    let outside_script = approver_script(&d.gov, &d.gov.join("req.json"), 0);
+    let inside_script = approver_script(&d.ws, &d.gov.join("req.json"), 0);
+    let cases: Vec<(Vec<String>, PathBuf)> = vec![
+        (vec!["--audit-log".into(), s(&d.ws.join("audit.jsonl")).into()], d.ws.clone()),
+        (vec!["--audit-log".into(), s(&d.ws.join("new/dir/audit.jsonl")).into()], d.ws.clone()),
+        (
+            vec!["--audit-log".into(), s(&extra.join("a.jsonl")).into(), "--writable".into(), s(&extra).into()],
+            extra.clone(),
+        ),
+    ];
+    for (flags, root) in cases {
+        let mut args: Vec<&str> = vec!["run", "--json", "--approver", s(&outside_script)];
+        args.extend(flags.iter().map(String::as_str));
+        args.extend(["-c", &cmd]);
+        let out = cordon(&args, &d.ws, &[]);
+        assert_eq!(out.code, 125, "{flags:?}: {}", out.stderr);
+        let v = out.json();
+        assert_eq!(v["error"]["code"], "GOVERNING_FILE_WRITABLE", "{flags:?}");
+        assert!(v["error"]["message"].as_str().unwrap().contains(s(&root)), "names the root: {v}");
+    }
+    assert!(!d.ws.join("new").exists(), "a refused audit log is not created");
+    let out = cordon(
+        &["run", "--json", "--approver", s(&inside_script), "--audit-log", s(&d.gov.join("a.jsonl")), "-c", &cmd],
+        &d.ws,
+        &[],
+    );
+    assert_eq!(out.json()["error"]["code"], "GOVERNING_FILE_WRITABLE");
+    assert!(out.json()["error"]["message"].as_str().unwrap().contains("approver program"));
+    assert!(!marker.exists(), "nothing ran");
+}
+
+#[test]
+fn cli_default_audit_log_follows_xdg_state_home() {
+    let d = dirs("cli-xdg");
+    let state = d.gov.join("state");
+    let script = approver_script(&d.gov, &d.gov.join("req.json"), 1);
+    let args = ["run", "--json", "--approver", s(&script), "--escalate-to", "full-access", "--", "true"];
+    let out = cordon(&args, &d.ws, &[("XDG_STATE_HOME", s(&state))]);
+    assert_eq!(out.code, 125, "{}", out.stderr);
+    let lines = audit_lines(&state.join("cordon/audit.jsonl"));
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0].decision, Verdict::Refused);
+    let mode = std::fs::metadata(state.join("cordon/audit.jsonl")).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "the audit log is private");
+}
+
+// ------------------------------------------------------------------ --ask through a pty
+
+/// Runs cordon on a new pseudo-terminal (python3's `pty.fork`), waits for the prompt,
+/// types `answer`, and returns (exit status, cordon's stdout, the terminal transcript).
+/// cordon's stdout goes to a file so the JSON stays apart from the prompt.
+fn cordon_on_pty(args: &[&str], cwd: &Path, answer: &str, scratch: &Path) -> (i32, String, String) {
+    const DRIVER: &str = r#"
+import os, pty, select, sys, time
+out_path, transcript_path, answer, cwd = sys.argv[1:5]
+argv = sys.argv[5:]
+pid, fd = pty.fork()
+if pid == 0:
+    os.chdir(cwd)
+    o = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(o, 1)
+    os.execv(argv[0], argv)
+buf, answered, deadline = b"", False, time.time() + 60
+while time.time() < deadline:
+    r, _, _ = select.select([fd], [], [], 0.1)
+    if r:
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        buf += data
+    if not answered and b"[y/N] " in buf:
+        os.write(fd, answer.encode().decode("unicode_escape").encode())
+        answered = True
+_, status = os.waitpid(pid, 0)
+open(transcript_path, "wb").write(buf)
+sys.exit(os.waitstatus_to_exitcode(status) if answered else 99)
+"#;
+    let out = scratch.join("pty-stdout");
+    let transcript = scratch.join("pty-transcript");
+    let status = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(DRIVER)
+        .args([s(&out), s(&transcript), answer, s(cwd), env!("CARGO_BIN_EXE_cordon")])
+        .args(args)
+        .status()
+        .expect("python3");
+    let code = status.code().expect("driver exit");
+    assert_ne!(code, 99, "no prompt appeared: {}", std::fs::read_to_string(&transcript).unwrap_or_default());
+    (
+        code,
+        std::fs::read_to_string(&out).unwrap(),
+        String::from_utf8_lossy(&std::fs::read(&transcript).unwrap()).into_owned(),
+    )
+}
+
+#[test]
+fn cli_ask_on_a_terminal() {
+    if skip("cli_ask_on_a_terminal") {
+        return;
+    }
+    let d = dirs("cli-ask");
+    let log = d.gov.join("audit.jsonl");
+    let cases = [("y\n", true), ("YES\n", true), ("n\n", false), ("\n", false), ("\\x04", false), ("maybe\n", false)];
+    for (i, (answer, granted)) in cases.into_iter().enumerate() {
+        let target = d.out.join(format!("effect-{i}"));
+        let cmd = write_then_deny(&target);
+        let args = ["run", "--json", "--ask", "--audit-log", s(&log), "--justification", "test", "-c", &cmd];
+        let (code, stdout, transcript) = cordon_on_pty(&args, &d.ws, answer, &d.gov);
+        assert!(transcript.contains("refused part of this command"), "{transcript}");
+        assert!(transcript.contains("echo granted >"), "shows the command: {transcript}");
+        assert!(transcript.contains("denied:") && transcript.contains("SIGSYS"), "shows the denials: {transcript}");
+        assert!(transcript.contains("full-access: NO sandbox"), "shows the proposed mode: {transcript}");
+        let v: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+        assert_eq!(target.exists(), granted, "answer {answer:?}: {transcript}");
+        let verdict = if granted { "granted" } else { "refused" };
+        assert_eq!(v["escalation"]["decision"]["verdict"], verdict, "answer {answer:?}");
+        assert_eq!(code, if granted { 0 } else { 128 + 31 }, "answer {answer:?}");
+        assert_eq!(v["escalation"]["approver"]["kind"], "terminal");
+    }
+    let lines = audit_lines(&log);
+    assert_eq!(lines.len(), cases.len());
+    assert!(lines.iter().zip(cases).all(|(l, (_, g))| (l.decision == Verdict::Granted) == g));
+}
+
+#[test]
+fn cli_ask_without_a_terminal_refuses() {
+    if skip("cli_ask_without_a_terminal_refuses") {
+        return;
+    }
+    if which::which("setsid").is_err() {
+        return loud("SKIP cli_ask_without_a_terminal_refuses: no setsid (util-linux) to drop the terminal");
+    }
+    let d = dirs("cli-ask-notty");
+    let target = d.out.join("effect");
+    let log = d.gov.join("audit.jsonl");
+    // setsid: no controlling terminal, so /dev/tty cannot be opened.
+    let out = std::process::Command::new("setsid")
+        .args(["-w", env!("CARGO_BIN_EXE_cordon"), "run", "--json", "--ask", "--audit-log", s(&log), "-c"])
+        .arg(write_then_deny(&target))
+        .current_dir(&d.ws)
+        .stdin(Stdio::null())
+        .output()
+        .expect("setsid");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {:?}", out));
+    assert_eq!(v["escalation"]["decision"]["verdict"], "refused");
+    assert!(v["escalation"]["decision"]["reason"].as_str().unwrap().contains("no terminal"));
+    assert!(!target.exists());
+}
