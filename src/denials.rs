@@ -40,8 +40,18 @@ pub const MAX_DENIALS: usize = 64;
 pub const NAME_SERVICE_PROBES: [&str; 3] = ["/var/run/nscd/socket", "/run/nscd/socket", "/run/systemd/userdb/"];
 
 /// Error messages (C locale) that may mark a refused write.
-const REFUSAL_MESSAGES: [(&str, i32); 3] =
-    [("Read-only file system", libc::EROFS), ("Permission denied", libc::EACCES), ("Operation not permitted", libc::EPERM)];
+const REFUSAL_MESSAGES: [(&str, i32); 6] = [
+    ("Read-only file system", libc::EROFS),
+    // Node.js and libuv: "EROFS: read-only file system, open '/x'".
+    ("EROFS: read-only file system", libc::EROFS),
+    ("Permission denied", libc::EACCES),
+    ("EACCES: permission denied", libc::EACCES),
+    ("Operation not permitted", libc::EPERM),
+    ("EPERM: operation not permitted", libc::EPERM),
+];
+
+/// Shell prefixes whose redirection errors name a bare file (`bash: line 1: out: ...`).
+const SHELL_PREFIXES: [&str; 6] = ["bash:", "sh:", "dash:", "zsh:", "/bin/bash:", "/bin/sh:"];
 
 /// Where the supervisor records what it saw.
 pub type DenialSink = Arc<Mutex<Vec<Denial>>>;
@@ -312,7 +322,8 @@ fn candidate_paths(line: &str, message: &str) -> Vec<String> {
         if let Some(head) = head.strip_suffix(':') {
             let seg = head.rsplit(": ").next().unwrap_or(head).trim();
             let last = seg.rsplit(' ').next().unwrap_or(seg).trim_matches(|c| c == '\'' || c == '"');
-            if last.contains('/') || last.starts_with('.') {
+            let from_shell = SHELL_PREFIXES.iter().any(|p| line.starts_with(p)) && !seg.contains(' ');
+            if !last.is_empty() && (last.contains('/') || last.starts_with('.') || from_shell) {
                 out.push(last.to_string());
             }
         }
@@ -321,7 +332,18 @@ fn candidate_paths(line: &str, message: &str) -> Vec<String> {
 }
 
 /// Denials evidenced by diagnostic lines (see the module docs for the rules).
-pub fn classify_diagnostics(stderr: &str, policy: &ExecutionPolicy, workdir: &Path) -> Vec<Denial> {
+///
+/// `mount_layer`: the run had read-only mounts. Then every refused write outside the
+/// writable roots surfaces as `EROFS` (the mount check precedes Landlock's), so
+/// "Permission denied" / "Operation not permitted" lines count only for device files
+/// (which read-only mounts do not cover); a command printing those words itself is
+/// not mistaken for the sandbox.
+pub fn classify_diagnostics(
+    stderr: &str,
+    policy: &ExecutionPolicy,
+    workdir: &Path,
+    mount_layer: bool,
+) -> Vec<Denial> {
     let mut out: Vec<Denial> = Vec::new();
     if !policy.mode.is_confined() {
         return out;
@@ -330,6 +352,9 @@ pub fn classify_diagnostics(stderr: &str, policy: &ExecutionPolicy, workdir: &Pa
         let Some((message, errno)) = REFUSAL_MESSAGES.iter().find(|(m, _)| line.contains(m)) else { continue };
         for cand in candidate_paths(line, message) {
             let path = normalize(workdir, Path::new(&cand));
+            if mount_layer && *errno != libc::EROFS && !path.starts_with("/dev") {
+                continue;
+            }
             if policy_allows_write(policy, &path) || !host_allows_write(&path) {
                 continue;
             }
@@ -384,6 +409,12 @@ mod tests {
             ("fatal: Unable to create '/w/.git/index.lock': Read-only file system", "Read-only file system", "/w/.git/index.lock"),
             ("error: could not lock config file .git/config: Read-only file system", "Read-only file system", ".git/config"),
             ("mkdir: cannot create directory ‘/opt/x’: Permission denied", "Permission denied", "/opt/x"),
+            ("bash: line 1: new-file: Read-only file system", "Read-only file system", "new-file"),
+            (
+                "Error: EROFS: read-only file system, open '/x/node'",
+                "EROFS: read-only file system",
+                "/x/node",
+            ),
         ];
         for (line, msg, want) in cases {
             assert!(candidate_paths(line, msg).iter().any(|c| c == want), "{line}: {:?}", candidate_paths(line, msg));
@@ -395,7 +426,7 @@ mod tests {
         let ws = tempfile::tempdir().unwrap();
         let p = policy(Mode::WorkspaceWrite, ws.path());
         let line = format!("bash: {}/x: Permission denied\n/tmp/y: Read-only file system", ws.path().display());
-        assert!(classify_diagnostics(&line, &p, ws.path()).is_empty());
+        assert!(classify_diagnostics(&line, &p, ws.path(), true).is_empty());
     }
 
     #[test]
@@ -405,7 +436,7 @@ mod tests {
         let outside = tempfile::tempdir_in("/var/tmp").unwrap();
         let p = policy(Mode::WorkspaceWrite, ws.path());
         let line = format!("bash: line 1: {}/x: Read-only file system", outside.path().display());
-        let d = classify_diagnostics(&line, &p, ws.path());
+        let d = classify_diagnostics(&line, &p, ws.path(), true);
         assert_eq!(d.len(), 1, "{d:?}");
         assert_eq!(d[0].kind, DenialKind::FileWrite);
     }
@@ -415,10 +446,10 @@ mod tests {
         let ws = tempfile::tempdir().unwrap();
         std::fs::create_dir(ws.path().join(".git")).unwrap();
         let p = policy(Mode::WorkspaceWrite, ws.path());
-        let d = classify_diagnostics("bash: .git/config: Read-only file system", &p, ws.path());
+        let d = classify_diagnostics("bash: .git/config: Read-only file system", &p, ws.path(), true);
         assert_eq!(d.len(), 1);
         let ro = policy(Mode::ReadOnly, ws.path());
-        let d = classify_diagnostics("touch: cannot touch 'new': Read-only file system", &ro, ws.path());
+        let d = classify_diagnostics("touch: cannot touch 'new': Read-only file system", &ro, ws.path(), true);
         assert_eq!(d.len(), 1, "{d:?}");
     }
 
@@ -426,7 +457,7 @@ mod tests {
     fn writes_to_the_private_tmp_are_not_denials() {
         let ws = tempfile::tempdir_in("/var/tmp").unwrap();
         let p = policy(Mode::ReadOnly, ws.path());
-        assert!(classify_diagnostics("bash: /tmp/x: Read-only file system", &p, ws.path()).is_empty());
+        assert!(classify_diagnostics("bash: /tmp/x: Read-only file system", &p, ws.path(), true).is_empty());
     }
 
     #[test]
@@ -439,10 +470,15 @@ mod tests {
             "Permission denied",
             "bash: foo: command not found",
         ] {
-            assert!(classify_diagnostics(line, &p, ws.path()).is_empty(), "{line}");
+            assert!(classify_diagnostics(line, &p, ws.path(), true).is_empty(), "{line}");
         }
         let full = policy(Mode::FullAccess, ws.path());
-        assert!(classify_diagnostics("bash: /etc/x: Permission denied", &full, ws.path()).is_empty());
+        assert!(classify_diagnostics("bash: /etc/x: Permission denied", &full, ws.path(), true).is_empty());
+        // With read-only mounts, refusals are EROFS: printed "Permission denied" is not one.
+        let outside = tempfile::tempdir_in("/var/tmp").unwrap();
+        let fake = format!("{}/x: Permission denied", outside.path().display());
+        assert!(classify_diagnostics(&fake, &p, ws.path(), true).is_empty());
+        assert_eq!(classify_diagnostics(&fake, &p, ws.path(), false).len(), 1);
     }
 
     #[test]

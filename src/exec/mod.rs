@@ -353,6 +353,7 @@ struct Launched {
     denials: crate::denials::DenialSink,
     policy: crate::policy::ExecutionPolicy,
     workdir: PathBuf,
+    mount_layer: bool,
     pidfd: AsyncFd<OwnedFd>,
     selection: Selection,
     enforcement: crate::result::Enforcement,
@@ -640,6 +641,7 @@ impl Executor {
             denials,
             policy: spec.policy.clone(),
             workdir: spec.workdir.clone(),
+            mount_layer: plan.namespaces.mount,
             pidfd,
             enforcement: plan.enforcement.clone(),
             selection,
@@ -750,7 +752,7 @@ async fn finish(
         });
     }
     if mode.is_confined() {
-        denials.extend(crate::denials::classify_diagnostics(&stderr.text, &l.policy, &l.workdir));
+        denials.extend(crate::denials::classify_diagnostics(&stderr.text, &l.policy, &l.workdir, l.mount_layer));
         denials.truncate(crate::denials::MAX_DENIALS);
     }
     if let Some(dir) = &l.run_dir {
