@@ -129,9 +129,9 @@ fn read_sockaddr(pid: u32, addr: u64, len: u64) -> Option<String> {
 }
 
 fn is_name_service_probe(target: &str) -> bool {
-    target
-        .strip_prefix("unix:")
-        .is_some_and(|p| NAME_SERVICE_PROBES.iter().any(|probe| p == *probe || (probe.ends_with('/') && p.starts_with(probe))))
+    target.strip_prefix("unix:").is_some_and(|p| {
+        NAME_SERVICE_PROBES.iter().any(|probe| p == *probe || (probe.ends_with('/') && p.starts_with(probe)))
+    })
 }
 
 /// Answer one notification: record it (unless it is a name-service probe) and refuse
@@ -162,7 +162,10 @@ fn handle(n: &cordon_stage::notify::Notification, observed: &Observed, listener:
                 Denial {
                     kind: DenialKind::Network,
                     target: Some(target.unwrap_or_else(|| "(address unreadable)".into())),
-                    evidence: format!("seccomp supervisor: {}() refused with errno {errno} (network off)", observed.name),
+                    evidence: format!(
+                        "seccomp supervisor: {}() refused with errno {errno} (network off)",
+                        observed.name
+                    ),
                 },
             );
             errno
@@ -191,7 +194,9 @@ pub async fn supervise(listener: OwnedFd, observed: BTreeMap<i64, Observed>, sin
     // `AsyncFd::new` is deprecated because a bare RawFd could be closed under it; an
     // OwnedFd that the AsyncFd owns cannot.
     #[allow(deprecated)]
-    let Ok(fd) = tokio::io::unix::AsyncFd::new(listener) else { return };
+    let Ok(fd) = tokio::io::unix::AsyncFd::new(listener) else {
+        return;
+    };
     loop {
         let Ok(mut guard) = fd.readable().await else { return };
         // NOTIF_RECV blocks (it ignores O_NONBLOCK), and epoll readiness can be stale:
@@ -245,7 +250,6 @@ fn pending(fd: &tokio::io::unix::AsyncFd<OwnedFd>) -> Pending {
         Err(_) => Pending::Gone,
     }
 }
-
 
 /// Lexically normalize `p` (joined to `cwd` when relative): `.` and `..` resolved
 /// without touching the filesystem.
@@ -338,12 +342,7 @@ fn candidate_paths(line: &str, message: &str) -> Vec<String> {
 /// "Permission denied" / "Operation not permitted" lines count only for device files
 /// (which read-only mounts do not cover); a command printing those words itself is
 /// not mistaken for the sandbox.
-pub fn classify_diagnostics(
-    stderr: &str,
-    policy: &ExecutionPolicy,
-    workdir: &Path,
-    mount_layer: bool,
-) -> Vec<Denial> {
+pub fn classify_diagnostics(stderr: &str, policy: &ExecutionPolicy, workdir: &Path, mount_layer: bool) -> Vec<Denial> {
     let mut out: Vec<Denial> = Vec::new();
     if !policy.mode.is_confined() {
         return out;
@@ -406,15 +405,19 @@ mod tests {
             ("bash: line 1: /etc/evil: Read-only file system", "Read-only file system", "/etc/evil"),
             ("touch: cannot touch '/etc/x': Read-only file system", "Read-only file system", "/etc/x"),
             ("OSError: [Errno 30] Read-only file system: '/usr/x'", "Read-only file system", "/usr/x"),
-            ("fatal: Unable to create '/w/.git/index.lock': Read-only file system", "Read-only file system", "/w/.git/index.lock"),
-            ("error: could not lock config file .git/config: Read-only file system", "Read-only file system", ".git/config"),
+            (
+                "fatal: Unable to create '/w/.git/index.lock': Read-only file system",
+                "Read-only file system",
+                "/w/.git/index.lock",
+            ),
+            (
+                "error: could not lock config file .git/config: Read-only file system",
+                "Read-only file system",
+                ".git/config",
+            ),
             ("mkdir: cannot create directory ‘/opt/x’: Permission denied", "Permission denied", "/opt/x"),
             ("bash: line 1: new-file: Read-only file system", "Read-only file system", "new-file"),
-            (
-                "Error: EROFS: read-only file system, open '/x/node'",
-                "EROFS: read-only file system",
-                "/x/node",
-            ),
+            ("Error: EROFS: read-only file system, open '/x/node'", "EROFS: read-only file system", "/x/node"),
         ];
         for (line, msg, want) in cases {
             assert!(candidate_paths(line, msg).iter().any(|c| c == want), "{line}: {:?}", candidate_paths(line, msg));

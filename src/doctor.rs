@@ -139,7 +139,9 @@ fn next_steps(host: &HostFacts, runners: &[(RunnerKind, ProbeStatus)], apparmor:
         steps.push(format!("{fix} ({reason})"));
     }
     if host.bwrap.is_none() {
-        steps.push("install bubblewrap for the fallback runner: apt-get install bubblewrap (dnf install bubblewrap)".into());
+        steps.push(
+            "install bubblewrap for the fallback runner: apt-get install bubblewrap (dnf install bubblewrap)".into(),
+        );
     }
     if !host.disabled_runners.is_empty() {
         steps.push(format!("{} disables runners: unset it to use them", crate::host::ENV_DISABLE_RUNNERS));

@@ -69,9 +69,7 @@ fn is_managed(name: &OsStr) -> bool {
 /// Whether a variable name looks like it holds a credential (step 3).
 pub fn is_credential_name(name: &OsStr) -> bool {
     let upper = name.as_bytes().to_ascii_uppercase();
-    CREDENTIAL_MARKERS
-        .iter()
-        .any(|m| upper.windows(m.len()).any(|w| w == m.as_bytes()))
+    CREDENTIAL_MARKERS.iter().any(|m| upper.windows(m.len()).any(|w| w == m.as_bytes()))
 }
 
 fn check_name(name: &str) -> Result<(), EnvError> {
@@ -157,8 +155,7 @@ mod tests {
 
     #[test]
     fn step2_drops_ambient_cordon_namespace() {
-        let env =
-            build_environment(amb(&[("CORDON_MODE", "full-access"), ("cordon_x", "1")]), &[], &[], &[]).unwrap();
+        let env = build_environment(amb(&[("CORDON_MODE", "full-access"), ("cordon_x", "1")]), &[], &[], &[]).unwrap();
         assert_eq!(get(&env, "CORDON_MODE"), None);
         assert_eq!(get(&env, "cordon_x"), None);
     }

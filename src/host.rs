@@ -91,7 +91,9 @@ fn detect_namespaces(euid: u32, disable_userns: bool) -> Namespaces {
         return Namespaces::Unavailable { reason: format!("user namespaces disabled by {ENV_DISABLE_USERNS}") };
     }
     if read_trim("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
-        return Namespaces::Unavailable { reason: "user namespaces are disabled (user.max_user_namespaces = 0)".into() };
+        return Namespaces::Unavailable {
+            reason: "user namespaces are disabled (user.max_user_namespaces = 0)".into(),
+        };
     }
     if read_trim("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
         return Namespaces::Unavailable {
@@ -100,8 +102,9 @@ fn detect_namespaces(euid: u32, disable_userns: bool) -> Namespaces {
     }
     if read_trim("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
         return Namespaces::Unavailable {
-            reason: "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)"
-                .into(),
+            reason:
+                "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1)"
+                    .into(),
         };
     }
     Namespaces::UserNamespace

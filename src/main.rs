@@ -346,7 +346,9 @@ fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitCode {
     let outcome = rt.block_on(async {
         let exec = Executor::new(ExecutorConfig::default())?;
         match &approver {
-            Some(a) => esc::run_with_escalation_until(&exec, req, a.as_ref(), &opts, audit.as_ref(), interrupted()).await,
+            Some(a) => {
+                esc::run_with_escalation_until(&exec, req, a.as_ref(), &opts, audit.as_ref(), interrupted()).await
+            }
             None => {
                 let spec = exec.resolve(req)?;
                 opts.governing.check(&spec.policy)?;
@@ -494,27 +496,28 @@ fn sample_policy(mode: Mode) -> ExecutionPolicy {
 }
 
 fn probe_report(host: &HostFacts) -> serde_json::Value {
-    let runners: Vec<serde_json::Value> = [RunnerKind::Landlock, RunnerKind::Bwrap, RunnerKind::Seatbelt, RunnerKind::Passthrough]
-        .into_iter()
-        .map(|kind| {
-            let status = probe_runner(kind, host);
-            let modes: Vec<serde_json::Value> = Mode::ALL
-                .into_iter()
-                .filter(|m| (*m == Mode::FullAccess) == (kind == RunnerKind::Passthrough))
-                .map(|mode| {
-                    let enforcement = match status {
-                        ProbeStatus::Available => {
-                            serde_json::to_value(runner::runner_for(kind).enforcement(&sample_policy(mode), host))
-                                .unwrap_or_default()
-                        }
-                        _ => serde_json::Value::Null,
-                    };
-                    serde_json::json!({ "mode": mode, "enforcement": enforcement })
-                })
-                .collect();
-            serde_json::json!({ "runner": kind, "probe": status, "modes": modes })
-        })
-        .collect();
+    let runners: Vec<serde_json::Value> =
+        [RunnerKind::Landlock, RunnerKind::Bwrap, RunnerKind::Seatbelt, RunnerKind::Passthrough]
+            .into_iter()
+            .map(|kind| {
+                let status = probe_runner(kind, host);
+                let modes: Vec<serde_json::Value> = Mode::ALL
+                    .into_iter()
+                    .filter(|m| (*m == Mode::FullAccess) == (kind == RunnerKind::Passthrough))
+                    .map(|mode| {
+                        let enforcement = match status {
+                            ProbeStatus::Available => {
+                                serde_json::to_value(runner::runner_for(kind).enforcement(&sample_policy(mode), host))
+                                    .unwrap_or_default()
+                            }
+                            _ => serde_json::Value::Null,
+                        };
+                        serde_json::json!({ "mode": mode, "enforcement": enforcement })
+                    })
+                    .collect();
+                serde_json::json!({ "runner": kind, "probe": status, "modes": modes })
+            })
+            .collect();
     let auto: Vec<serde_json::Value> = Mode::ALL
         .into_iter()
         .map(|mode| match runner::select(&sample_policy(mode), host, RunnerChoice::Auto) {
@@ -545,7 +548,9 @@ fn print_probe(host: &HostFacts, report: &serde_json::Value) {
     println!("host");
     println!("  os:               {}", host.os);
     match host.landlock_abi_cap {
-        Some(cap) => println!("  landlock ABI:     {} (kernel {}, capped to {cap})", host.landlock_abi, host.kernel_landlock_abi),
+        Some(cap) => {
+            println!("  landlock ABI:     {} (kernel {}, capped to {cap})", host.landlock_abi, host.kernel_landlock_abi)
+        }
         None => println!("  landlock ABI:     {}", host.landlock_abi),
     }
     println!("  seccomp:          {}", if host.seccomp { "yes" } else { "no" });
@@ -569,9 +574,17 @@ fn print_probe(host: &HostFacts, report: &serde_json::Value) {
             if m["enforcement"].is_null() {
                 continue;
             }
-            println!("    {:<16} {}", m["mode"].as_str().unwrap_or("?"), m["enforcement"]["level"].as_str().unwrap_or("?"));
+            println!(
+                "    {:<16} {}",
+                m["mode"].as_str().unwrap_or("?"),
+                m["enforcement"]["level"].as_str().unwrap_or("?")
+            );
             for g in m["enforcement"]["gaps"].as_array().into_iter().flatten() {
-                println!("      gap {}: {}", g["restriction"].as_str().unwrap_or("?"), g["reason"].as_str().unwrap_or(""));
+                println!(
+                    "      gap {}: {}",
+                    g["restriction"].as_str().unwrap_or("?"),
+                    g["reason"].as_str().unwrap_or("")
+                );
             }
         }
     }
@@ -584,7 +597,9 @@ fn print_probe(host: &HostFacts, report: &serde_json::Value) {
                 r.as_str().unwrap_or("?"),
                 a["enforcement"]["level"].as_str().unwrap_or("?")
             ),
-            None => println!("  {:<16} {}", a["mode"].as_str().unwrap_or("?"), a["error"]["code"].as_str().unwrap_or("?")),
+            None => {
+                println!("  {:<16} {}", a["mode"].as_str().unwrap_or("?"), a["error"]["code"].as_str().unwrap_or("?"))
+            }
         }
     }
 }

@@ -56,10 +56,7 @@ pub struct ParseModeError {
 impl FromStr for Mode {
     type Err = ParseModeError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Mode::ALL
-            .into_iter()
-            .find(|m| m.as_str() == s)
-            .ok_or_else(|| ParseModeError { given: s.to_string() })
+        Mode::ALL.into_iter().find(|m| m.as_str() == s).ok_or_else(|| ParseModeError { given: s.to_string() })
     }
 }
 

@@ -104,9 +104,8 @@ fn too_wide(path: &Path, home: Option<&Path>) -> Option<&'static str> {
 
 /// Resolve a request against the filesystem (canonicalizes paths; reads `.git` files).
 pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<ExecutionPolicy, PolicyError> {
-    let ws = workspace
-        .canonicalize()
-        .map_err(|source| PolicyError::Workspace { path: workspace.to_path_buf(), source })?;
+    let ws =
+        workspace.canonicalize().map_err(|source| PolicyError::Workspace { path: workspace.to_path_buf(), source })?;
     if !ws.is_dir() {
         return Err(PolicyError::Workspace {
             path: workspace.to_path_buf(),
@@ -281,10 +280,7 @@ mod tests {
         let ws = dir.path().join("ws");
         std::fs::create_dir(&ws).unwrap();
         std::os::unix::fs::symlink(&elsewhere, ws.join(".git")).unwrap();
-        assert!(matches!(
-            resolve_policy(&req(Mode::WorkspaceWrite), &ws),
-            Err(PolicyError::ProtectedSymlink { .. })
-        ));
+        assert!(matches!(resolve_policy(&req(Mode::WorkspaceWrite), &ws), Err(PolicyError::ProtectedSymlink { .. })));
         assert!(resolve_policy(&req(Mode::ReadOnly), &ws).is_ok());
     }
 }

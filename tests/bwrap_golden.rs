@@ -416,7 +416,10 @@ fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
     assert_eq!(plan.new_session, case.new_session, "{name}");
     assert_eq!(plan.env, [("TMPDIR".to_string(), "/tmp".to_string())], "{name}");
     assert!(!plan.needs_run_dir, "{name}");
-    assert!(!plan.enforcement.gaps.iter().any(|g| g.restriction == "denial-audit"), "{name}: denial-audit is the landlock runner's promise");
+    assert!(
+        !plan.enforcement.gaps.iter().any(|g| g.restriction == "denial-audit"),
+        "{name}: denial-audit is the landlock runner's promise"
+    );
 }
 
 #[test]

@@ -32,7 +32,8 @@ fn have(tool: &str) -> bool {
 }
 
 fn sh(dir: &Path, script: &str) {
-    let ok = Command::new("sh").arg("-c").arg(script).current_dir(dir).stdout(Stdio::null()).stderr(Stdio::null()).status();
+    let ok =
+        Command::new("sh").arg("-c").arg(script).current_dir(dir).stdout(Stdio::null()).stderr(Stdio::null()).status();
     assert!(ok.is_ok_and(|s| s.success()), "setup failed in {}: {script}", dir.display());
 }
 
@@ -101,7 +102,8 @@ fn denial_classification_corpus() {
     let mut skipped = Vec::new();
     for e in entries {
         let id = e["id"].as_str().unwrap();
-        let needs: Vec<&str> = e["needs"].as_array().map(|a| a.iter().filter_map(|x| x.as_str()).collect()).unwrap_or_default();
+        let needs: Vec<&str> =
+            e["needs"].as_array().map(|a| a.iter().filter_map(|x| x.as_str()).collect()).unwrap_or_default();
         if let Some(missing) = needs.iter().find(|t| !have(t)) {
             println!("SKIP {test}/{id}: `{missing}` is not installed");
             skipped.push(id.to_string());

@@ -47,13 +47,8 @@ const ALLOWED_PATH_LITERALS: [&str; 9] = [
 const BARE_ALLOWS_OK: [&str; 3] = ["process-exec", "process-fork", "file-read*"];
 
 /// The parameters a snippet may name (templates with the index token).
-const KNOWN_PARAMS: [&str; 5] = [
-    "TMPDIR",
-    "WORKSPACE",
-    "WRITABLE_ROOT_@INDEX@",
-    "PROTECTED_@INDEX@",
-    "PROTECTED_ANCESTOR_@INDEX@",
-];
+const KNOWN_PARAMS: [&str; 5] =
+    ["TMPDIR", "WORKSPACE", "WRITABLE_ROOT_@INDEX@", "PROTECTED_@INDEX@", "PROTECTED_ANCESTOR_@INDEX@"];
 
 fn repo_path(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
@@ -72,10 +67,7 @@ fn check_golden(name: &str, actual: &str) {
         return;
     }
     let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "cannot read golden file {}: {e}; run with {UPDATE_ENV}=1 to create it",
-            path.display()
-        )
+        panic!("cannot read golden file {}: {e}; run with {UPDATE_ENV}=1 to create it", path.display())
     });
     if expected != actual {
         let line = expected
@@ -183,12 +175,7 @@ fn planned_cases() -> Vec<Case> {
     c.protected = vec![r#"/Users/dev/My "Project" (copy) 'v2' a=b; c/.git"#.into()];
     c.tmpdir = "/private/var/folders/zz/x1y2z3/T/cordon run (1)/tmp".into();
     c.program = "/Users/dev/bin/my tool".into();
-    c.args = vec![
-        "--name=\"quoted\"".into(),
-        "line one\nline two".into(),
-        "-p".into(),
-        "--".into(),
-    ];
+    c.args = vec!["--name=\"quoted\"".into(), "line one\nline two".into(), "-p".into(), "--".into()];
     cases.push(c);
 
     // A program whose name starts with `-` stays the program, thanks to `--`.
@@ -237,11 +224,7 @@ fn refused_cases() -> Vec<Case> {
 
 fn render_argv(case: &str, plan: &SeatbeltPlan) -> String {
     let mut out = String::new();
-    writeln!(
-        out,
-        "# {case}: the argv of {SANDBOX_EXEC_PATH}, one argument per line, Rust-quoted."
-    )
-    .unwrap();
+    writeln!(out, "# {case}: the argv of {SANDBOX_EXEC_PATH}, one argument per line, Rust-quoted.").unwrap();
     writeln!(out, "# argv[2] is the profile text, kept in {case}.sb.").unwrap();
     for (i, arg) in plan.argv.iter().enumerate() {
         if i == 2 {
@@ -315,61 +298,30 @@ fn check_plan_invariants(case: &Case, plan: &SeatbeltPlan) {
     // Every parameter the profile names is passed, and only those.
     let passed: BTreeSet<String> = plan.params.iter().map(|(k, _)| k.clone()).collect();
     assert_eq!(passed.len(), plan.params.len(), "{name}: a parameter is passed twice");
-    assert_eq!(
-        param_names(&plan.profile),
-        passed,
-        "{name}: profile params vs -D params"
-    );
+    assert_eq!(param_names(&plan.profile), passed, "{name}: profile params vs -D params");
 
     // No path (no parameter value) ever occurs in the profile text.
     for (key, value) in &plan.params {
         let value = value.to_str().unwrap();
-        assert!(
-            !plan.profile.contains(value),
-            "{name}: the value of {key} ({value:?}) is spliced into the profile"
-        );
+        assert!(!plan.profile.contains(value), "{name}: the value of {key} ({value:?}) is spliced into the profile");
     }
-    for path in std::iter::once(&case.workspace)
-        .chain(&case.roots)
-        .chain(&case.protected)
-    {
-        assert!(
-            !plan.profile.contains(path.to_str().unwrap()),
-            "{name}: {path:?} appears in the profile"
-        );
+    for path in std::iter::once(&case.workspace).chain(&case.roots).chain(&case.protected) {
+        assert!(!plan.profile.contains(path.to_str().unwrap()), "{name}: {path:?} appears in the profile");
     }
 
     // Protected denies come after every allow (the last matching rule decides).
     if !case.protected.is_empty() {
-        let first_deny = plan
-            .profile
-            .find("\n(deny file-write* file-link file-clone")
-            .expect("protected deny");
+        let first_deny = plan.profile.find("\n(deny file-write* file-link file-clone").expect("protected deny");
         let last_allow = plan.profile.rfind("\n(allow ").unwrap();
-        assert!(
-            last_allow < first_deny,
-            "{name}: an allow rule follows the protected denies"
-        );
+        assert!(last_allow < first_deny, "{name}: an allow rule follows the protected denies");
     }
 
     // TMPDIR is exported to the command and is the writable temp dir.
-    assert_eq!(
-        plan.env,
-        [("TMPDIR".to_string(), case.tmpdir.clone().into_os_string())],
-        "{name}"
-    );
-    assert_eq!(
-        plan.params[0],
-        ("TMPDIR".to_string(), case.tmpdir.clone().into_os_string()),
-        "{name}"
-    );
+    assert_eq!(plan.env, [("TMPDIR".to_string(), case.tmpdir.clone().into_os_string())], "{name}");
+    assert_eq!(plan.params[0], ("TMPDIR".to_string(), case.tmpdir.clone().into_os_string()), "{name}");
 
     let problems = validate_sbpl(&plan.profile, SbplKind::Generated);
-    assert!(
-        problems.is_empty(),
-        "{name}: generated profile fails validation:\n{}",
-        problems.join("\n")
-    );
+    assert!(problems.is_empty(), "{name}: generated profile fails validation:\n{}", problems.join("\n"));
 }
 
 #[test]
@@ -426,10 +378,7 @@ fn no_golden_file_is_stale() {
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(
-        found, expected,
-        "golden files without a case (delete them) or cases without golden files"
-    );
+    assert_eq!(found, expected, "golden files without a case (delete them) or cases without golden files");
 }
 
 // ------------------------------------------------------------ validation
@@ -463,23 +412,14 @@ struct Lexed {
 /// A small SBPL lexer: `;` comments to end of line, `"..."` strings and `#"..."`
 /// regex literals with `\` escapes, and parentheses.
 fn lex(text: &str) -> Lexed {
-    let mut lexed = Lexed {
-        lines: Vec::new(),
-        strings: Vec::new(),
-        top_level_forms: Vec::new(),
-        errors: Vec::new(),
-    };
+    let mut lexed = Lexed { lines: Vec::new(), strings: Vec::new(), top_level_forms: Vec::new(), errors: Vec::new() };
     let mut depth: i64 = 0;
     let mut in_string = false;
     let mut escaped = false;
     let mut current_string = String::new();
     let mut form = String::new();
     for (n, line) in text.lines().enumerate() {
-        let mut facts = LineFacts {
-            opens_form: false,
-            has_comment: false,
-            comment_only: false,
-        };
+        let mut facts = LineFacts { opens_form: false, has_comment: false, comment_only: false };
         let mut code_seen = false;
         for ch in line.chars() {
             if depth > 0 || ch == '(' {
@@ -563,19 +503,13 @@ fn validate_sbpl(text: &str, kind: SbplKind) -> Vec<String> {
     let mut previous_comment_only = false;
     for (n, (facts, line)) in lexed.lines.iter().zip(text.lines()).enumerate() {
         if facts.opens_form && !facts.has_comment && !previous_comment_only {
-            problems.push(format!(
-                "line {}: rule without a `;` comment on it or directly above it: {line}",
-                n + 1
-            ));
+            problems.push(format!("line {}: rule without a `;` comment on it or directly above it: {line}", n + 1));
         }
         previous_comment_only = facts.comment_only;
     }
 
-    let normalized: Vec<String> = lexed
-        .top_level_forms
-        .iter()
-        .map(|f| f.split_whitespace().collect::<Vec<_>>().join(" "))
-        .collect();
+    let normalized: Vec<String> =
+        lexed.top_level_forms.iter().map(|f| f.split_whitespace().collect::<Vec<_>>().join(" ")).collect();
     let opens_profile = matches!(kind, SbplKind::Base | SbplKind::Generated);
     if opens_profile {
         if normalized.first().map(String::as_str) != Some("(version 1)") {
@@ -626,10 +560,7 @@ fn validate_sbpl(text: &str, kind: SbplKind) -> Vec<String> {
         if line.contains(INDEX_TOKEN) {
             let code = line.split(';').next().unwrap_or("");
             if kind == SbplKind::Generated || !code.contains(&format!("{INDEX_TOKEN}\")")) {
-                problems.push(format!(
-                    "line {}: {INDEX_TOKEN} outside a parameter name: {line}",
-                    n + 1
-                ));
+                problems.push(format!("line {}: {INDEX_TOKEN} outside a parameter name: {line}", n + 1));
             }
         }
     }
@@ -640,9 +571,9 @@ fn validate_sbpl(text: &str, kind: SbplKind) -> Vec<String> {
 /// token replaced by a number, in a snippet verbatim.
 fn param_is_known(name: &str, kind: SbplKind) -> bool {
     KNOWN_PARAMS.iter().any(|known| match known.strip_suffix(INDEX_TOKEN) {
-        Some(prefix) if kind == SbplKind::Generated => name
-            .strip_prefix(prefix)
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())),
+        Some(prefix) if kind == SbplKind::Generated => {
+            name.strip_prefix(prefix).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        }
         _ => name == *known,
     })
 }
@@ -654,36 +585,17 @@ fn every_profile_file_is_embedded_and_valid() {
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(
-            name.ends_with(".sb"),
-            "{}: only .sb files belong in profiles/seatbelt",
-            path.display()
-        );
+        assert!(name.ends_with(".sb"), "{}: only .sb files belong in profiles/seatbelt", path.display());
         let text = std::fs::read_to_string(&path).unwrap();
         let embedded = PROFILE_SNIPPETS.iter().find(|(n, _)| *n == name).map(|(_, t)| *t);
-        assert_eq!(
-            embedded,
-            Some(text.as_str()),
-            "{name}: not embedded by the planner, or stale"
-        );
-        let kind = if name == "base.sb" {
-            SbplKind::Base
-        } else {
-            SbplKind::Snippet
-        };
+        assert_eq!(embedded, Some(text.as_str()), "{name}: not embedded by the planner, or stale");
+        let kind = if name == "base.sb" { SbplKind::Base } else { SbplKind::Snippet };
         let problems = validate_sbpl(&text, kind);
         assert!(problems.is_empty(), "{name}:\n{}", problems.join("\n"));
         // Templates (files with the index token) name exactly one indexed parameter.
         if text.contains(INDEX_TOKEN) {
-            let indexed: Vec<String> = param_names(&text)
-                .into_iter()
-                .filter(|p| p.contains(INDEX_TOKEN))
-                .collect();
-            assert_eq!(
-                indexed.len(),
-                1,
-                "{name}: a template names one indexed parameter, found {indexed:?}"
-            );
+            let indexed: Vec<String> = param_names(&text).into_iter().filter(|p| p.contains(INDEX_TOKEN)).collect();
+            assert_eq!(indexed.len(), 1, "{name}: a template names one indexed parameter, found {indexed:?}");
         }
         on_disk.insert(name);
     }
@@ -694,43 +606,22 @@ fn every_profile_file_is_embedded_and_valid() {
 #[test]
 fn validator_catches_what_it_promises() {
     let cases: [(&str, &str); 9] = [
-        (
-            "; c\n(version 1)\n; c\n(deny default)\n; c\n(allow file-write* (subpath \"/Users/me\"))\n",
-            "path literal",
-        ),
-        (
-            "; c\n(version 1)\n; c\n(deny default)\n(allow process-exec)\n",
-            "without a `;` comment",
-        ),
-        (
-            "; c\n(version 1)\n; c\n(deny default)\n; c\n(allow file-write*)\n",
-            "without a filter",
-        ),
-        (
-            "; c\n(version 1)\n; c\n(deny default)\n; c\n(allow process-exec\n",
-            "unclosed",
-        ),
+        ("; c\n(version 1)\n; c\n(deny default)\n; c\n(allow file-write* (subpath \"/Users/me\"))\n", "path literal"),
+        ("; c\n(version 1)\n; c\n(deny default)\n(allow process-exec)\n", "without a `;` comment"),
+        ("; c\n(version 1)\n; c\n(deny default)\n; c\n(allow file-write*)\n", "without a filter"),
+        ("; c\n(version 1)\n; c\n(deny default)\n; c\n(allow process-exec\n", "unclosed"),
         ("; c\n(version 1)\n; c\n(allow default)\n", "(allow default)"),
         ("; c\n(deny default)\n", "(version 1)"),
         (
             "; c\n(version 1)\n; c\n(deny default)\n; c\n(allow file-write* (subpath (param \"HOME\")))\n",
             "unknown parameter",
         ),
-        (
-            "; c\n(version 1)\n; c\n(deny default)\n; c\n(allow file-read* (literal \"a;b\")) ; fine\n)\n",
-            "unbalanced",
-        ),
-        (
-            "; c\n(version 1)\n; c\n(deny default)\n; @INDEX@\n(allow signal (target self))\n",
-            "@INDEX@ outside",
-        ),
+        ("; c\n(version 1)\n; c\n(deny default)\n; c\n(allow file-read* (literal \"a;b\")) ; fine\n)\n", "unbalanced"),
+        ("; c\n(version 1)\n; c\n(deny default)\n; @INDEX@\n(allow signal (target self))\n", "@INDEX@ outside"),
     ];
     for (text, expected) in cases {
         let problems = validate_sbpl(text, SbplKind::Generated);
-        assert!(
-            problems.iter().any(|p| p.contains(expected)),
-            "expected {expected:?} for {text:?}, got {problems:?}"
-        );
+        assert!(problems.iter().any(|p| p.contains(expected)), "expected {expected:?} for {text:?}, got {problems:?}");
     }
     let fine = "; c\n(version 1)\n; c\n(deny default)\n; c\n(allow file-write-data\n  (literal \"/dev/null\") ; a \"quoted\" ; comment\n)\n";
     assert_eq!(validate_sbpl(fine, SbplKind::Generated), Vec::<String>::new());
@@ -772,12 +663,7 @@ fn scratch(ws_name: &str) -> Scratch {
     for d in [&ws, &tmp, &outside] {
         std::fs::create_dir_all(d).unwrap();
     }
-    Scratch {
-        _dir: dir,
-        ws,
-        tmp,
-        outside,
-    }
+    Scratch { _dir: dir, ws, tmp, outside }
 }
 
 /// Run `script` under `sh -c` in a plan built from `s`, returning (stdout, stderr).
@@ -804,10 +690,7 @@ fn run_sh(s: &Scratch, mode: Mode, protected: &[PathBuf], network: bool, script:
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// A shell step: `step NAME COMMAND...` prints OK or DENIED.
@@ -831,15 +714,8 @@ fn macos_every_golden_profile_is_accepted() {
         plan_case.program = "/usr/bin/true".into();
         plan_case.args = Vec::new();
         let plan = plan_seatbelt(&plan_case.input()).unwrap();
-        let status = std::process::Command::new(SANDBOX_EXEC_PATH)
-            .args(&plan.argv[1..])
-            .status()
-            .unwrap();
-        assert!(
-            status.success(),
-            "{}: sandbox-exec refused the profile ({status})",
-            plan_case.name
-        );
+        let status = std::process::Command::new(SANDBOX_EXEC_PATH).args(&plan.argv[1..]).status().unwrap();
+        assert!(status.success(), "{}: sandbox-exec refused the profile ({status})", plan_case.name);
     }
 }
 
@@ -875,10 +751,7 @@ fn macos_read_only_writes_only_tmpdir() {
     assert!(!s.ws.join("new").exists());
     assert!(!s.outside.join("o").exists());
     let err = std::fs::read_to_string(s.tmp.join("err")).unwrap_or_default();
-    assert!(
-        err.contains("Operation not permitted"),
-        "denials must be EPERM from the sandbox:\n{err}"
-    );
+    assert!(err.contains("Operation not permitted"), "denials must be EPERM from the sandbox:\n{err}");
 }
 
 #[test]
@@ -950,11 +823,7 @@ fn macos_network_follows_the_flag() {
         let (stdout, _) = run_sh(&s, Mode::WorkspaceWrite, &[], network, &script);
         assert_steps(&stdout, &[("connect", network)]);
         listener.set_nonblocking(true).unwrap();
-        assert_eq!(
-            listener.accept().is_ok(),
-            network,
-            "network={network}: a connection arrived iff allowed"
-        );
+        assert_eq!(listener.accept().is_ok(), network, "network={network}: a connection arrived iff allowed");
     }
 }
 

@@ -173,10 +173,7 @@ case!(sanity_confined_modes_report_mode_and_a_real_runner, |c| {
         let sb = &out.j()["sandbox"];
         assert_eq!(sb["mode"].as_str(), Some(mode), "applied mode must be the requested one: {out:?}");
         let runner = sb["runner"].as_str().unwrap_or("");
-        assert!(
-            !runner.is_empty() && runner != "passthrough",
-            "a confined mode ran under runner {runner:?}: {out:?}"
-        );
+        assert!(!runner.is_empty() && runner != "passthrough", "a confined mode ran under runner {runner:?}: {out:?}");
         assert_eq!(sb["runner_failed"].as_bool(), Some(false), "{out:?}");
     }
 });
@@ -202,11 +199,7 @@ case!(sanity_unavailable_runner_fails_closed, |c| {
     let out = c.cordon(&o, &[s(&c.suite.probe), "create", s(&marker)])?;
     assert_absent(&marker, "an unavailable runner must not run the command");
     assert_eq!(out.status.code(), Some(125), "{out:?}");
-    assert_eq!(
-        out.json.as_ref().and_then(|j| j["error"]["code"].as_str()),
-        Some("SANDBOX_UNAVAILABLE"),
-        "{out:?}"
-    );
+    assert_eq!(out.json.as_ref().and_then(|j| j["error"]["code"].as_str()), Some("SANDBOX_UNAVAILABLE"), "{out:?}");
 });
 
 // =====================================================================================
@@ -283,7 +276,8 @@ case!(fs_system_paths_read_only, |c| {
         assert_absent(&probe_copy, "write next to the probe");
         // (Not the probe binary itself: writing a running executable is ETXTBSY anyway.)
         let p = Sentinel::record(&c.suite.dir.join("suite-sentinel"));
-        c.probe(mode, "overwrite", &[s(&p.path), "X"])?.assert_refused_with(FS_DENIED, "overwrite a file next to the probe");
+        c.probe(mode, "overwrite", &[s(&p.path), "X"])?
+            .assert_refused_with(FS_DENIED, "overwrite a file next to the probe");
         p.assert_unchanged("overwrite a file next to the probe");
     }
 });
@@ -636,8 +630,7 @@ case!(git_rename_and_delete_dotgit_denied, |c| {
     c.probe_with(&o, "rename", &[s(&git), s(&ws.join("moved-git"))])?.assert_refused("rename .git");
     assert_tree_unchanged(&before, &git, "rename .git");
     assert_absent(&ws.join("moved-git"), "rename .git");
-    c.probe_with(&o, "rename", &[s(&git.join("HEAD")), s(&ws.join("HEAD"))])?
-        .assert_refused("move a file out of .git");
+    c.probe_with(&o, "rename", &[s(&git.join("HEAD")), s(&ws.join("HEAD"))])?.assert_refused("move a file out of .git");
     c.probe_with(&o, "rename", &[s(&git.join("refs")), s(&ws.join("refs"))])?
         .assert_refused("move a directory out of .git");
     assert_tree_unchanged(&before, &git, "move entries out of .git");
@@ -742,10 +735,8 @@ case!(git_mount_tricks_do_not_unprotect, |c| {
     let before = tree(&git);
     let o = opts_at(c, WORKSPACE_WRITE, &ws);
     require_confined(c, WORKSPACE_WRITE)?;
-    c.probe_with(&o, "umount-write", &[s(&git), s(&git.join("config"))])?
-        .assert_refused("umount .git then write");
-    c.probe_with(&o, "remount-write", &[s(&git), s(&git.join("config"))])?
-        .assert_refused("remount .git rw then write");
+    c.probe_with(&o, "umount-write", &[s(&git), s(&git.join("config"))])?.assert_refused("umount .git then write");
+    c.probe_with(&o, "remount-write", &[s(&git), s(&git.join("config"))])?.assert_refused("remount .git rw then write");
     assert_tree_unchanged(&before, &git, "mount tricks on .git");
 });
 
@@ -861,7 +852,9 @@ case!(net_mptcp_connect_denied, |c| {
 });
 
 case!(net_raw_packet_netlink_ping_denied, |c| {
-    for (op, args) in [("raw", vec![]), ("raw6", vec![]), ("packet", vec![]), ("netlink", vec![]), ("ping", vec!["127.0.0.1"])] {
+    for (op, args) in
+        [("raw", vec![]), ("raw6", vec![]), ("packet", vec![]), ("netlink", vec![]), ("ping", vec!["127.0.0.1"])]
+    {
         let host = c.host_probe(op, &args);
         for mode in CONFINED {
             let r = c.probe(mode, op, &args)?;
@@ -1026,7 +1019,10 @@ case!(proc_procfs_of_host_processes_denied, |c| {
         c.probe(mode, "ls", &[&format!("/proc/{pid}/fd")])?.assert_refused("list /proc/<host pid>/fd");
         let g = c.probe(mode, "proc-grep", &[&v.secret])?;
         g.assert_ok("scan /proc/*/environ");
-        assert!(g.detail.contains("matches=[]"), "some /proc/*/environ visible inside holds the victim's secret: {g:?}");
+        assert!(
+            g.detail.contains("matches=[]"),
+            "some /proc/*/environ visible inside holds the victim's secret: {g:?}"
+        );
     }
     let v = c.victim();
     let ctl = c.host_probe("read", &[&format!("/proc/{}/environ", v.pid)]);
@@ -1056,7 +1052,8 @@ case!(proc_setns_denied, |c| {
         for ns in ["/proc/self/ns/net", "/proc/self/ns/mnt", "/proc/self/ns/user"] {
             c.probe(mode, "setns", &[ns])?.assert_refused(&format!("setns({ns})"));
         }
-        c.probe(mode, "setns", &[&format!("/proc/{}/ns/mnt", v.pid)])?.assert_refused("setns into a host process's mount ns");
+        c.probe(mode, "setns", &[&format!("/proc/{}/ns/mnt", v.pid)])?
+            .assert_refused("setns into a host process's mount ns");
     }
     if c.id.is_root() {
         c.host_probe("setns", &["/proc/self/ns/net"]).assert_ok("control: setns on the host (root)");
@@ -1394,7 +1391,16 @@ case!(priv_device_nodes_denied, |c| {
 
 case!(priv_existing_device_nodes_not_writable, |c| {
     // Opened for writing only; nothing is ever written.
-    let devs = ["/dev/loop0", "/dev/loop-control", "/dev/kvm", "/dev/tty1", "/dev/vda", "/dev/sda", "/dev/fuse", "/dev/net/tun"];
+    let devs = [
+        "/dev/loop0",
+        "/dev/loop-control",
+        "/dev/kvm",
+        "/dev/tty1",
+        "/dev/vda",
+        "/dev/sda",
+        "/dev/fuse",
+        "/dev/net/tun",
+    ];
     for mode in CONFINED {
         for d in devs {
             if !Path::new(d).exists() {
@@ -1560,7 +1566,12 @@ case!(leak_posix_mq_isolated, |c| {
         let hc = std::ffi::CString::new(hname.clone()).unwrap();
         let secret = format!("mq-secret-{}", c.unique());
         unsafe {
-            let q = libc::mq_open(hc.as_ptr(), libc::O_CREAT | libc::O_WRONLY, 0o666 as libc::c_uint, std::ptr::null::<libc::mq_attr>());
+            let q = libc::mq_open(
+                hc.as_ptr(),
+                libc::O_CREAT | libc::O_WRONLY,
+                0o666 as libc::c_uint,
+                std::ptr::null::<libc::mq_attr>(),
+            );
             assert!(q >= 0, "host mq_open failed: {}", std::io::Error::last_os_error());
             libc::fchmod(q, 0o666);
             libc::mq_send(q, secret.as_ptr() as *const _, secret.len(), 0);
@@ -1603,7 +1614,11 @@ case!(policy_dangerous_roots_refused, |c| {
     let mark = c.outside.join("root-writable");
     let attempts: Vec<(String, RunOpts, PathBuf)> = vec![
         ("--cwd $HOME".into(), RunOpts { cwd: Some(home.clone()), ..c.opts(WORKSPACE_WRITE) }, home.join(".bashrc")),
-        ("--writable $HOME".into(), RunOpts { writable: vec![home.clone()], ..c.opts(WORKSPACE_WRITE) }, home.join(".profile")),
+        (
+            "--writable $HOME".into(),
+            RunOpts { writable: vec![home.clone()], ..c.opts(WORKSPACE_WRITE) },
+            home.join(".profile"),
+        ),
         ("--writable /".into(), RunOpts { writable: vec!["/".into()], ..c.opts(WORKSPACE_WRITE) }, mark.clone()),
         ("--cwd /".into(), RunOpts { cwd: Some("/".into()), ..c.opts(WORKSPACE_WRITE) }, mark.clone()),
     ];
@@ -1681,7 +1696,11 @@ fn gap_names(out: &CordonOut) -> Vec<String> {
 /// run the command at all, else the declared gaps and the (restriction, evidence) of
 /// every protection that did not hold.
 #[allow(clippy::type_complexity)]
-fn degraded_battery(c: &Ctx, o: &RunOpts, tag: &str) -> Result<Option<(Vec<String>, Vec<(&'static str, String)>)>, Skip> {
+fn degraded_battery(
+    c: &Ctx,
+    o: &RunOpts,
+    tag: &str,
+) -> Result<Option<(Vec<String>, Vec<(&'static str, String)>)>, Skip> {
     let ws = o.cwd.clone().unwrap();
     let out_dir = c.outside.join(tag);
     c.mkdir(&out_dir);
@@ -1828,7 +1847,9 @@ fn degraded_battery(c: &Ctx, o: &RunOpts, tag: &str) -> Result<Option<(Vec<Strin
     }
     let r = run!(o, "caps", &[]);
     let f = status_fields(&r.detail);
-    if f.get("CapEff").map(String::as_str) != Some("0000000000000000") || f.get("NoNewPrivs").map(String::as_str) != Some("1") {
+    if f.get("CapEff").map(String::as_str) != Some("0000000000000000")
+        || f.get("NoNewPrivs").map(String::as_str) != Some("1")
+    {
         bad.push(("privileges", format!("{r:?}")));
     }
     let sink = c.file(&out_dir.join("fd-sink"), "");
@@ -1897,7 +1918,8 @@ case!(gap_best_effort_still_runs_and_keeps_workspace_usable, |c| {
             Ok(_) => {
                 let r = c.probe_with(&o, "link", &[s(&ws.join("b/f")), s(&ws.join("a/hl"))])?;
                 if !r.ok {
-                    failures.push(format!("{label}: link b/f -> a/hl inside the workspace: {} {}", r.errname, r.detail));
+                    failures
+                        .push(format!("{label}: link b/f -> a/hl inside the workspace: {} {}", r.errname, r.detail));
                 }
             }
         }

@@ -375,10 +375,7 @@ fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
     let mut fds = [0 as RawFd; 2];
     // SAFETY: `fds` is a valid two-element array for pipe2 to fill.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(SpawnError::Parent {
-            what: "creating the status pipe",
-            source: io::Error::last_os_error(),
-        });
+        return Err(SpawnError::Parent { what: "creating the status pipe", source: io::Error::last_os_error() });
     }
     // SAFETY: pipe2 succeeded, so both fds are open and owned by nobody else.
     let (status_read, status_write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
@@ -451,18 +448,13 @@ fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
 /// Wait for the stage's verdict (a failure record, or end-of-file once the command
 /// has exec'd) and open a pidfd for `pid`.
 fn finish_spawn(pid: libc::pid_t, status_read: OwnedFd, exit_status: Option<OwnedFd>) -> Result<Spawned, SpawnError> {
-
     // Read the status record; EOF means the exec succeeded.
     let mut record = [0u8; 12];
     let mut got = 0usize;
     while got < record.len() {
         // SAFETY: reading into the unfilled tail of a local buffer.
         let n = unsafe {
-            libc::read(
-                status_read.as_raw_fd(),
-                record[got..].as_mut_ptr() as *mut libc::c_void,
-                record.len() - got,
-            )
+            libc::read(status_read.as_raw_fd(), record[got..].as_mut_ptr() as *mut libc::c_void, record.len() - got)
         };
         if n < 0 {
             if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
@@ -675,10 +667,7 @@ fn reap(pid: libc::pid_t) {
 
 /// The highest capability number the running kernel knows.
 fn last_capability() -> u32 {
-    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(63)
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(63)
 }
 
 /// Stack size for the child between clone and exec (it makes only raw syscalls).
@@ -917,7 +906,6 @@ fn stage_outer(p: &mut Prepared<'_>, unblock: bool) {
             }
         }
     }
-
 }
 
 fn unblock_signals(p: &Prepared<'_>) {
@@ -1073,7 +1061,11 @@ fn send_fd(sock: RawFd, fd: RawFd) -> Result<(), i32> {
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
         (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
-        std::ptr::copy_nonoverlapping(&fd as *const RawFd as *const u8, libc::CMSG_DATA(cmsg), std::mem::size_of::<RawFd>());
+        std::ptr::copy_nonoverlapping(
+            &fd as *const RawFd as *const u8,
+            libc::CMSG_DATA(cmsg),
+            std::mem::size_of::<RawFd>(),
+        );
         if libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) < 0 {
             return Err(errno());
         }
@@ -1152,9 +1144,7 @@ fn drop_all_capabilities(p: &Prepared<'_>) {
         }
     }
     // SAFETY: prctl with integer arguments.
-    let r = unsafe {
-        libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, 0, 0, 0)
-    };
+    let r = unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, 0, 0, 0) };
     if r != 0 && errno() != libc::EINVAL {
         fail(p, Step::Capabilities, errno(), 100);
     }
@@ -1176,7 +1166,10 @@ fn drop_all_capabilities(p: &Prepared<'_>) {
     }
     for cap in 0..=p.last_cap {
         // SAFETY: prctl with integer arguments.
-        if unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_IS_SET as libc::c_ulong, cap as libc::c_ulong, 0, 0) } == 1 {
+        if unsafe {
+            libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_IS_SET as libc::c_ulong, cap as libc::c_ulong, 0, 0)
+        } == 1
+        {
             fail(p, Step::Capabilities, libc::EPERM, 300 + cap);
         }
         // SAFETY: prctl with integer arguments.
@@ -1301,7 +1294,8 @@ pub mod notify {
     pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
         let mut fds = [0 as RawFd; 2];
         // SAFETY: socketpair fills a two-element array.
-        let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
+        let r =
+            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
         if r != 0 {
             return Err(io::Error::last_os_error());
         }
@@ -1340,7 +1334,11 @@ pub mod notify {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, "no descriptor in the message"));
             }
             let mut fd: RawFd = -1;
-            std::ptr::copy_nonoverlapping(libc::CMSG_DATA(cmsg), &mut fd as *mut RawFd as *mut u8, std::mem::size_of::<RawFd>());
+            std::ptr::copy_nonoverlapping(
+                libc::CMSG_DATA(cmsg),
+                &mut fd as *mut RawFd as *mut u8,
+                std::mem::size_of::<RawFd>(),
+            );
             if fd < 0 {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, "bad descriptor in the message"));
             }

@@ -189,9 +189,11 @@ fn open_spill(s: &mut StreamState) {
         s.spill_failed = true;
         return;
     };
-    let created = tempfile::Builder::new().prefix(&s.prefix).rand_bytes(12).tempfile_in(&dir).and_then(|f| {
-        f.keep().map_err(|e| e.error)
-    });
+    let created = tempfile::Builder::new()
+        .prefix(&s.prefix)
+        .rand_bytes(12)
+        .tempfile_in(&dir)
+        .and_then(|f| f.keep().map_err(|e| e.error));
     match created {
         Ok((mut file, path)) => {
             if file.write_all(&s.tail).is_ok() {

@@ -306,11 +306,7 @@ fn above_stdio(fd: OwnedFd) -> Result<OwnedFd, CordonError> {
 }
 
 /// Look the program up the way `execvp` would, on the command's own `PATH`.
-fn resolve_program(
-    argv0: &OsStr,
-    env: &[(OsString, OsString)],
-    cwd: &Path,
-) -> Result<PathBuf, CordonError> {
+fn resolve_program(argv0: &OsStr, env: &[(OsString, OsString)], cwd: &Path) -> Result<PathBuf, CordonError> {
     let shown = argv0.to_string_lossy().into_owned();
     if argv0.is_empty() {
         return Err(CordonError::InvalidRequest { field: "command", why: "the program name is empty".into() });
@@ -326,7 +322,9 @@ fn resolve_program(
     };
     let meta = match std::fs::metadata(&candidate) {
         Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(CordonError::ProgramNotFound { program: shown }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(CordonError::ProgramNotFound { program: shown })
+        }
         Err(source) => return Err(CordonError::ProgramNotExecutable { program: shown, source }),
     };
     if meta.is_dir() {
@@ -394,12 +392,17 @@ impl Executor {
         let cfg = &self.config;
         let workdir = match &req.workdir {
             Some(w) => w.clone(),
-            None => std::env::current_dir()
-                .map_err(|source| CordonError::Workdir { path: PathBuf::from("."), source })?,
+            None => {
+                std::env::current_dir().map_err(|source| CordonError::Workdir { path: PathBuf::from("."), source })?
+            }
         };
-        let workdir = workdir.canonicalize().map_err(|source| CordonError::Workdir { path: workdir.clone(), source })?;
+        let workdir =
+            workdir.canonicalize().map_err(|source| CordonError::Workdir { path: workdir.clone(), source })?;
         if !workdir.is_dir() {
-            return Err(CordonError::Workdir { path: workdir, source: std::io::Error::from_raw_os_error(libc::ENOTDIR) });
+            return Err(CordonError::Workdir {
+                path: workdir,
+                source: std::io::Error::from_raw_os_error(libc::ENOTDIR),
+            });
         }
         let policy = resolve_policy(&req.policy, &workdir)?;
         let timeout = match req.timeout {
@@ -509,10 +512,9 @@ impl Executor {
             run_dir: run_dir_path.clone(),
             new_session: !interactive,
         };
-        let plan = runner.plan(&input).map_err(|e| CordonError::RunnerFailed {
-            runner: selection.runner,
-            detail: format!("planning: {e}"),
-        })?;
+        let plan = runner
+            .plan(&input)
+            .map_err(|e| CordonError::RunnerFailed { runner: selection.runner, detail: format!("planning: {e}") })?;
         let run_dir = if plan.needs_run_dir {
             let mk = |p: &Path| std::fs::DirBuilder::new().mode(0o700).create(p);
             mk(&run_dir_path)
@@ -539,7 +541,9 @@ impl Executor {
                 let (r, w) = pipe()?;
                 (above_stdio(r)?, Some(w))
             }
-            Stdin::Inherit => (cordon_stage::fds::dup_cloexec(0).map_err(|e| CordonError::io("duplicating stdin", e))?, None),
+            Stdin::Inherit => {
+                (cordon_stage::fds::dup_cloexec(0).map_err(|e| CordonError::io("duplicating stdin", e))?, None)
+            }
         };
         let stdout = StreamCapture::new(spec.output_cap, Some(&self.state_dir), &format!("out-{id}-"));
         let stderr = StreamCapture::new(spec.output_cap, Some(&self.state_dir), &format!("err-{id}-"));
@@ -562,13 +566,21 @@ impl Executor {
         // The landlock runner hands its seccomp listener to a supervisor in this
         // process, which records refused network and process syscalls as evidence.
         let notify_pair = if selection.runner == RunnerKind::Landlock && plan.seccomp.is_some() {
-            Some(cordon_stage::notify::socketpair().map_err(|e| CordonError::io("creating the notification socket", e))?)
+            Some(
+                cordon_stage::notify::socketpair()
+                    .map_err(|e| CordonError::io("creating the notification socket", e))?,
+            )
         } else {
             None
         };
-        let materialized =
-            stage::materialize(&plan, &env, stdio, &self.host, notify_pair.as_ref().map(|(_, child)| child.as_raw_fd()))
-                .map_err(|e| CordonError::RunnerFailed { runner: selection.runner, detail: e.to_string() })?;
+        let materialized = stage::materialize(
+            &plan,
+            &env,
+            stdio,
+            &self.host,
+            notify_pair.as_ref().map(|(_, child)| child.as_raw_fd()),
+        )
+        .map_err(|e| CordonError::RunnerFailed { runner: selection.runner, detail: e.to_string() })?;
         let supervised = materialized.stage.notify_socket.is_some();
         let observed = materialized.observed;
         let stage_plan = materialized.stage;
@@ -673,7 +685,9 @@ fn spawn_error(e: SpawnError, runner: RunnerKind, argv0: &OsStr) -> CordonError 
         SpawnError::Stage(f) if f.step == Step::Exec && f.errno == libc::ENOENT => {
             CordonError::ProgramNotFound { program }
         }
-        SpawnError::Stage(f) if f.step == Step::Exec && matches!(f.errno, libc::EACCES | libc::ENOEXEC | libc::EPERM) => {
+        SpawnError::Stage(f)
+            if f.step == Step::Exec && matches!(f.errno, libc::EACCES | libc::ENOEXEC | libc::EPERM) =>
+        {
             CordonError::ProgramNotExecutable { program, source: std::io::Error::from_raw_os_error(f.errno) }
         }
         SpawnError::Stage(f) => CordonError::RunnerFailed { runner, detail: f.to_string() },

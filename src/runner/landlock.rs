@@ -34,7 +34,8 @@ use crate::result::Enforcement;
 use std::path::{Path, PathBuf};
 
 /// Device files the command may open for writing.
-pub const WRITABLE_DEVICES: [&str; 6] = ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
+pub const WRITABLE_DEVICES: [&str; 6] =
+    ["/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"];
 
 /// `LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON`: keep logging denials after `execve`.
 pub const LANDLOCK_LOG_NEW_EXEC_ON: u32 = 2;
@@ -121,8 +122,10 @@ impl Runner for LandlockRunner {
         if host.landlock_abi == 0 {
             let why = match host.landlock_abi_cap {
                 Some(0) => format!("Landlock disabled by {}=0", crate::host::ENV_LANDLOCK_ABI_MAX),
-                _ => "the kernel has no Landlock, or it is not enabled at boot (add landlock to the lsm= boot parameter)"
-                    .to_string(),
+                _ => {
+                    "the kernel has no Landlock, or it is not enabled at boot (add landlock to the lsm= boot parameter)"
+                        .to_string()
+                }
             };
             return ProbeStatus::Unavailable(why);
         }
@@ -376,10 +379,7 @@ mod tests {
 
     #[test]
     fn mountpoint_dirs_cover_each_level_under_private_tmpfs() {
-        assert_eq!(
-            mountpoint_dirs(Path::new("/tmp/a/b")),
-            vec![PathBuf::from("/tmp/a"), PathBuf::from("/tmp/a/b")]
-        );
+        assert_eq!(mountpoint_dirs(Path::new("/tmp/a/b")), vec![PathBuf::from("/tmp/a"), PathBuf::from("/tmp/a/b")]);
         assert!(mountpoint_dirs(Path::new("/home/x")).is_empty());
         assert!(mountpoint_dirs(Path::new("/tmp")).is_empty());
         assert!(mountpoint_dirs(Path::new("/tmpfoo/x")).is_empty());

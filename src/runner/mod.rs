@@ -15,8 +15,8 @@
 
 pub mod bwrap;
 pub mod landlock;
-pub mod passthrough;
 pub mod macos;
+pub mod passthrough;
 pub mod seatbelt;
 pub mod seccomp;
 pub mod stage;
@@ -184,10 +184,7 @@ impl Restriction {
 /// Build an [`Enforcement`] from the gaps found among the requested restrictions.
 pub fn enforcement_from_gaps(gaps: Vec<(Restriction, String)>) -> Enforcement {
     let level = if gaps.is_empty() { EnforcementLevel::Full } else { EnforcementLevel::Partial };
-    Enforcement {
-        level,
-        gaps: gaps.into_iter().map(|(r, reason)| Gap { restriction: r.name(), reason }).collect(),
-    }
+    Enforcement { level, gaps: gaps.into_iter().map(|(r, reason)| Gap { restriction: r.name(), reason }).collect() }
 }
 
 /// Whether a runner can work on this host at all.

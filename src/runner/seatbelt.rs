@@ -94,11 +94,8 @@ pub const MACOS_PATH_MAX: usize = 1024;
 
 /// Top-level directories that are symlinks into `/private` on macOS. Seatbelt
 /// matches resolved paths, so a parameter spelled with one of these never matches.
-pub const MACOS_SYMLINKED_DIRS: [(&str, &str); 3] = [
-    ("/tmp", "/private/tmp"),
-    ("/var", "/private/var"),
-    ("/etc", "/private/etc"),
-];
+pub const MACOS_SYMLINKED_DIRS: [(&str, &str); 3] =
+    [("/tmp", "/private/tmp"), ("/var", "/private/var"), ("/etc", "/private/etc")];
 
 const BASE_SB: &str = include_str!("../../profiles/seatbelt/base.sb");
 const WRITE_WORKSPACE_SB: &str = include_str!("../../profiles/seatbelt/write-workspace.sb");
@@ -272,9 +269,7 @@ fn checked_path(role: PathRole, path: &Path) -> Result<&str, SeatbeltPlanError> 
     if !path.is_absolute() {
         return Err(SeatbeltPlanError::RelativePath { role, path: owned() });
     }
-    let has_dot = path
-        .components()
-        .any(|c| matches!(c, Component::CurDir | Component::ParentDir));
+    let has_dot = path.components().any(|c| matches!(c, Component::CurDir | Component::ParentDir));
     let rebuilt: PathBuf = path.components().collect();
     if has_dot || rebuilt.as_os_str() != path.as_os_str() {
         return Err(SeatbeltPlanError::NotNormalized { role, path: owned() });
@@ -283,27 +278,13 @@ fn checked_path(role: PathRole, path: &Path) -> Result<&str, SeatbeltPlanError> 
         return Err(SeatbeltPlanError::NotUtf8 { role, path: owned() });
     };
     if let Some(character) = text.chars().find(|c| c.is_control()) {
-        return Err(SeatbeltPlanError::ControlCharacter {
-            role,
-            path: owned(),
-            character,
-        });
+        return Err(SeatbeltPlanError::ControlCharacter { role, path: owned(), character });
     }
     if text.len() >= MACOS_PATH_MAX {
-        return Err(SeatbeltPlanError::TooLong {
-            role,
-            path: owned(),
-            len: text.len(),
-            max: MACOS_PATH_MAX,
-        });
+        return Err(SeatbeltPlanError::TooLong { role, path: owned(), len: text.len(), max: MACOS_PATH_MAX });
     }
     if let Some(&(symlink, target)) = MACOS_SYMLINKED_DIRS.iter().find(|(link, _)| path.starts_with(link)) {
-        return Err(SeatbeltPlanError::SymlinkedPrefix {
-            role,
-            path: owned(),
-            symlink,
-            target,
-        });
+        return Err(SeatbeltPlanError::SymlinkedPrefix { role, path: owned(), symlink, target });
     }
     Ok(text)
 }
@@ -425,10 +406,7 @@ pub fn plan_seatbelt(input: &SeatbeltInput<'_>) -> Result<SeatbeltPlan, Seatbelt
     push_template(&mut profile, PROTECTED_SB, protected.len());
     let ancestors = protected_ancestors(input.protected, &writable);
     for (i, dir) in ancestors.iter().enumerate() {
-        params.push((
-            format!("{PARAM_PROTECTED_ANCESTOR_PREFIX}{i}"),
-            dir.clone().into_os_string(),
-        ));
+        params.push((format!("{PARAM_PROTECTED_ANCESTOR_PREFIX}{i}"), dir.clone().into_os_string()));
     }
     push_template(&mut profile, PROTECTED_ANCESTORS_SB, ancestors.len());
 
@@ -443,12 +421,7 @@ pub fn plan_seatbelt(input: &SeatbeltInput<'_>) -> Result<SeatbeltPlan, Seatbelt
     argv.push(input.program.to_os_string());
     argv.extend(input.args.iter().cloned());
 
-    Ok(SeatbeltPlan {
-        argv,
-        profile,
-        params,
-        env: vec![("TMPDIR".to_string(), tmpdir.into())],
-    })
+    Ok(SeatbeltPlan { argv, profile, params, env: vec![("TMPDIR".to_string(), tmpdir.into())] })
 }
 
 #[cfg(test)]
@@ -479,10 +452,7 @@ mod tests {
     fn template_repeats_only_token_lines() {
         let mut out = String::new();
         push_template(&mut out, "; head\n(allow x\n  (p \"R_@INDEX@\")\n)\n", 3);
-        assert_eq!(
-            out,
-            "\n; head\n(allow x\n  (p \"R_0\")\n  (p \"R_1\")\n  (p \"R_2\")\n)\n"
-        );
+        assert_eq!(out, "\n; head\n(allow x\n  (p \"R_0\")\n  (p \"R_1\")\n  (p \"R_2\")\n)\n");
     }
 
     #[test]
@@ -496,15 +466,9 @@ mod tests {
 
     #[test]
     fn ancestors_stop_at_writable_locations() {
-        let protected = [
-            PathBuf::from("/Users/dev/ws/sub/.git"),
-            PathBuf::from("/Users/dev/ws/.git"),
-        ];
+        let protected = [PathBuf::from("/Users/dev/ws/sub/.git"), PathBuf::from("/Users/dev/ws/.git")];
         let got = protected_ancestors(&protected, &[Path::new("/Users/dev/ws")]);
-        assert_eq!(
-            got,
-            [PathBuf::from("/Users/dev/ws"), PathBuf::from("/Users/dev/ws/sub")]
-        );
+        assert_eq!(got, [PathBuf::from("/Users/dev/ws"), PathBuf::from("/Users/dev/ws/sub")]);
         assert!(protected_ancestors(&protected, &[Path::new("/elsewhere")]).is_empty());
     }
 
@@ -513,35 +477,20 @@ mod tests {
         type IsExpected = fn(&SeatbeltPlanError) -> bool;
         let bad: [(&str, IsExpected); 7] = [
             ("rel/ws", |e| matches!(e, SeatbeltPlanError::RelativePath { .. })),
-            ("/Users/a/../b", |e| {
-                matches!(e, SeatbeltPlanError::NotNormalized { .. })
-            }),
+            ("/Users/a/../b", |e| matches!(e, SeatbeltPlanError::NotNormalized { .. })),
             ("/Users/a/./b", |e| matches!(e, SeatbeltPlanError::NotNormalized { .. })),
             ("/Users//a", |e| matches!(e, SeatbeltPlanError::NotNormalized { .. })),
             ("/Users/a/", |e| matches!(e, SeatbeltPlanError::NotNormalized { .. })),
-            ("/Users/a\tb", |e| {
-                matches!(e, SeatbeltPlanError::ControlCharacter { character: '\t', .. })
-            }),
-            ("/var/folders/x", |e| {
-                matches!(e, SeatbeltPlanError::SymlinkedPrefix { symlink: "/var", .. })
-            }),
+            ("/Users/a\tb", |e| matches!(e, SeatbeltPlanError::ControlCharacter { character: '\t', .. })),
+            ("/var/folders/x", |e| matches!(e, SeatbeltPlanError::SymlinkedPrefix { symlink: "/var", .. })),
         ];
         for (path, is_expected) in bad {
             let err = checked_path(PathRole::Workspace, Path::new(path)).unwrap_err();
             assert!(is_expected(&err), "{path}: {err}");
         }
         let long = format!("/{}", "a".repeat(MACOS_PATH_MAX));
-        assert!(matches!(
-            checked_path(PathRole::Tmpdir, Path::new(&long)),
-            Err(SeatbeltPlanError::TooLong { .. })
-        ));
-        for ok in [
-            "/",
-            "/Users/a b/(c) \"d\" 'e' =f",
-            "/private/var/folders/x",
-            "/tmpfoo",
-            "/Users/é",
-        ] {
+        assert!(matches!(checked_path(PathRole::Tmpdir, Path::new(&long)), Err(SeatbeltPlanError::TooLong { .. })));
+        for ok in ["/", "/Users/a b/(c) \"d\" 'e' =f", "/private/var/folders/x", "/tmpfoo", "/Users/é"] {
             assert_eq!(checked_path(PathRole::Workspace, Path::new(ok)).unwrap(), ok);
         }
     }

@@ -183,23 +183,113 @@ pub fn syscall_number(name: &str) -> Option<i64> {
     #[cfg(target_arch = "x86_64")]
     {
         syscall_table!(
-            name, acct, add_key, bind, bpf, chroot, clock_adjtime, clock_settime, clone, clone3, connect, delete_module,
-            finit_module, fsconfig, fsmount, fsopen, fspick, init_module, io_uring_enter, io_uring_register,
-            io_uring_setup, ioctl, ioperm, iopl, kcmp, kexec_file_load, kexec_load, keyctl, mount, mount_setattr,
-            move_mount, open_by_handle_at, open_tree, perf_event_open, personality, pidfd_getfd, pivot_root,
-            process_vm_readv, process_vm_writev, ptrace, quotactl, reboot, request_key, setns, settimeofday,
-            socket, swapoff, swapon, umount2, unshare, userfaultfd, vhangup,
+            name,
+            acct,
+            add_key,
+            bind,
+            bpf,
+            chroot,
+            clock_adjtime,
+            clock_settime,
+            clone,
+            clone3,
+            connect,
+            delete_module,
+            finit_module,
+            fsconfig,
+            fsmount,
+            fsopen,
+            fspick,
+            init_module,
+            io_uring_enter,
+            io_uring_register,
+            io_uring_setup,
+            ioctl,
+            ioperm,
+            iopl,
+            kcmp,
+            kexec_file_load,
+            kexec_load,
+            keyctl,
+            mount,
+            mount_setattr,
+            move_mount,
+            open_by_handle_at,
+            open_tree,
+            perf_event_open,
+            personality,
+            pidfd_getfd,
+            pivot_root,
+            process_vm_readv,
+            process_vm_writev,
+            ptrace,
+            quotactl,
+            reboot,
+            request_key,
+            setns,
+            settimeofday,
+            socket,
+            swapoff,
+            swapon,
+            umount2,
+            unshare,
+            userfaultfd,
+            vhangup,
         )
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
         syscall_table!(
-            name, acct, add_key, bind, bpf, chroot, clock_adjtime, clock_settime, clone, clone3, connect, delete_module,
-            finit_module, fsconfig, fsmount, fsopen, fspick, init_module, io_uring_enter, io_uring_register,
-            io_uring_setup, ioctl, kcmp, kexec_file_load, kexec_load, keyctl, mount, mount_setattr, move_mount,
-            open_by_handle_at, open_tree, perf_event_open, personality, pidfd_getfd, pivot_root, process_vm_readv,
-            process_vm_writev, ptrace, quotactl, reboot, request_key, setns, settimeofday, socket, swapoff, swapon,
-            umount2, unshare, userfaultfd, vhangup,
+            name,
+            acct,
+            add_key,
+            bind,
+            bpf,
+            chroot,
+            clock_adjtime,
+            clock_settime,
+            clone,
+            clone3,
+            connect,
+            delete_module,
+            finit_module,
+            fsconfig,
+            fsmount,
+            fsopen,
+            fspick,
+            init_module,
+            io_uring_enter,
+            io_uring_register,
+            io_uring_setup,
+            ioctl,
+            kcmp,
+            kexec_file_load,
+            kexec_load,
+            keyctl,
+            mount,
+            mount_setattr,
+            move_mount,
+            open_by_handle_at,
+            open_tree,
+            perf_event_open,
+            personality,
+            pidfd_getfd,
+            pivot_root,
+            process_vm_readv,
+            process_vm_writev,
+            ptrace,
+            quotactl,
+            reboot,
+            request_key,
+            setns,
+            settimeofday,
+            socket,
+            swapoff,
+            swapon,
+            umount2,
+            unshare,
+            userfaultfd,
+            vhangup,
         )
     }
 }
@@ -339,7 +429,11 @@ pub fn compile_program(network_allowed: bool, supervised: bool) -> Result<Progra
 
 /// Compile the named filters of `profile` into one program; rules for syscalls in
 /// `observe` return `SECCOMP_RET_USER_NOTIF`.
-fn compile(profile: &str, filters: &[&'static str], observe: &[(String, ObservedKind)]) -> Result<Program, SeccompError> {
+fn compile(
+    profile: &str,
+    filters: &[&'static str],
+    observe: &[(String, ObservedKind)],
+) -> Result<Program, SeccompError> {
     let map: BTreeMap<String, JsonFilter> =
         serde_json::from_str(profile).map_err(|e| SeccompError::Profile(e.to_string()))?;
     let mut observed: BTreeMap<i64, Observed> = BTreeMap::new();
@@ -528,7 +622,11 @@ mod tests {
         assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [1, 1 | cloexec_nonblock, 0, 0, 0, 0]), allow);
         assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [1, 5, 0, 0, 0, 0]), allow);
         for ty in [0u64, 2, 3, 4, 6, 7, 9, 10, 11, 13, 15] {
-            assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [1, ty | cloexec_nonblock, 0, 0, 0, 0]), eacces, "type {ty}");
+            assert_eq!(
+                run(&p, NATIVE, libc::SYS_socket as u32, [1, ty | cloexec_nonblock, 0, 0, 0, 0]),
+                eacces,
+                "type {ty}"
+            );
         }
         assert_eq!(run(&p, NATIVE, libc::SYS_connect as u32, [3, 0, 0, 0, 0, 0]), eacces);
         assert_eq!(run(&p, NATIVE, libc::SYS_bind as u32, [3, 0, 0, 0, 0, 0]), eacces);

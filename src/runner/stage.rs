@@ -243,7 +243,6 @@ pub struct Materialized {
     pub observed: std::collections::BTreeMap<i64, super::seccomp::Observed>,
 }
 
-
 /// Helper for messages: a path as text.
 pub fn show(p: &OsStr) -> String {
     p.to_string_lossy().into_owned()

@@ -12,7 +12,6 @@ gone), never by the tool's word alone.
 import argparse
 import asyncio
 import os
-import sys
 import time
 
 from mcp import ClientSession, StdioServerParameters

@@ -111,9 +111,7 @@ fn build_suite() -> Result<Suite, String> {
         return Err("not Linux: the confined runners under test here are Linux runners".into());
     }
     let cc = find_in_path("cc").ok_or("no `cc` in PATH: cannot build the probe")?;
-    let base = std::env::var_os("CORDON_TEST_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/var/tmp"));
+    let base = std::env::var_os("CORDON_TEST_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/tmp"));
     clean_stale(&base);
     clean_stale(Path::new("/tmp"));
     let dir = base.join(format!("cordon-tests-{}", std::process::id()));
@@ -130,11 +128,7 @@ fn build_suite() -> Result<Suite, String> {
         .output()
         .map_err(|e| format!("run cc: {e}"))?;
     // A probe that does not compile is a bug in the suite, not a host limitation.
-    assert!(
-        out.status.success(),
-        "probe.c failed to compile:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "probe.c failed to compile:\n{}", String::from_utf8_lossy(&out.stderr));
     set_mode(&probe, 0o755);
 
     let cordon = dir.join("cordon");
@@ -159,8 +153,7 @@ fn build_suite() -> Result<Suite, String> {
     if me == 0 {
         identities.push(Identity::new("root", 0, 0, &dir));
         let name = std::env::var("CORDON_TEST_USER").unwrap_or_else(|_| "nobody".into());
-        let (uid, gid) = lookup_user(&name)
-            .unwrap_or_else(|| panic!("CORDON_TEST_USER={name}: no such user"));
+        let (uid, gid) = lookup_user(&name).unwrap_or_else(|| panic!("CORDON_TEST_USER={name}: no such user"));
         assert_ne!(uid, 0, "CORDON_TEST_USER must name an unprivileged user");
         identities.push(Identity::new(&name, uid, gid, &dir));
     } else {
@@ -203,13 +196,11 @@ fn lookup_user(name: &str) -> Option<(u32, u32)> {
 }
 
 pub fn set_mode(p: &Path, mode: u32) {
-    fs::set_permissions(p, fs::Permissions::from_mode(mode))
-        .unwrap_or_else(|e| panic!("chmod {}: {e}", p.display()));
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).unwrap_or_else(|e| panic!("chmod {}: {e}", p.display()));
 }
 
 pub fn chown(p: &Path, uid: u32, gid: u32) {
-    std::os::unix::fs::lchown(p, Some(uid), Some(gid))
-        .unwrap_or_else(|e| panic!("chown {}: {e}", p.display()));
+    std::os::unix::fs::lchown(p, Some(uid), Some(gid)).unwrap_or_else(|e| panic!("chown {}: {e}", p.display()));
 }
 
 // ------------------------------------------------------------------ identities
@@ -324,12 +315,7 @@ impl Ctx {
 
     /// A unique token for names (ports, keys, /tmp paths) in this case.
     pub fn unique(&self) -> String {
-        format!(
-            "{}-{}-{}",
-            std::process::id(),
-            self.id.name,
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        )
+        format!("{}-{}-{}", std::process::id(), self.id.name, COUNTER.fetch_add(1, Ordering::Relaxed))
     }
 
     pub fn chown_to_me(&self, p: &Path) {
@@ -396,9 +382,7 @@ impl Ctx {
     /// Makes the workspace a git repository with one commit (done on the host).
     pub fn git_init(&self) {
         self.file(&self.ws.join("README"), "hello\n");
-        self.host_sh(
-            "git init -q -b main . && git add README && git commit -q -m 'initial commit'",
-        );
+        self.host_sh("git init -q -b main . && git add README && git commit -q -m 'initial commit'");
     }
 
     /// The positive control: the same probe operation, directly on the host.
@@ -472,11 +456,7 @@ impl Ctx {
         if let Some(err) = res.json.as_ref().and_then(|j| j.get("error")) {
             let code = err.get("code").and_then(Value::as_str).unwrap_or("");
             if code == "SANDBOX_UNAVAILABLE" && opts.mode != FULL_ACCESS && !opts.expect_error {
-                assert_eq!(
-                    res.status.code(),
-                    Some(125),
-                    "SANDBOX_UNAVAILABLE must exit 125: {res:?}"
-                );
+                assert_eq!(res.status.code(), Some(125), "SANDBOX_UNAVAILABLE must exit 125: {res:?}");
                 return Err(Skip(format!(
                     "cordon reports SANDBOX_UNAVAILABLE for {}: {}",
                     opts.mode,
@@ -502,13 +482,7 @@ impl Ctx {
         self.probe_bin_with(&self.suite.probe, opts, op, args)
     }
 
-    pub fn probe_bin_with(
-        &self,
-        bin: &Path,
-        opts: &RunOpts,
-        op: &str,
-        args: &[&str],
-    ) -> Result<ProbeResult, Skip> {
+    pub fn probe_bin_with(&self, bin: &Path, opts: &RunOpts, op: &str, args: &[&str]) -> Result<ProbeResult, Skip> {
         let bin = bin.to_str().unwrap();
         let mut argv = vec![bin, op];
         argv.extend_from_slice(args);
@@ -624,11 +598,7 @@ pub struct CordonOut {
 
 impl std::fmt::Debug for CordonOut {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "cordon exited {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            self.status, self.stdout, self.stderr
-        )
+        write!(f, "cordon exited {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}", self.status, self.stdout, self.stderr)
     }
 }
 
@@ -701,9 +671,21 @@ fn reader(mut r: impl Read + Send + 'static) -> mpsc::Receiver<Vec<u8>> {
 
 pub fn signal_name(n: i32) -> String {
     match n {
-        1 => "SIGHUP", 2 => "SIGINT", 3 => "SIGQUIT", 4 => "SIGILL", 5 => "SIGTRAP",
-        6 => "SIGABRT", 7 => "SIGBUS", 8 => "SIGFPE", 9 => "SIGKILL", 10 => "SIGUSR1",
-        11 => "SIGSEGV", 12 => "SIGUSR2", 13 => "SIGPIPE", 14 => "SIGALRM", 15 => "SIGTERM",
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        10 => "SIGUSR1",
+        11 => "SIGSEGV",
+        12 => "SIGUSR2",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
         31 => "SIGSYS",
         _ => return format!("SIG{n}"),
     }
@@ -781,8 +763,8 @@ fn parse_probe(
         }
         panic!("probe {op} printed no report (exit {code:?}); did it run at all?\n{run:?}");
     };
-    let v: Value = serde_json::from_str(line)
-        .unwrap_or_else(|e| panic!("probe {op} printed invalid JSON {line:?}: {e}"));
+    let v: Value =
+        serde_json::from_str(line).unwrap_or_else(|e| panic!("probe {op} printed invalid JSON {line:?}: {e}"));
     let r = ProbeResult {
         op: v["op"].as_str().unwrap_or("").into(),
         ok: v["ok"].as_bool().unwrap_or(false),
@@ -874,12 +856,7 @@ fn read_content(p: &Path) -> std::io::Result<Vec<u8>> {
 
 impl Sentinel {
     pub fn record(p: &Path) -> Sentinel {
-        Sentinel {
-            path: p.to_path_buf(),
-            content: read_content(p).unwrap(),
-            meta: meta_of(p),
-            xattrs: xattr_list(p),
-        }
+        Sentinel { path: p.to_path_buf(), content: read_content(p).unwrap(), meta: meta_of(p), xattrs: xattr_list(p) }
     }
 
     /// Panics unless the file is still there with the same content, inode, owner, mode,
@@ -918,11 +895,7 @@ impl Sentinel {
 
 #[track_caller]
 pub fn assert_absent(p: &Path, why: &str) {
-    assert!(
-        fs::symlink_metadata(p).is_err(),
-        "{why}: {} exists (the sandbox let it be created)",
-        p.display()
-    );
+    assert!(fs::symlink_metadata(p).is_err(), "{why}: {} exists (the sandbox let it be created)", p.display());
 }
 
 /// A loopback TCP listener that must receive nothing.
@@ -980,8 +953,7 @@ impl UdpTrap {
         Self::bind("127.0.0.1:0".parse().unwrap()).unwrap()
     }
     pub fn v6() -> Result<UdpTrap, Skip> {
-        Self::bind(SocketAddr::new(Ipv6Addr::LOCALHOST.into(), 0))
-            .map_err(|e| Skip(format!("no IPv6 loopback: {e}")))
+        Self::bind(SocketAddr::new(Ipv6Addr::LOCALHOST.into(), 0)).map_err(|e| Skip(format!("no IPv6 loopback: {e}")))
     }
     fn bind(a: SocketAddr) -> std::io::Result<UdpTrap> {
         let sock = UdpSocket::bind(a)?;
