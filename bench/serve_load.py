@@ -9,6 +9,7 @@ taken before and after); and the server's peak RSS (VmHWM) plus its RSS samples.
 
 Usage: bench/serve_load.py [--cordon target/release/cordon] [--runs 512]
                            [--inflight 64] [--mode workspace-write] [--json FILE]
+                           [--serve-only]
 Standard library only. Run from the repository root after `cargo build --release`.
 """
 
@@ -51,6 +52,15 @@ def status_kb(pid, field):
     except OSError:
         pass
     return None
+
+
+def cpu_seconds(pid):
+    """(own, reaped children) CPU seconds of a process, from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+    return (utime + stime) / tick, (cutime + cstime) / tick
 
 
 def bench_serve(args, ws, marker):
@@ -119,6 +129,7 @@ def bench_serve(args, ws, marker):
             peak_children = max(peak_children, len(with_marker(marker)))
     elapsed = time.monotonic() - t0
     peak_rss = status_kb(proc.pid, "VmHWM")
+    server_cpu, children_cpu = cpu_seconds(proc.pid)
     proc.stdin.close()
     code = proc.wait(timeout=30)
     stop_sampling.set()
@@ -137,6 +148,8 @@ def bench_serve(args, ws, marker):
         "server_peak_rss_kib": peak_rss,
         "server_rss_samples": len(rss_samples),
         "server_exit_code": code,
+        "server_cpu_seconds": round(server_cpu, 2),
+        "children_cpu_seconds": round(children_cpu, 2),
         "marker_processes_seen_at_once_max": peak_children,
     }
 
@@ -172,6 +185,7 @@ def main():
     p.add_argument("--inflight", type=int, default=64)
     p.add_argument("--mode", default="workspace-write", choices=["read-only", "workspace-write", "full-access"])
     p.add_argument("--json", help="also write the results to this file")
+    p.add_argument("--serve-only", action="store_true", help="skip the one-at-a-time comparison (memory checks)")
     args = p.parse_args()
     if not os.access(args.cordon, os.X_OK):
         sys.exit(f"{args.cordon} not found: run `cargo build --release` first")
@@ -184,7 +198,10 @@ def main():
         serve = bench_serve(args, ws, marker + "s")
         time.sleep(0.2)
         leftovers_serve = with_marker(marker + "s")
-        sequential = bench_sequential(args, ws, marker + "q")
+        if args.serve_only:
+            sequential = {"runs": 0, "seconds": 0, "runs_per_second": float("nan"), "lost_or_bad": 0, "bad_examples": []}
+        else:
+            sequential = bench_sequential(args, ws, marker + "q")
         time.sleep(0.2)
         leftovers_seq = with_marker(marker + "q")
         after = host_processes()
@@ -196,7 +213,7 @@ def main():
         "mode": args.mode,
         "serve": serve,
         "sequential_cordon_run": sequential,
-        "speedup": round(serve["runs_per_second"] / sequential["runs_per_second"], 2),
+        "speedup": round(serve["runs_per_second"] / sequential["runs_per_second"], 2) if sequential["runs"] else None,
         "processes": {
             "host_before": before,
             "host_after": after,
@@ -210,8 +227,13 @@ def main():
         f"cordon serve ({s['inflight']} in flight): {s['seconds']:.2f} s, {s['runs_per_second']} runs/s, "
         f"latency p50 {s['latency_ms_p50']} ms p99 {s['latency_ms_p99']} ms, lost {s['lost']}, bad {s['bad']}"
     )
-    print(f"cordon run, one at a time:     {q['seconds']:.2f} s, {q['runs_per_second']} runs/s, lost or bad {q['lost_or_bad']}")
-    print(f"speedup: {result['speedup']}x")
+    if q["runs"]:
+        print(f"cordon run, one at a time:     {q['seconds']:.2f} s, {q['runs_per_second']} runs/s, lost or bad {q['lost_or_bad']}")
+        print(f"speedup: {result['speedup']}x")
+    print(
+        f"CPU: server {s['server_cpu_seconds']} s, its children {s['children_cpu_seconds']} s "
+        f"({1000 * (s['server_cpu_seconds'] + s['children_cpu_seconds']) / args.runs:.2f} ms per run)"
+    )
     print(
         f"server RSS: idle {s['server_idle_rss_kib'] / 1024:.1f} MiB, peak {s['server_peak_rss_kib'] / 1024:.1f} MiB; "
         f"exit code {s['server_exit_code']}"

@@ -910,9 +910,25 @@ case!(net_listen_unreachable_from_host, |c| {
 
 case!(net_unix_pathname_sockets_denied, |c| {
     for how in BOTH_AND_HOST {
-        let f = fx(c, how);
-        let stream_p = f.out.join("daemon.sock");
-        let dgram_p = f.out.join("daemon.dgram");
+        let _f = fx(c, how);
+        // sun_path holds 108 bytes: keep the daemon's sockets in a short directory.
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let dir = PathBuf::from(format!(
+            "/var/tmp/cus{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        struct Rm(PathBuf);
+        impl Drop for Rm {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+        let _rm = Rm(dir.clone());
+        let stream_p = dir.join("d.sock");
+        let dgram_p = dir.join("d.dgram");
         let stream = UnixTrap::stream_path(c, &stream_p);
         let dgram = UnixTrap::dgram_path(c, &dgram_p);
         let r1 = attempt(c, how, "unix-connect", &[s(&stream_p)])?;
