@@ -281,11 +281,13 @@ async fn wait_exit(pidfd: &AsyncFd<OwnedFd>, pid: i32, exit_status: Option<&Owne
 
 async fn drain(fd: OwnedFd, capture: StreamCapture) {
     let Ok(mut rx) = tokio::net::unix::pipe::Receiver::from_owned_fd(fd) else { return };
-    let mut buf = vec![0u8; READ_CHUNK];
+    // `read_buf` fills spare capacity without zeroing it first.
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     loop {
-        match rx.read(&mut buf).await {
+        buf.clear();
+        match rx.read_buf(&mut buf).await {
             Ok(0) => break,
-            Ok(n) => capture.push(&buf[..n]),
+            Ok(_) => capture.push(&buf),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => break,
         }

@@ -414,6 +414,18 @@ pub fn compile_filter(network_allowed: bool) -> Result<Vec<Insn>, SeccompError> 
 /// Compile the filter for a confined run; when `supervised`, the observed syscalls
 /// notify the supervisor instead of failing in the kernel.
 pub fn compile_program(network_allowed: bool, supervised: bool) -> Result<Program, SeccompError> {
+    // The profile is embedded, so each variant compiles to the same program every time:
+    // compile it once per process (a long-lived `cordon serve` spawns thousands).
+    static CACHE: std::sync::OnceLock<[[std::sync::OnceLock<Result<Program, String>>; 2]; 2]> =
+        std::sync::OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    cache[network_allowed as usize][supervised as usize]
+        .get_or_init(|| compile_program_uncached(network_allowed, supervised).map_err(|e| e.to_string()))
+        .clone()
+        .map_err(SeccompError::Profile)
+}
+
+fn compile_program_uncached(network_allowed: bool, supervised: bool) -> Result<Program, SeccompError> {
     let mut names: Vec<&'static str> = ALWAYS_FILTERS.to_vec();
     if !network_allowed {
         names.push(NETWORK_OFF_FILTER);
