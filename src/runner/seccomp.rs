@@ -405,6 +405,9 @@ fn ret_insn(r: Ret) -> Insn {
     }
 }
 
+/// Compiled programs by `[network_allowed][supervised]`.
+type ProgramCache = [[std::sync::OnceLock<Result<Program, String>>; 2]; 2];
+
 /// Compile the filter for a confined run without a supervisor (one program; every
 /// refusal answered by the kernel).
 pub fn compile_filter(network_allowed: bool) -> Result<Vec<Insn>, SeccompError> {
@@ -416,8 +419,7 @@ pub fn compile_filter(network_allowed: bool) -> Result<Vec<Insn>, SeccompError> 
 pub fn compile_program(network_allowed: bool, supervised: bool) -> Result<Program, SeccompError> {
     // The profile is embedded, so each variant compiles to the same program every time:
     // compile it once per process (a long-lived `cordon serve` spawns thousands).
-    static CACHE: std::sync::OnceLock<[[std::sync::OnceLock<Result<Program, String>>; 2]; 2]> =
-        std::sync::OnceLock::new();
+    static CACHE: std::sync::OnceLock<ProgramCache> = std::sync::OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     cache[network_allowed as usize][supervised as usize]
         .get_or_init(|| compile_program_uncached(network_allowed, supervised).map_err(|e| e.to_string()))

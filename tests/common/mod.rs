@@ -746,7 +746,7 @@ fn parse_probe(
         let bwrap_signal = run
             .as_ref()
             .filter(|r| r.j()["sandbox"]["runner"] == "bwrap")
-            .and_then(|_| code)
+            .and(code)
             .filter(|c| (129..=128 + 64).contains(c))
             .map(|c| format!("exit {c} from bwrap (signal {})", c - 128));
         let signal = signal.or(bwrap_signal);
