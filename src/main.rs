@@ -168,6 +168,22 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
 }
 
 fn main() -> ExitCode {
+    // `cordon run` is the hot path (an agent may spawn thousands of short commands):
+    // build only its parser instead of the whole command tree (~0.15 ms saved).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "run") {
+        use clap::{Args, FromArgMatches};
+        let cmd = RunArgs::augment_args(
+            clap::Command::new("run").bin_name("cordon run").about("Run a command under a sandbox mode."),
+        );
+        let parsed = cmd.try_get_matches_from(std::env::args_os().skip(1)).and_then(|m| RunArgs::from_arg_matches(&m));
+        return match parsed {
+            Ok(args) => run(args),
+            Err(e) => {
+                let _ = e.print();
+                ExitCode::from(if e.use_stderr() { 2 } else { 0 })
+            }
+        };
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -1164,17 +1164,14 @@ fn drop_all_capabilities(p: &Prepared<'_>) {
     if now.iter().any(|d| d.effective != 0 || d.permitted != 0 || d.inheritable != 0) {
         fail(p, Step::Capabilities, libc::EPERM, 103);
     }
-    for cap in 0..=p.last_cap {
-        // SAFETY: prctl with integer arguments.
-        if unsafe {
-            libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_IS_SET as libc::c_ulong, cap as libc::c_ulong, 0, 0)
-        } == 1
-        {
-            fail(p, Step::Capabilities, libc::EPERM, 300 + cap);
-        }
-        // SAFETY: prctl with integer arguments.
-        if can_shrink_bounding && unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0, 0, 0) } == 1 {
-            fail(p, Step::Capabilities, libc::EPERM, 200 + cap);
+    // The ambient set needs no separate check: the kernel keeps it a subset of
+    // permitted ∩ inheritable, both verified empty above.
+    if can_shrink_bounding {
+        for cap in 0..=p.last_cap {
+            // SAFETY: prctl with integer arguments.
+            if unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0, 0, 0) } == 1 {
+                fail(p, Step::Capabilities, libc::EPERM, 200 + cap);
+            }
         }
     }
 }
