@@ -216,6 +216,10 @@ pub async fn supervise(listener: OwnedFd, observed: BTreeMap<i64, Observed>, sin
                     None => libc::EPERM,
                 };
                 let _ = cordon_stage::notify::respond_error(fd.get_ref().as_fd(), n.id, errno);
+                // A command can keep notifications pending forever (a flood of refused
+                // calls); readiness waits do not count against tokio's budget, so yield
+                // or the deadline, the exit watcher and signal handling would starve.
+                tokio::task::yield_now().await;
             }
             // The task went away between poll and receive.
             Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::ENOENT)) => {}

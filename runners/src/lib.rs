@@ -1364,7 +1364,9 @@ pub mod notify {
 
     /// Fail the syscall with `errno`.
     pub fn respond_error(listener: BorrowedFd<'_>, id: u64, errno: i32) -> io::Result<()> {
-        let mut resp = SeccompNotifResp { id, val: 0, error: -errno.abs(), flags: 0 };
+        // A refusal must carry an errno: 0 would make the syscall report success.
+        let errno = if errno > 0 { errno } else { libc::EPERM };
+        let mut resp = SeccompNotifResp { id, val: 0, error: -errno, flags: 0 };
         // SAFETY: ioctl(NOTIF_SEND) reads a response struct of the encoded size.
         let r = unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_SEND as _, &mut resp as *mut SeccompNotifResp) };
         if r != 0 {

@@ -60,6 +60,11 @@ pub fn landlock_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restric
     let mut gaps = Vec::new();
     for r in Restriction::requested_by(policy) {
         let gap = match r {
+            FsWrite if abi < 2 && ns => Some(
+                "device files and FIFOs outside the writable roots stay writable: Landlock ABI 1 is left out (it \
+                 refuses every cross-directory rename) and read-only mounts do not cover special files"
+                    .to_string(),
+            ),
             FsWrite | Network | UnixSockets | ProcessInspection | TerminalInjection | SyscallFilter | Privileges
             | FdIsolation => None,
             FsTruncate if abi < 3 && !ns => Some(format!(
@@ -239,7 +244,8 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
         steps.push(MountStep::Clone { source: p.clone(), slot });
         attach.push(MountStep::Attach { slot, target: p.clone() });
     }
-    steps.push(MountStep::Proc { required: false });
+    // Required: with the host's /proc every host process's cmdline would stay visible.
+    steps.push(MountStep::Proc { required: true });
     for t in PRIVATE_TMPFS {
         steps.push(MountStep::Tmpfs { target: PathBuf::from(t) });
     }
