@@ -208,7 +208,7 @@ pub struct PlanInput<'a> {
     pub host: &'a HostFacts,
     /// Absolute program path.
     pub program: PathBuf,
-    /// argv including argv[0].
+    /// argv including `argv[0]`.
     pub argv: Vec<OsString>,
     /// The working directory (canonical).
     pub cwd: PathBuf,
@@ -328,7 +328,7 @@ pub struct LaunchPlan {
     pub runner: RunnerKind,
     /// Absolute program path to exec.
     pub program: PathBuf,
-    /// argv including argv[0].
+    /// argv including `argv[0]`.
     pub argv: Vec<OsString>,
     /// Environment variables the runner sets (they win over everything).
     pub env: Vec<(String, String)>,
