@@ -23,7 +23,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// Set to `1` to rewrite the golden files instead of comparing with them.
-const UPDATE_ENV: &str = "CORDON_UPDATE_GOLDEN";
+mod golden_support;
+use golden_support::updating;
 
 /// Set to `1` (CI does) to turn a missing `sandbox-exec` on macOS into a failure.
 const MUST_ENFORCE_ENV: &str = "CORDON_MUST_ENFORCE";
@@ -54,36 +55,9 @@ fn repo_path(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
 
-fn updating() -> bool {
-    std::env::var(UPDATE_ENV).is_ok_and(|v| v == "1")
-}
-
-/// Compare `actual` with the golden file `name`, or rewrite it when updating.
+/// Compare `actual` with the golden file `name` (see `golden_support`).
 fn check_golden(name: &str, actual: &str) {
-    let path = repo_path("tests/golden/seatbelt").join(name);
-    if updating() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!("cannot read golden file {}: {e}; run with {UPDATE_ENV}=1 to create it", path.display())
-    });
-    if expected != actual {
-        let line = expected
-            .lines()
-            .zip(actual.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or_else(|| expected.lines().count().min(actual.lines().count()));
-        panic!(
-            "{} differs from the planner's output, first at line {}:\n  golden: {:?}\n  actual: {:?}\n\
-             run with {UPDATE_ENV}=1 to accept the new output (and review the diff)",
-            path.display(),
-            line + 1,
-            expected.lines().nth(line),
-            actual.lines().nth(line),
-        );
-    }
+    golden_support::check_golden(&repo_path("tests/golden/seatbelt"), name, actual);
 }
 
 // ------------------------------------------------------------------ cases

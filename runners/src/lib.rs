@@ -1039,14 +1039,16 @@ fn stage_inner(p: &mut Prepared<'_>) -> ! {
 /// `SECCOMP_FILTER_FLAG_NEW_LISTENER`.
 const SECCOMP_FILTER_FLAG_NEW_LISTENER: libc::c_ulong = 1 << 3;
 
+/// A control-message buffer for one `SCM_RIGHTS` fd, aligned for `cmsghdr`; shared by
+/// the child's [`send_fd`] and the parent's [`notify::recv_fd`].
+#[repr(C, align(8))]
+struct CmsgBuf {
+    buf: [u8; 64],
+}
+
 /// Send `fd` over the unix socket `sock` with `SCM_RIGHTS` (raw syscalls only).
 fn send_fd(sock: RawFd, fd: RawFd) -> Result<(), i32> {
-    // Control buffer sized for one fd, aligned for cmsghdr.
-    #[repr(C, align(8))]
-    struct Cmsg {
-        buf: [u8; 64],
-    }
-    let mut control = Cmsg { buf: [0; 64] };
+    let mut control = CmsgBuf { buf: [0; 64] };
     let mut byte = [0u8; 1];
     let mut iov = libc::iovec { iov_base: byte.as_mut_ptr() as *mut libc::c_void, iov_len: 1 };
     // SAFETY: building a msghdr over local buffers; CMSG_* macros compute offsets
@@ -1303,11 +1305,7 @@ pub mod notify {
     /// Receive one fd sent with `SCM_RIGHTS` (non-blocking: the child sent it before
     /// `spawn` returned).
     pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-        #[repr(C, align(8))]
-        struct Cmsg {
-            buf: [u8; 64],
-        }
-        let mut control = Cmsg { buf: [0; 64] };
+        let mut control = super::CmsgBuf { buf: [0; 64] };
         let mut byte = [0u8; 1];
         let mut iov = libc::iovec { iov_base: byte.as_mut_ptr() as *mut libc::c_void, iov_len: 1 };
         // SAFETY: recvmsg into local buffers; the control message is parsed with the

@@ -346,7 +346,6 @@ fn resolve_program(argv0: &OsStr, env: &[(OsString, OsString)], cwd: &Path) -> R
 
 /// Everything a started process needs to finish its run.
 struct Launched {
-    id: u64,
     pid: i32,
     exit_status: Option<OwnedFd>,
     supervisor: Option<tokio::task::JoinHandle<()>>,
@@ -648,7 +647,6 @@ impl Executor {
             _ => None,
         };
         Ok(Launched {
-            id,
             pid,
             exit_status: exit_status_fd,
             supervisor,
@@ -739,11 +737,10 @@ async fn finish(
     l.guard.armed = false;
     drop(l.guard);
 
-    // Bounded wait for pipes that outliving grandchildren still hold.
+    // Bounded wait for pipes that outliving grandchildren still hold; on timeout the
+    // dropped future aborts the collectors.
     let drain_all = futures_join(std::mem::take(&mut l.collectors));
-    if tokio::time::timeout(config.drain_grace, drain_all).await.is_err() {
-        // Abandon: the tasks are aborted when their handles... abort explicitly.
-    }
+    let _ = tokio::time::timeout(config.drain_grace, drain_all).await;
     if let Some(w) = l.stdin_writer.take() {
         w.abort();
     }
@@ -751,7 +748,6 @@ async fn finish(
         Output::Capture => (l.stdout.finish(), l.stderr.finish()),
         Output::Inherit => Default::default(),
     };
-    let _ = l.stdout.total();
     let (exit_code, signal) = match exit {
         Exit::Code(c) => (Some(c), None),
         Exit::Signal(s) => (None, Some(s)),
@@ -774,7 +770,6 @@ async fn finish(
     if let Some(dir) = &l.run_dir {
         let _ = std::fs::remove_dir_all(dir);
     }
-    let _ = l.id;
     RunResult {
         exit_code,
         signal,

@@ -102,202 +102,70 @@ enum JsonOp {
     MaskedEq(u64),
 }
 
-macro_rules! syscall_table {
-    ($name:expr, $($sys:ident),* $(,)?) => {
-        match $name {
-            $(stringify!($sys) => Some(paste_sys!($sys)),)*
-            _ => None,
-        }
-    };
-}
-macro_rules! paste_sys {
-    ($sys:ident) => {
-        sysno::$sys
-    };
-}
-
-/// Syscall numbers by name, for the names the profile may use.
-mod sysno {
-    #![allow(non_upper_case_globals)]
-    pub const acct: i64 = libc::SYS_acct;
-    pub const add_key: i64 = libc::SYS_add_key;
-    pub const bind: i64 = libc::SYS_bind;
-    pub const bpf: i64 = libc::SYS_bpf;
-    pub const chroot: i64 = libc::SYS_chroot;
-    pub const clock_adjtime: i64 = libc::SYS_clock_adjtime;
-    pub const clock_settime: i64 = libc::SYS_clock_settime;
-    pub const clone: i64 = libc::SYS_clone;
-    pub const clone3: i64 = libc::SYS_clone3;
-    pub const connect: i64 = libc::SYS_connect;
-    pub const delete_module: i64 = libc::SYS_delete_module;
-    pub const finit_module: i64 = libc::SYS_finit_module;
-    pub const fsconfig: i64 = libc::SYS_fsconfig;
-    pub const fsmount: i64 = libc::SYS_fsmount;
-    pub const fsopen: i64 = libc::SYS_fsopen;
-    pub const fspick: i64 = libc::SYS_fspick;
-    pub const init_module: i64 = libc::SYS_init_module;
-    pub const io_uring_enter: i64 = libc::SYS_io_uring_enter;
-    pub const io_uring_register: i64 = libc::SYS_io_uring_register;
-    pub const io_uring_setup: i64 = libc::SYS_io_uring_setup;
-    pub const ioctl: i64 = libc::SYS_ioctl;
-    #[cfg(target_arch = "x86_64")]
-    pub const ioperm: i64 = libc::SYS_ioperm;
-    #[cfg(target_arch = "x86_64")]
-    pub const iopl: i64 = libc::SYS_iopl;
-    pub const kcmp: i64 = libc::SYS_kcmp;
-    pub const kexec_file_load: i64 = libc::SYS_kexec_file_load;
-    pub const kexec_load: i64 = libc::SYS_kexec_load;
-    pub const keyctl: i64 = libc::SYS_keyctl;
-    pub const mount: i64 = libc::SYS_mount;
-    pub const mount_setattr: i64 = libc::SYS_mount_setattr;
-    pub const move_mount: i64 = libc::SYS_move_mount;
-    pub const open_by_handle_at: i64 = libc::SYS_open_by_handle_at;
-    pub const open_tree: i64 = libc::SYS_open_tree;
-    pub const perf_event_open: i64 = libc::SYS_perf_event_open;
-    pub const personality: i64 = libc::SYS_personality;
-    pub const pidfd_getfd: i64 = libc::SYS_pidfd_getfd;
-    pub const pivot_root: i64 = libc::SYS_pivot_root;
-    pub const process_vm_readv: i64 = libc::SYS_process_vm_readv;
-    pub const process_vm_writev: i64 = libc::SYS_process_vm_writev;
-    pub const ptrace: i64 = libc::SYS_ptrace;
-    pub const quotactl: i64 = libc::SYS_quotactl;
-    pub const reboot: i64 = libc::SYS_reboot;
-    pub const request_key: i64 = libc::SYS_request_key;
-    pub const setns: i64 = libc::SYS_setns;
-    pub const settimeofday: i64 = libc::SYS_settimeofday;
-    pub const socket: i64 = libc::SYS_socket;
-    pub const socketpair: i64 = libc::SYS_socketpair;
-    pub const prlimit64: i64 = libc::SYS_prlimit64;
-    pub const swapoff: i64 = libc::SYS_swapoff;
-    pub const swapon: i64 = libc::SYS_swapon;
-    pub const umount2: i64 = libc::SYS_umount2;
-    pub const unshare: i64 = libc::SYS_unshare;
-    pub const userfaultfd: i64 = libc::SYS_userfaultfd;
-    pub const vhangup: i64 = libc::SYS_vhangup;
-}
-
 /// Syscalls that exist only on some architectures: absent elsewhere, so nothing to
 /// refuse there.
 const ARCH_SPECIFIC: [&str; 2] = ["ioperm", "iopl"];
 
 /// The number of a syscall the profile may name.
 pub fn syscall_number(name: &str) -> Option<i64> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        syscall_table!(
-            name,
-            acct,
-            socketpair,
-            prlimit64,
-            add_key,
-            bind,
-            bpf,
-            chroot,
-            clock_adjtime,
-            clock_settime,
-            clone,
-            clone3,
-            connect,
-            delete_module,
-            finit_module,
-            fsconfig,
-            fsmount,
-            fsopen,
-            fspick,
-            init_module,
-            io_uring_enter,
-            io_uring_register,
-            io_uring_setup,
-            ioctl,
-            ioperm,
-            iopl,
-            kcmp,
-            kexec_file_load,
-            kexec_load,
-            keyctl,
-            mount,
-            mount_setattr,
-            move_mount,
-            open_by_handle_at,
-            open_tree,
-            perf_event_open,
-            personality,
-            pidfd_getfd,
-            pivot_root,
-            process_vm_readv,
-            process_vm_writev,
-            ptrace,
-            quotactl,
-            reboot,
-            request_key,
-            setns,
-            settimeofday,
-            socket,
-            swapoff,
-            swapon,
-            umount2,
-            unshare,
-            userfaultfd,
-            vhangup,
-        )
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        syscall_table!(
-            name,
-            acct,
-            socketpair,
-            prlimit64,
-            add_key,
-            bind,
-            bpf,
-            chroot,
-            clock_adjtime,
-            clock_settime,
-            clone,
-            clone3,
-            connect,
-            delete_module,
-            finit_module,
-            fsconfig,
-            fsmount,
-            fsopen,
-            fspick,
-            init_module,
-            io_uring_enter,
-            io_uring_register,
-            io_uring_setup,
-            ioctl,
-            kcmp,
-            kexec_file_load,
-            kexec_load,
-            keyctl,
-            mount,
-            mount_setattr,
-            move_mount,
-            open_by_handle_at,
-            open_tree,
-            perf_event_open,
-            personality,
-            pidfd_getfd,
-            pivot_root,
-            process_vm_readv,
-            process_vm_writev,
-            ptrace,
-            quotactl,
-            reboot,
-            request_key,
-            setns,
-            settimeofday,
-            socket,
-            swapoff,
-            swapon,
-            umount2,
-            unshare,
-            userfaultfd,
-            vhangup,
-        )
-    }
+    Some(match name {
+        "acct" => libc::SYS_acct,
+        "add_key" => libc::SYS_add_key,
+        "bind" => libc::SYS_bind,
+        "bpf" => libc::SYS_bpf,
+        "chroot" => libc::SYS_chroot,
+        "clock_adjtime" => libc::SYS_clock_adjtime,
+        "clock_settime" => libc::SYS_clock_settime,
+        "clone" => libc::SYS_clone,
+        "clone3" => libc::SYS_clone3,
+        "connect" => libc::SYS_connect,
+        "delete_module" => libc::SYS_delete_module,
+        "finit_module" => libc::SYS_finit_module,
+        "fsconfig" => libc::SYS_fsconfig,
+        "fsmount" => libc::SYS_fsmount,
+        "fsopen" => libc::SYS_fsopen,
+        "fspick" => libc::SYS_fspick,
+        "init_module" => libc::SYS_init_module,
+        "io_uring_enter" => libc::SYS_io_uring_enter,
+        "io_uring_register" => libc::SYS_io_uring_register,
+        "io_uring_setup" => libc::SYS_io_uring_setup,
+        "ioctl" => libc::SYS_ioctl,
+        #[cfg(target_arch = "x86_64")]
+        "ioperm" => libc::SYS_ioperm,
+        #[cfg(target_arch = "x86_64")]
+        "iopl" => libc::SYS_iopl,
+        "kcmp" => libc::SYS_kcmp,
+        "kexec_file_load" => libc::SYS_kexec_file_load,
+        "kexec_load" => libc::SYS_kexec_load,
+        "keyctl" => libc::SYS_keyctl,
+        "mount" => libc::SYS_mount,
+        "mount_setattr" => libc::SYS_mount_setattr,
+        "move_mount" => libc::SYS_move_mount,
+        "open_by_handle_at" => libc::SYS_open_by_handle_at,
+        "open_tree" => libc::SYS_open_tree,
+        "perf_event_open" => libc::SYS_perf_event_open,
+        "personality" => libc::SYS_personality,
+        "pidfd_getfd" => libc::SYS_pidfd_getfd,
+        "pivot_root" => libc::SYS_pivot_root,
+        "prlimit64" => libc::SYS_prlimit64,
+        "process_vm_readv" => libc::SYS_process_vm_readv,
+        "process_vm_writev" => libc::SYS_process_vm_writev,
+        "ptrace" => libc::SYS_ptrace,
+        "quotactl" => libc::SYS_quotactl,
+        "reboot" => libc::SYS_reboot,
+        "request_key" => libc::SYS_request_key,
+        "setns" => libc::SYS_setns,
+        "settimeofday" => libc::SYS_settimeofday,
+        "socket" => libc::SYS_socket,
+        "socketpair" => libc::SYS_socketpair,
+        "swapoff" => libc::SYS_swapoff,
+        "swapon" => libc::SYS_swapon,
+        "umount2" => libc::SYS_umount2,
+        "unshare" => libc::SYS_unshare,
+        "userfaultfd" => libc::SYS_userfaultfd,
+        "vhangup" => libc::SYS_vhangup,
+        _ => return None,
+    })
 }
 
 /// `AUDIT_ARCH_*` of the native architecture.

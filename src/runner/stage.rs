@@ -8,7 +8,7 @@ use landlock::{
     Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
     RulesetCreatedAttr, Scope, ABI,
 };
-use std::ffi::{CString, OsStr};
+use std::ffi::CString;
 use std::os::fd::{OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -241,9 +241,4 @@ pub struct Materialized {
     pub stage: StagePlan,
     /// Observed syscalls (empty when no supervisor is attached).
     pub observed: std::collections::BTreeMap<i64, super::seccomp::Observed>,
-}
-
-/// Helper for messages: a path as text.
-pub fn show(p: &OsStr) -> String {
-    p.to_string_lossy().into_owned()
 }
