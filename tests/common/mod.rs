@@ -252,6 +252,21 @@ pub struct Ctx {
     pub ws: PathBuf,
     /// A directory outside the workspace the identity could write to without cordon.
     pub outside: PathBuf,
+    /// The confined runner this pass exercises (`landlock` or `bwrap`); passed as
+    /// `--runner` to every confined run that does not name one itself.
+    pub runner: String,
+}
+
+/// The confined runners every case runs under, in order (`CORDON_TEST_RUNNERS`,
+/// comma-separated, default `landlock,bwrap`).
+pub fn test_runners() -> Vec<String> {
+    std::env::var("CORDON_TEST_RUNNERS")
+        .unwrap_or_else(|_| "landlock,bwrap".into())
+        .split(',')
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .map(String::from)
+        .collect()
 }
 
 /// Runs `f` once per identity. A `Skip` is reported loudly (or fails the test when
@@ -261,11 +276,13 @@ pub fn each_identity(test: &str, f: impl Fn(&Ctx) -> Result<(), Skip>) {
         Ok(s) => s,
         Err(Skip(r)) => return skip_or_fail(test, &r),
     };
-    for id in &suite.identities {
-        eprintln!("=== {test} as {} (uid {})", id.name, id.uid);
-        let ctx = Ctx::new(test, suite, id.clone());
-        if let Err(Skip(r)) = f(&ctx) {
-            skip_or_fail(&format!("{test} [as {}]", id.name), &r);
+    for runner in test_runners() {
+        for id in &suite.identities {
+            eprintln!("=== {test} as {} (uid {}) on {runner}", id.name, id.uid);
+            let ctx = Ctx::new(test, suite, id.clone(), &runner);
+            if let Err(Skip(r)) = f(&ctx) {
+                skip_or_fail(&format!("{test} [as {} on {runner}]", id.name), &r);
+            }
         }
     }
 }
@@ -283,19 +300,21 @@ pub fn unprivileged_only(test: &str, f: impl Fn(&Ctx) -> Result<(), Skip>) {
         loud(&format!("SKIP {test}: needs to run as root to use a separate unprivileged uid"));
         return;
     };
-    eprintln!("=== {test} as {} (uid {})", id.name, id.uid);
-    let ctx = Ctx::new(test, suite, id.clone());
-    if let Err(Skip(r)) = f(&ctx) {
-        skip_or_fail(&format!("{test} [as {}]", id.name), &r);
+    for runner in test_runners() {
+        eprintln!("=== {test} as {} (uid {}) on {runner}", id.name, id.uid);
+        let ctx = Ctx::new(test, suite, id.clone(), &runner);
+        if let Err(Skip(r)) = f(&ctx) {
+            skip_or_fail(&format!("{test} [as {} on {runner}]", id.name), &r);
+        }
     }
 }
 
 impl Ctx {
-    fn new(test: &str, suite: &'static Suite, id: Identity) -> Ctx {
+    fn new(test: &str, suite: &'static Suite, id: Identity, runner: &str) -> Ctx {
         let tdir = suite.dir.join(test);
         fs::create_dir_all(&tdir).unwrap();
         set_mode(&tdir, 0o755);
-        let root = tdir.join(&id.name);
+        let root = tdir.join(format!("{}-{runner}", id.name));
         let _ = fs::remove_dir_all(&root);
         fs::create_dir_all(&root).unwrap();
         let ctx = Ctx {
@@ -305,6 +324,7 @@ impl Ctx {
             ws: root.join("ws"),
             outside: root.join("outside"),
             id,
+            runner: runner.into(),
         };
         ctx.chown_to_me(&root);
         set_mode(&root, 0o755);
@@ -410,8 +430,10 @@ impl Ctx {
         if !opts.mode.is_empty() {
             cmd.args(["--mode", &opts.mode]);
         }
-        if let Some(r) = &opts.runner {
-            cmd.args(["--runner", r]);
+        // The pass's runner for confined runs; full-access always runs passthrough.
+        let unconfined = opts.mode == "full-access";
+        if let Some(r) = opts.runner.clone().or_else(|| (!unconfined).then(|| self.runner.clone())) {
+            cmd.args(["--runner", &r]);
         }
         if let Some(cwd) = &opts.cwd {
             cmd.arg("--cwd").arg(cwd);
@@ -748,7 +770,7 @@ fn parse_probe(
             .filter(|r| r.j()["sandbox"]["runner"] == "bwrap")
             .and(code)
             .filter(|c| (129..=128 + 64).contains(c))
-            .map(|c| format!("exit {c} from bwrap (signal {})", c - 128));
+            .map(|c| signal_name(c - 128));
         let signal = signal.or(bwrap_signal);
         if signal.is_some() {
             return Ok(ProbeResult {
