@@ -62,6 +62,26 @@ pub enum PolicyError {
         /// The protected path containing it.
         protected: PathBuf,
     },
+    /// A checked path could not be pinned without following a symlink: it changed
+    /// between the check and the launch (a component swapped for a symlink), or it
+    /// vanished. Nothing ran.
+    #[error("`{path}` changed after cordon checked it (a symlink in its path, or it is gone): {source}")]
+    Changed {
+        /// The canonical path that was checked.
+        path: PathBuf,
+        /// The error opening it without following symlinks.
+        source: std::io::Error,
+    },
+    /// A writable root (or the workspace of a writable mode) was given through a
+    /// symlink. Such a link may have been planted by an earlier sandboxed run to
+    /// redirect the grant, so cordon refuses it instead of following it.
+    #[error("`{path}` passes through a symlink (it resolves to `{resolved}`); give the real path")]
+    SymlinkRoot {
+        /// The path as given.
+        path: PathBuf,
+        /// Where it resolves to.
+        resolved: PathBuf,
+    },
     /// A protected path is a symlink, which a writable workspace could replace.
     #[error("protected path `{path}` is a symlink; cordon cannot keep it from being replaced (point the workspace at the real directory)")]
     ProtectedSymlink {

@@ -32,6 +32,7 @@ pub mod exec;
 pub mod host;
 pub mod mcp;
 pub mod mode;
+pub mod pin;
 pub mod policy;
 pub mod protocol;
 pub mod request;

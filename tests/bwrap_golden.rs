@@ -273,7 +273,7 @@ fn arity(opt: &str) -> Option<usize> {
     Some(match opt {
         "--unshare-all" | "--share-net" | "--die-with-parent" | "--new-session" | "--as-pid-1" => 0,
         "--cap-drop" | "--seccomp" | "--dev" | "--proc" | "--remount-ro" | "--tmpfs" | "--perms" | "--chdir" => 1,
-        "--bind" | "--ro-bind" | "--setenv" => 2,
+        "--bind" | "--ro-bind" | "--bind-fd" | "--ro-bind-fd" | "--setenv" => 2,
         _ => return None,
     })
 }
@@ -339,17 +339,30 @@ fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
     }
     assert!(root < dev && dev < proc_ && proc_ < tmpfs[0] && tmpfs[0] < tmpfs[1], "{name}: base mounts order");
 
-    // Binds: source == target; exposed paths after the tmpfs, shallow first, each once
+    // Binds: every source is the parent's pinned fd for the target path (never a path
+    // bubblewrap re-resolves); exposed paths after the tmpfs, shallow first, each once
     // with the right flag; protected paths read-only after every writable bind.
+    assert!(
+        !opts.iter().enumerate().any(|(i, (k, _))| (k == "--bind" || k == "--ro-bind") && i != root),
+        "{name}: a bind by path"
+    );
     let binds: Vec<(usize, &str, PathBuf)> = opts
         .iter()
         .enumerate()
-        .filter(|(i, (k, _))| (k == "--bind" || k == "--ro-bind") && *i != root)
+        .filter(|(_, (k, _))| k == "--bind-fd" || k == "--ro-bind-fd")
         .map(|(i, (k, v))| {
-            assert_eq!(v[0], v[1], "{name}: {k} source and target differ");
-            (i, k.as_str(), PathBuf::from(&v[0]))
+            let target = PathBuf::from(&v[1]);
+            let fd: i32 = v[0].to_str().and_then(|f| f.parse().ok()).unwrap_or_else(|| panic!("{name}: {k} fd"));
+            assert!(
+                plan.path_fds.contains(&(target.clone(), fd)),
+                "{name}: {k} {fd} {target:?} is not a pinned fd of the plan: {:?}",
+                plan.path_fds
+            );
+            assert!(fd > SECCOMP_CHILD_FD, "{name}: {k} fd {fd} collides with stdio or the seccomp fd");
+            (i, if k == "--bind-fd" { "--bind" } else { "--ro-bind" }, target)
         })
         .collect();
+    assert_eq!(binds.len(), plan.path_fds.len(), "{name}: every passed fd is bound once");
     let writes = case.policy.mode >= Mode::WorkspaceWrite;
     let mut exposed: Vec<(PathBuf, bool)> = vec![(case.policy.workspace.clone(), writes)];
     exposed.extend(case.policy.writable_roots.iter().map(|r| (r.clone(), true)));

@@ -169,6 +169,9 @@ pub enum MountOp {
         source: CString,
         /// Slot index the detached tree is kept in until attached.
         slot: usize,
+        /// The identity the parent pinned for `source`: the clone's root must be that
+        /// very directory or file, or the step fails (the path was swapped).
+        expect: Option<FileIdentity>,
     },
     /// Attach the tree in `slot` at `target` (`move_mount`).
     Attach {
@@ -176,6 +179,22 @@ pub enum MountOp {
         slot: usize,
         /// Absolute target path (must exist).
         target: CString,
+        /// When set, `target` is opened without following any symlink and must be
+        /// this identity; the tree is attached onto that open file, so a path swapped
+        /// after the check cannot redirect the mount.
+        expect: Option<FileIdentity>,
+    },
+    /// `mount_setattr` on the tree held in `slot` (after it was attached, the mount it
+    /// refers to), never on a path that could have been swapped.
+    SetAttrSlot {
+        /// Slot filled by an earlier [`MountOp::CloneTree`].
+        slot: usize,
+        /// Apply to the whole subtree (`AT_RECURSIVE`).
+        recursive: bool,
+        /// `MOUNT_ATTR_*` bits to set.
+        set: u64,
+        /// `MOUNT_ATTR_*` bits to clear.
+        clear: u64,
     },
     /// Mount a fresh procfs for the new pid namespace at `target`; a failure is
     /// ignored when `optional` (the host `/proc` then stays).
@@ -211,6 +230,61 @@ pub enum MountOp {
 
 /// `MOUNT_ATTR_RDONLY` from `<linux/mount.h>`.
 pub const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
+/// `MOUNT_ATTR_NOSUID` from `<linux/mount.h>`.
+pub const MOUNT_ATTR_NOSUID: u64 = 0x0000_0002;
+/// `MOUNT_ATTR_NODEV` from `<linux/mount.h>`.
+pub const MOUNT_ATTR_NODEV: u64 = 0x0000_0004;
+
+/// A file's identity (`st_dev`, `st_ino`), pinned by the parent while it holds the
+/// file open, so the numbers cannot be reused for another file meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FileIdentity {
+    /// `st_dev`.
+    pub dev: u64,
+    /// `st_ino`.
+    pub ino: u64,
+}
+
+impl FileIdentity {
+    /// The identity of an open file (async-signal-safe: one `fstat`).
+    pub fn of_fd(fd: RawFd) -> io::Result<FileIdentity> {
+        // SAFETY: fstat fills a zeroed, properly sized local struct.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: see above; `fd` is only read.
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(FileIdentity { dev: st.st_dev, ino: st.st_ino })
+    }
+}
+
+/// `openat2(dirfd, path, O_PATH | O_CLOEXEC, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`:
+/// an `O_PATH` fd for `path` refusing a symlink in ANY component (`ELOOP`).
+/// Async-signal-safe (one raw syscall), so the child may use it.
+pub fn open_path_no_symlinks(dirfd: RawFd, path: &std::ffi::CStr) -> io::Result<OwnedFd> {
+    // `struct open_how` from <linux/openat2.h> (libc's is non-exhaustive).
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: openat2 with a NUL-terminated path and a local open_how whose size is
+    // passed alongside.
+    let fd = unsafe {
+        libc::syscall(libc::SYS_openat2, dirfd, path.as_ptr(), &how as *const OpenHow, std::mem::size_of::<OpenHow>())
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
 
 /// Identity maps written for a child that lives in a new user namespace.
 #[derive(Debug, Clone)]
@@ -232,6 +306,9 @@ pub struct StagePlan {
     pub envp: Vec<CString>,
     /// Working directory (absolute).
     pub cwd: CString,
+    /// The identity the parent pinned for `cwd`: after `chdir`, the working directory
+    /// must be that directory, or the stage fails (a component was swapped).
+    pub cwd_expect: Option<FileIdentity>,
     /// The parent's fds that become the child's 0, 1 and 2. Each must be either
     /// equal to its target or greater than 2.
     pub stdio: [RawFd; 3],
@@ -719,6 +796,7 @@ fn write_file(path: &[u8], data: &[u8]) -> Result<(), i32> {
 
 const OPEN_TREE_CLONE: libc::c_uint = 1;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x0000_0004;
+const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x0000_0040;
 
 /// `struct mount_attr` from `<linux/mount.h>`.
 #[repr(C)]
@@ -816,32 +894,91 @@ fn stage_outer(p: &mut Prepared<'_>, unblock: bool) {
                     fail(p, Step::Mount, errno(), detail);
                 }
             }
-            MountOp::CloneTree { source, slot } => {
+            MountOp::CloneTree { source, slot, expect } => {
                 // SAFETY: open_tree with a NUL-terminated path owned by the plan.
                 let fd = unsafe {
                     libc::syscall(
                         libc::SYS_open_tree,
                         libc::AT_FDCWD,
                         source.as_ptr(),
-                        OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint,
+                        OPEN_TREE_CLONE
+                            | libc::O_CLOEXEC as libc::c_uint
+                            | libc::AT_RECURSIVE as libc::c_uint
+                            | libc::AT_SYMLINK_NOFOLLOW as libc::c_uint,
                     )
                 };
                 if fd < 0 || *slot >= p.slots.len() {
                     fail(p, Step::Mount, errno(), detail);
                 }
                 p.slots[*slot] = fd as RawFd;
+                if let Some(want) = expect {
+                    match FileIdentity::of_fd(fd as RawFd) {
+                        Ok(got) if got == *want => {}
+                        Ok(_) => fail(p, Step::Mount, libc::ESTALE, detail),
+                        Err(e) => fail(p, Step::Mount, e.raw_os_error().unwrap_or(libc::EIO), detail),
+                    }
+                }
             }
-            MountOp::Attach { slot, target } => {
+            MountOp::Attach { slot, target, expect } => {
                 let fd = p.slots.get(*slot).copied().unwrap_or(-1);
-                // SAFETY: move_mount from a detached tree fd to a NUL-terminated path.
+                let r = match expect {
+                    None => {
+                        // SAFETY: move_mount from a detached tree fd to a NUL-terminated path.
+                        unsafe {
+                            libc::syscall(
+                                libc::SYS_move_mount,
+                                fd,
+                                c"".as_ptr(),
+                                libc::AT_FDCWD,
+                                target.as_ptr(),
+                                MOVE_MOUNT_F_EMPTY_PATH,
+                            )
+                        }
+                    }
+                    Some(want) => {
+                        let t = match open_path_no_symlinks(libc::AT_FDCWD, target) {
+                            Ok(t) => t,
+                            Err(e) => fail(p, Step::Mount, e.raw_os_error().unwrap_or(libc::EIO), detail),
+                        };
+                        match FileIdentity::of_fd(t.as_raw_fd()) {
+                            Ok(got) if got == *want => {}
+                            Ok(_) => fail(p, Step::Mount, libc::ESTALE, detail),
+                            Err(e) => fail(p, Step::Mount, e.raw_os_error().unwrap_or(libc::EIO), detail),
+                        }
+                        // SAFETY: move_mount between two fds the child owns.
+                        unsafe {
+                            libc::syscall(
+                                libc::SYS_move_mount,
+                                fd,
+                                c"".as_ptr(),
+                                t.as_raw_fd(),
+                                c"".as_ptr(),
+                                MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+                            )
+                        }
+                    }
+                };
+                if r != 0 {
+                    fail(p, Step::Mount, errno(), detail);
+                }
+            }
+            MountOp::SetAttrSlot { slot, recursive, set, clear } => {
+                let fd = p.slots.get(*slot).copied().unwrap_or(-1);
+                let attr = MountAttr { attr_set: *set, attr_clr: *clear, propagation: 0, userns_fd: 0 };
+                let mut flags = libc::AT_EMPTY_PATH;
+                if *recursive {
+                    flags |= libc::AT_RECURSIVE;
+                }
+                // SAFETY: mount_setattr on a tree fd the child owns, an empty path and a
+                // local struct whose size is passed alongside.
                 let r = unsafe {
                     libc::syscall(
-                        libc::SYS_move_mount,
+                        libc::SYS_mount_setattr,
                         fd,
                         c"".as_ptr(),
-                        libc::AT_FDCWD,
-                        target.as_ptr(),
-                        MOVE_MOUNT_F_EMPTY_PATH,
+                        flags as libc::c_uint,
+                        &attr as *const MountAttr,
+                        std::mem::size_of::<MountAttr>(),
                     )
                 };
                 if r != 0 {
@@ -980,6 +1117,22 @@ fn stage_inner(p: &mut Prepared<'_>) -> ! {
     // SAFETY: chdir with a NUL-terminated path.
     if unsafe { libc::chdir(plan.cwd.as_ptr()) } != 0 {
         fail(p, Step::Chdir, errno(), 0);
+    }
+    if let Some(want) = plan.cwd_expect {
+        // The directory we are in now, whatever path led here: it must be the one
+        // the parent pinned (a swapped component lands elsewhere).
+        // SAFETY: open with a static NUL-terminated path; the fd is closed below.
+        let dot = unsafe { libc::open(c".".as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+        let got = if dot < 0 { Err(io::Error::last_os_error()) } else { FileIdentity::of_fd(dot) };
+        if dot >= 0 {
+            // SAFETY: closing the fd opened just above.
+            unsafe { libc::close(dot) };
+        }
+        match got {
+            Ok(got) if got == want => {}
+            Ok(_) => fail(p, Step::Chdir, libc::ESTALE, 1),
+            Err(e) => fail(p, Step::Chdir, e.raw_os_error().unwrap_or(libc::EIO), 1),
+        }
     }
 
     // 9. no_new_privs.
@@ -1381,8 +1534,13 @@ pub mod fds {
 
     /// Duplicate `fd` to a new close-on-exec descriptor numbered 3 or above.
     pub fn dup_cloexec(fd: RawFd) -> io::Result<OwnedFd> {
+        dup_cloexec_above(fd, 3)
+    }
+
+    /// Duplicate `fd` to a new close-on-exec descriptor numbered `min` or above.
+    pub fn dup_cloexec_above(fd: RawFd, min: RawFd) -> io::Result<OwnedFd> {
         // SAFETY: fcntl(F_DUPFD_CLOEXEC) with integer arguments.
-        let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+        let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, min) };
         if new < 0 {
             return Err(io::Error::last_os_error());
         }

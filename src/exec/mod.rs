@@ -497,6 +497,9 @@ impl Executor {
 
     async fn launch(&self, spec: &Spec) -> Result<Launched, CordonError> {
         let selection = runner::select(&spec.policy, &self.host, spec.runner)?;
+        // Every checked path, opened once without following symlinks; the plan's
+        // grants, mounts and chdir are tied to these files (see `crate::pin`).
+        let pins = crate::pin::Pins::take(&spec.policy, &spec.workdir)?;
         let runner = runner::runner_for(selection.runner);
         let program = resolve_program(&spec.argv[0], &spec.env, &spec.workdir)?;
 
@@ -580,16 +583,20 @@ impl Executor {
             stdio,
             &self.host,
             notify_pair.as_ref().map(|(_, child)| child.as_raw_fd()),
+            &pins,
         )
         .map_err(|e| CordonError::RunnerFailed { runner: selection.runner, detail: e.to_string() })?;
         let supervised = materialized.stage.notify_socket.is_some();
         let observed = materialized.observed;
         let stage_plan = materialized.stage;
+        let held_fds = materialized.held;
 
         // Spawning blocks for the child's stage (well under a millisecond); doing it
         // inline avoids a thread hop per run.
         let spawned = cordon_stage::spawn(stage_plan);
         // The child has its copies now (or failed); close ours.
+        drop(held_fds);
+        drop(pins);
         drop(stdin_fd);
         drop(child_out);
         let listener = match notify_pair {

@@ -134,10 +134,23 @@ fn push(args: &mut Vec<OsString>, items: &[&str]) {
     args.extend(items.iter().map(OsString::from));
 }
 
-fn push_bind(args: &mut Vec<OsString>, flag: &str, p: &Path) {
-    args.push(flag.into());
-    args.push(p.as_os_str().to_owned());
-    args.push(p.as_os_str().to_owned());
+/// The first fd number of the bind sources in the child (after the seccomp program).
+pub const BIND_FD_BASE: i32 = SECCOMP_CHILD_FD + 1;
+
+/// Every bind on top of the read-only root, in bubblewrap's order, with the fd number
+/// its source has in the child and whether it is writable (pure): the exposed paths
+/// (shallow first), then the protected paths read-only (shallow first). The sources
+/// are the parent's pinned fds (`crate::pin`), so bubblewrap binds exactly the
+/// directories that were checked (`--bind-fd`), never a path re-resolved later.
+pub fn binds(policy: &ExecutionPolicy) -> Vec<(PathBuf, i32, bool)> {
+    let mut protected = policy.protected.clone();
+    protected.sort_by_key(|p| p.components().count());
+    exposed(policy)
+        .into_iter()
+        .chain(protected.into_iter().map(|p| (p, false)))
+        .zip(BIND_FD_BASE..)
+        .map(|((p, writable), fd)| (p, fd, writable))
+        .collect()
 }
 
 /// bubblewrap's arguments for `input` (pure): everything after `argv[0]`, ending
@@ -152,7 +165,8 @@ fn push_bind(args: &mut Vec<OsString>, flag: &str, p: &Path) {
 /// 3. `--perms 1777 --tmpfs /tmp`, `--perms 1777 --tmpfs /dev/shm`;
 /// 4. the exposed paths ([`exposed`]), shallow first: after the tmpfs, so one that
 ///    lives under `/tmp` is bound onto a mount point bubblewrap creates there;
-/// 5. protected paths `--ro-bind P P`, shallow first, after every writable bind;
+/// 5. protected paths read-only, shallow first, after every writable bind (4 and 5
+///    bind the parent's pinned fds, `--bind-fd N P` / `--ro-bind-fd N P`: see [`binds`]);
 /// 6. `--chdir`, `--setenv TMPDIR /tmp`, `--`, the program, its arguments.
 ///
 /// `--remount-ro /proc` closes a root escape: bubblewrap's fresh procfs is writable
@@ -204,13 +218,10 @@ pub fn bwrap_args(input: &PlanInput<'_>) -> Result<Vec<OsString>, PlanError> {
     for t in PRIVATE_TMPFS {
         push(&mut args, &["--perms", "1777", "--tmpfs", t]);
     }
-    for (p, writable) in &exposed {
-        push_bind(&mut args, if *writable { "--bind" } else { "--ro-bind" }, p);
-    }
-    let mut protected = policy.protected.clone();
-    protected.sort_by_key(|p| p.components().count());
-    for p in &protected {
-        push_bind(&mut args, "--ro-bind", p);
+    for (p, fd, writable) in binds(policy) {
+        args.push(if writable { "--bind-fd" } else { "--ro-bind-fd" }.into());
+        args.push(fd.to_string().into());
+        args.push(p.into_os_string());
     }
     args.push("--chdir".into());
     args.push(input.cwd.as_os_str().to_owned());
@@ -279,6 +290,7 @@ impl Runner for BwrapRunner {
             landlock: None,
             seccomp: None,
             seccomp_fd: Some(SeccompFd { network_allowed: policy.network, child_fd: SECCOMP_CHILD_FD }),
+            path_fds: binds(policy).into_iter().map(|(p, fd, _)| (p, fd)).collect(),
             drop_capabilities: false,
             no_new_privs: true,
             new_session: input.new_session,

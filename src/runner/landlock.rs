@@ -207,6 +207,7 @@ impl Runner for LandlockRunner {
             landlock: use_landlock.then_some(landlock),
             seccomp: Some(policy.network || !policy.mode.is_confined()),
             seccomp_fd: None,
+            path_fds: Vec::new(),
             drop_capabilities: true,
             no_new_privs: true,
             new_session: input.new_session,

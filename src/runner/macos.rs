@@ -87,6 +87,7 @@ impl Runner for SeatbeltRunner {
             landlock: None,
             seccomp: None,
             seccomp_fd: None,
+            path_fds: Vec::new(),
             drop_capabilities: false,
             no_new_privs: false,
             new_session: input.new_session,

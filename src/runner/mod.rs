@@ -346,6 +346,9 @@ pub struct LaunchPlan {
     /// filter is compiled into a sealed memfd that the child inherits as `child_fd`
     /// (bubblewrap's `--seccomp FD`).
     pub seccomp_fd: Option<SeccompFd>,
+    /// Pinned paths whose fds the child inherits at the given numbers (above 2, after
+    /// any `seccomp_fd`): a helper binds exactly those files (bubblewrap's `--bind-fd`).
+    pub path_fds: Vec<(PathBuf, i32)>,
     /// Drop all capabilities.
     pub drop_capabilities: bool,
     /// Set `no_new_privs`.

@@ -3,13 +3,14 @@
 //! to C strings. This is the I/O half of planning; nothing here decides policy.
 
 use super::{LandlockPlan, LaunchPlan, MountStep};
-use cordon_stage::{IdMaps, MountOp, StagePlan, MOUNT_ATTR_RDONLY};
+use crate::pin::{open_no_symlinks, Pins};
+use cordon_stage::{IdMaps, MountOp, StagePlan, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 use landlock::{
     Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
     RulesetCreatedAttr, Scope, ABI,
 };
 use std::ffi::CString;
-use std::os::fd::{OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -32,6 +33,21 @@ pub enum MaterializeError {
     /// The seccomp program for a helper (bubblewrap) could not be put into its fd.
     #[error("passing the seccomp program to bubblewrap through a memfd: {0}")]
     SeccompFd(std::io::Error),
+    /// A path the plan mounts, binds or grants was not pinned by the executor: the
+    /// plan and the policy disagree (a bug), so nothing runs.
+    #[error("`{path}` is used by the plan but was not pinned")]
+    Unpinned {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A pinned fd could not be duplicated for the child.
+    #[error("passing the pinned `{path}` to the child: {source}")]
+    PassFd {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
     /// A mount point could not be created.
     #[error("creating mount point `{path}`: {source}")]
     MountPoint {
@@ -55,8 +71,20 @@ fn write_access(abi: u32) -> landlock::BitFlags<AccessFs> {
     AccessFs::from_all(ABI::from(abi as i32)) & !(AccessFs::MakeChar | AccessFs::MakeBlock)
 }
 
-/// Build the Landlock ruleset for `plan`; returns the ruleset fd.
-pub fn build_ruleset(plan: &LandlockPlan, extra_devices: &[PathBuf]) -> Result<OwnedFd, MaterializeError> {
+/// Open a rule's directory: the pinned fd when the policy pinned it, else opened
+/// without following a symlink in any component (`/`, per-run directories).
+fn rule_fd(p: &Path, pins: &Pins) -> Result<OwnedFd, MaterializeError> {
+    let fd = match pins.fd(p) {
+        Some(fd) => fd.try_clone_to_owned(),
+        None => open_no_symlinks(p),
+    };
+    fd.map_err(|e| MaterializeError::Landlock(format!("{}: {e}", p.display())))
+}
+
+/// Build the Landlock ruleset for `plan`; returns the ruleset fd. Rules are built on
+/// open files (pinned ones where the policy pinned them), never on a path that a
+/// concurrent command could have swapped for a symlink.
+pub fn build_ruleset(plan: &LandlockPlan, extra_devices: &[PathBuf], pins: &Pins) -> Result<OwnedFd, MaterializeError> {
     let err = |e: &dyn std::fmt::Display| MaterializeError::Landlock(e.to_string());
     let abi = ABI::from(plan.abi as i32);
     let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
@@ -73,13 +101,11 @@ pub fn build_ruleset(plan: &LandlockPlan, extra_devices: &[PathBuf]) -> Result<O
     let mut created = ruleset.create().map_err(|e| err(&e))?;
     let read = AccessFs::from_read(abi);
     for p in &plan.read {
-        let fd = PathFd::new(p).map_err(|e| err(&format!("{}: {e}", p.display())))?;
-        created = created.add_rule(PathBeneath::new(fd, read)).map_err(|e| err(&e))?;
+        created = created.add_rule(PathBeneath::new(rule_fd(p, pins)?, read)).map_err(|e| err(&e))?;
     }
     let write = write_access(plan.abi);
     for p in &plan.write {
-        let fd = PathFd::new(p).map_err(|e| err(&format!("{}: {e}", p.display())))?;
-        created = created.add_rule(PathBeneath::new(fd, write)).map_err(|e| err(&e))?;
+        created = created.add_rule(PathBeneath::new(rule_fd(p, pins)?, write)).map_err(|e| err(&e))?;
     }
     let mut device = AccessFs::ReadFile | AccessFs::WriteFile;
     if plan.abi >= 5 {
@@ -124,6 +150,7 @@ pub fn materialize(
     stdio: [RawFd; 3],
     host: &crate::host::HostFacts,
     notify_socket: Option<RawFd>,
+    pins: &Pins,
 ) -> Result<Materialized, MaterializeError> {
     let program = cpath(&plan.program)?;
     let argv = plan
@@ -165,26 +192,59 @@ pub fn materialize(
         None
     };
 
+    // Every clone source must be the pinned file; every attach target too, except
+    // mount points the plan itself creates inside a fresh private tmpfs.
+    let pinned = |p: &Path| pins.id(p).ok_or_else(|| MaterializeError::Unpinned { path: p.to_path_buf() });
+    let created: Vec<&Path> = plan
+        .mounts
+        .iter()
+        .filter_map(|m| if let MountStep::Mkdir { path } = m { Some(path.as_path()) } else { None })
+        .collect();
+    let attached_slot = |target: &Path| {
+        plan.mounts.iter().find_map(|m| match m {
+            MountStep::Attach { slot, target: t } if t == target => Some(*slot),
+            _ => None,
+        })
+    };
     let mut mounts = Vec::new();
     let mut slots = 0usize;
     for m in &plan.mounts {
-        mounts.push(match m {
+        let op = match m {
             MountStep::MakeRootPrivate => MountOp::MakeRootPrivate,
             MountStep::Clone { source, slot } => {
                 slots = slots.max(slot + 1);
-                MountOp::CloneTree { source: cpath(source)?, slot: *slot }
+                MountOp::CloneTree { source: cpath(source)?, slot: *slot, expect: Some(pinned(source)?) }
             }
-            MountStep::Attach { slot, target } => MountOp::Attach { slot: *slot, target: cpath(target)? },
+            MountStep::Attach { slot, target } => MountOp::Attach {
+                slot: *slot,
+                target: cpath(target)?,
+                expect: if created.contains(&target.as_path()) { None } else { Some(pinned(target)?) },
+            },
             MountStep::Proc { required } => MountOp::Proc { target: c"/proc".to_owned(), optional: !required },
             MountStep::Tmpfs { target } => MountOp::Tmpfs { target: cpath(target)? },
             MountStep::Mkdir { path } => MountOp::Mkdir { path: cpath(path)? },
             MountStep::ReadOnlyRecursive => {
                 MountOp::SetAttr { target: c"/".to_owned(), recursive: true, set: MOUNT_ATTR_RDONLY, clear: 0 }
             }
-            MountStep::Writable { target } => {
-                MountOp::SetAttr { target: cpath(target)?, recursive: false, set: 0, clear: MOUNT_ATTR_RDONLY }
-            }
-        });
+            // An attached root: its attributes are set through the tree's fd. Writable
+            // roots are nodev and nosuid throughout (a device node or setuid file that
+            // sits in a workspace stays inert), and writable at their top mount only.
+            MountStep::Writable { target } => match attached_slot(target) {
+                Some(slot) => {
+                    mounts.push(MountOp::SetAttrSlot {
+                        slot,
+                        recursive: true,
+                        set: MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
+                        clear: 0,
+                    });
+                    MountOp::SetAttrSlot { slot, recursive: false, set: 0, clear: MOUNT_ATTR_RDONLY }
+                }
+                // The private tmpfs mounts (already nodev, nosuid), in this fresh
+                // namespace before anything else runs there.
+                None => MountOp::SetAttr { target: cpath(target)?, recursive: false, set: 0, clear: MOUNT_ATTR_RDONLY },
+            },
+        };
+        mounts.push(op);
     }
 
     let late_landlock_rules = match &plan.landlock {
@@ -195,7 +255,7 @@ pub fn materialize(
         None => Vec::new(),
     };
     let landlock = match &plan.landlock {
-        Some(l) => Some((build_ruleset(l, &inherited_terminals(&stdio))?, l.restrict_flags)),
+        Some(l) => Some((build_ruleset(l, &inherited_terminals(&stdio), pins)?, l.restrict_flags)),
         None => None,
     };
     let (seccomp, observed) = match plan.seccomp {
@@ -211,11 +271,23 @@ pub fn materialize(
         let fd = super::bwrap::seccomp_fd::create(&bytes).map_err(MaterializeError::SeccompFd)?;
         pass_fds.push((fd, s.child_fd));
     }
+    // Pinned sources, duplicated above every child fd number so no `dup2` in the
+    // child overwrites a source it still needs.
+    let above = plan.path_fds.iter().map(|(_, fd)| *fd).max().unwrap_or(2) + 1;
+    let mut held = Vec::new();
+    for (path, child_fd) in &plan.path_fds {
+        let fd = pins.fd(path).ok_or_else(|| MaterializeError::Unpinned { path: path.clone() })?;
+        let owned = cordon_stage::fds::dup_cloexec_above(fd.as_raw_fd(), above)
+            .map_err(|source| MaterializeError::PassFd { path: path.clone(), source })?;
+        pass_fds.push((owned.as_raw_fd(), *child_fd));
+        held.push(owned);
+    }
     let stage = StagePlan {
         program,
         argv,
         envp,
         cwd,
+        cwd_expect: pins.id(&plan.cwd),
         stdio,
         namespaces,
         id_maps,
@@ -231,7 +303,7 @@ pub fn materialize(
         drop_capabilities: plan.drop_capabilities,
         seccomp,
     };
-    Ok(Materialized { stage, observed })
+    Ok(Materialized { stage, observed, held })
 }
 
 /// A materialized plan and what its seccomp notifications mean.
@@ -241,4 +313,6 @@ pub struct Materialized {
     pub stage: StagePlan,
     /// Observed syscalls (empty when no supervisor is attached).
     pub observed: std::collections::BTreeMap<i64, super::seccomp::Observed>,
+    /// The fds `stage.pass_fds` names, kept open until the child is spawned.
+    pub held: Vec<OwnedFd>,
 }

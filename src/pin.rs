@@ -1,0 +1,140 @@
+//! Path pinning: every directory a policy names, resolved once into an open file.
+//!
+//! A resolved [`ExecutionPolicy`] names its workspace, writable roots, protected paths
+//! and the working directory by canonical path. Between that check and the moment the
+//! child mounts, grants and `chdir`s, a concurrent command (another run in the same
+//! workspace) could swap a component of such a path for a symlink and redirect a grant
+//! outside the checked tree. [`Pins::take`] closes that window:
+//!
+//! 1. Each path is opened with `openat2(O_PATH, RESOLVE_NO_SYMLINKS)`: a symlink in ANY
+//!    component fails the run (fail closed) instead of being followed. A canonical path
+//!    has no symlinks, so a failure means something changed since the check.
+//! 2. The open file's identity (`st_dev`, `st_ino`) is recorded while the fd keeps the
+//!    inode alive (so the numbers cannot be reused).
+//! 3. Everything downstream uses the fd or verifies against the identity, never the
+//!    path string alone: Landlock rules are built on the fds; the child checks that each
+//!    detached mount clone and each mount target is the pinned file and attaches onto
+//!    the opened target; writable/read-only attributes are set on the attached tree's
+//!    fd; after `chdir` the child checks the working directory's identity; bubblewrap
+//!    receives the sources as fds (`--bind-fd`).
+//!
+//! What it does not do: it does not decide what may be writable (that is
+//! [`crate::policy`]); and a rename of real directories (no symlink) inside a checked
+//! tree only ever yields another directory inside that same tree, which the check
+//! already allowed.
+
+use crate::error::PolicyError;
+use crate::policy::ExecutionPolicy;
+pub use cordon_stage::FileIdentity;
+use std::ffi::CString;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// One pinned path.
+#[derive(Debug)]
+pub struct Pin {
+    /// The canonical path that was checked.
+    pub path: PathBuf,
+    /// An `O_PATH` fd for it, opened without following symlinks.
+    pub fd: OwnedFd,
+    /// Its identity while `fd` is open.
+    pub id: FileIdentity,
+}
+
+/// Every path of one run's policy, pinned (see the module docs).
+#[derive(Debug, Default)]
+pub struct Pins {
+    pins: Vec<Pin>,
+}
+
+/// Open `path` (absolute) without following a symlink in any component.
+pub fn open_no_symlinks(path: &Path) -> std::io::Result<OwnedFd> {
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    if !path.is_absolute() {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    cordon_stage::open_path_no_symlinks(libc::AT_FDCWD, &c)
+}
+
+impl Pins {
+    /// Pin the workspace, the writable roots, the protected paths and `workdir`.
+    pub fn take(policy: &ExecutionPolicy, workdir: &Path) -> Result<Pins, PolicyError> {
+        let mut pins = Pins::default();
+        let paths = std::iter::once(&policy.workspace)
+            .chain(policy.writable_roots.iter())
+            .chain(policy.protected.iter())
+            .chain(std::iter::once(&workdir.to_path_buf()))
+            .cloned()
+            .collect::<Vec<_>>();
+        for path in paths {
+            pins.add(&path)?;
+        }
+        Ok(pins)
+    }
+
+    /// Pin one more path (a no-op if it is pinned already).
+    pub fn add(&mut self, path: &Path) -> Result<(), PolicyError> {
+        if self.get(path).is_some() {
+            return Ok(());
+        }
+        let changed = |source| PolicyError::Changed { path: path.to_path_buf(), source };
+        let fd = open_no_symlinks(path).map_err(changed)?;
+        let id = FileIdentity::of_fd(fd.as_raw_fd()).map_err(changed)?;
+        self.pins.push(Pin { path: path.to_path_buf(), fd, id });
+        Ok(())
+    }
+
+    fn get(&self, path: &Path) -> Option<&Pin> {
+        self.pins.iter().find(|p| p.path == path)
+    }
+
+    /// The pinned identity of `path`.
+    pub fn id(&self, path: &Path) -> Option<FileIdentity> {
+        self.get(path).map(|p| p.id)
+    }
+
+    /// The pinned fd of `path`.
+    pub fn fd(&self, path: &Path) -> Option<BorrowedFd<'_>> {
+        self.get(path).map(|p| p.fd.as_fd())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mode::Mode;
+
+    fn policy(ws: &Path) -> ExecutionPolicy {
+        ExecutionPolicy {
+            mode: Mode::WorkspaceWrite,
+            workspace: ws.to_path_buf(),
+            writable_roots: vec![],
+            protected: vec![],
+            network: false,
+            best_effort: false,
+        }
+    }
+
+    #[test]
+    fn pins_real_directories_and_refuses_a_symlink_in_any_component() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let ws = base.join("ws");
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        let pins = Pins::take(&policy(&ws), &ws.join("sub")).unwrap();
+        let meta = std::fs::metadata(ws.join("sub")).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(pins.id(&ws.join("sub")), Some(FileIdentity { dev: meta.dev(), ino: meta.ino() }));
+        assert!(pins.fd(&ws).is_some());
+
+        // A component swapped for a symlink (to a real directory) is refused.
+        let elsewhere = base.join("elsewhere");
+        std::fs::create_dir_all(elsewhere.join("sub")).unwrap();
+        std::fs::remove_dir(ws.join("sub")).unwrap();
+        std::fs::remove_dir(&ws).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &ws).unwrap();
+        let err = Pins::take(&policy(&ws), &ws.join("sub")).unwrap_err();
+        assert!(matches!(err, PolicyError::Changed { .. }), "{err}");
+    }
+}
