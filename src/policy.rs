@@ -8,6 +8,12 @@
 //! Decisions (tested below and documented in docs/architecture.md):
 //! - Writable roots must be absolute, existing directories; duplicates (after
 //!   canonicalization, including the workspace itself) are merged silently.
+//! - A writable root given through a symlink is refused (`SymlinkRoot`), and so is a
+//!   workspace given through one in a writable mode ([`real_writable_path`]; the
+//!   executor and the serve/mcp ceiling apply it to the paths as given): a link
+//!   inside a workspace may have been planted by an earlier sandboxed run. A
+//!   read-only workspace may be given through a symlink; the result reports the
+//!   resolved paths (`sandbox.writable_roots`, `sandbox.protected`).
 //! - `/` can never be writable, nor the home directory itself; a workspace of `/` or
 //!   `$HOME` is refused in `workspace-write`.
 //! - Protected subpaths default to `.git`. For a `.git` pointer file (worktrees,
@@ -88,6 +94,34 @@ impl ExecutionPolicy {
     }
 }
 
+/// `path` made absolute (against the process's working directory) and normalized
+/// lexically: `.` dropped, `..` taken off the end. Without symlinks this is the
+/// canonical path, so comparing the two tells whether a symlink was followed.
+pub fn lexical_absolute(path: &Path) -> PathBuf {
+    let base = if path.is_absolute() { PathBuf::new() } else { std::env::current_dir().unwrap_or_default() };
+    let mut out = PathBuf::from("/");
+    for c in base.join(path).components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Canonicalize a path that will become writable, refusing one that passes through a
+/// symlink: a link inside a workspace may have been planted by an earlier sandboxed
+/// run to redirect the grant (the same rule for the CLI, the library, serve and mcp).
+pub fn real_writable_path(given: &Path, canonical: &Path) -> Result<(), PolicyError> {
+    if lexical_absolute(given) != canonical {
+        return Err(PolicyError::SymlinkRoot { path: given.to_path_buf(), resolved: canonical.to_path_buf() });
+    }
+    Ok(())
+}
+
 fn home_dir() -> Option<PathBuf> {
     std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from).and_then(|h| h.canonicalize().ok())
 }
@@ -126,6 +160,7 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
             return Err(PolicyError::RelativeRoot { path: root.clone() });
         }
         let canon = root.canonicalize().map_err(|source| PolicyError::Root { path: root.clone(), source })?;
+        real_writable_path(root, &canon)?;
         if !canon.is_dir() {
             return Err(PolicyError::Root {
                 path: root.clone(),

@@ -691,6 +691,10 @@ impl Ceiling {
             best_effort: args.best_effort,
             ..PolicyRequest::default()
         };
+        if args.mode == Mode::WorkspaceWrite {
+            let canon = cwd.canonicalize().map_err(|source| CordonError::Workdir { path: cwd.clone(), source })?;
+            crate::policy::real_writable_path(&cwd, &canon)?;
+        }
         let policy = resolve_policy(&req, &cwd)?;
         Ok(Ceiling {
             mode: policy.mode,
@@ -763,6 +767,10 @@ impl Ceiling {
                 let canon = joined
                     .canonicalize()
                     .map_err(|source| RpcError::cordon(&CordonError::Workdir { path: joined.clone(), source }))?;
+                if mode == Mode::WorkspaceWrite {
+                    crate::policy::real_writable_path(&joined, &canon)
+                        .map_err(|e| RpcError::cordon(&CordonError::InvalidPolicy(e)))?;
+                }
                 if !canon.starts_with(&self.workspace) {
                     return Err(RpcError::ceiling(
                         "workdir",
@@ -800,6 +808,8 @@ impl Ceiling {
                             source,
                         }))
                     })?;
+                    crate::policy::real_writable_path(&joined, &canon)
+                        .map_err(|e| RpcError::cordon(&CordonError::InvalidPolicy(e)))?;
                     if !self.allows_write_under(&canon) {
                         return Err(RpcError::ceiling(
                             "writable_roots",

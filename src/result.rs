@@ -140,6 +140,12 @@ pub struct SandboxFacts {
     pub enforcement: Enforcement,
     /// The runner broke before the command ran.
     pub runner_failed: bool,
+    /// The directories the command could write, as resolved and enforced (canonical;
+    /// the workspace first), besides its private temp directories. `["/"]` in
+    /// `full-access`, which confines nothing.
+    pub writable_roots: Vec<PathBuf>,
+    /// The paths kept read-only inside the writable roots (canonical).
+    pub protected: Vec<PathBuf>,
     /// Stronger runners passed over during selection, with reasons.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<SkippedRunner>,

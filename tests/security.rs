@@ -2169,3 +2169,126 @@ case!(ctl_default_cwd_is_the_workspace, |c| {
     r.assert_refused("default mode confines");
     sent.assert_unchanged("default mode");
 });
+
+// =====================================================================================
+// 12. Time of check, time of use: every checked path is resolved once (issue 9.1).
+// =====================================================================================
+
+/// Every entry directly in `dir` (names only).
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .map(|r| r.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+case!(toctou_writable_root_through_a_planted_symlink_is_refused, |c| {
+    // An earlier sandboxed run planted `ws/build/out -> <outside>`; a caller then asks
+    // for `--writable ws/build/out`. The grant must not follow the link.
+    c.mkdir(&c.ws.join("build"));
+    c.symlink(&c.outside, &c.ws.join("build/out"));
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.writable = vec![c.ws.join("build/out")];
+    o.expect_error = true;
+    let marker = c.ws.join("build/out/planted-grant");
+    let out = c.cordon(&o, &[s(&c.suite.probe), "create", s(&marker)])?;
+    assert_absent(&c.outside.join("planted-grant"), &format!("a symlinked writable root granted its target: {out:?}"));
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert_eq!(out.json.as_ref().and_then(|j| j["error"]["code"].as_str()), Some("INVALID_POLICY"), "{out:?}");
+
+    // The same through --cwd (the workspace of a writable mode).
+    let mut o = opts_at(c, WORKSPACE_WRITE, &c.ws.join("build/out"));
+    o.expect_error = true;
+    let out = c.cordon(&o, &[s(&c.suite.probe), "create", "planted-cwd"])?;
+    assert_absent(&c.outside.join("planted-cwd"), &format!("a symlinked workspace granted its target: {out:?}"));
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+
+    // Control: the real directory, named as it is, works and is reported as enforced.
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.writable = vec![c.outside.clone()];
+    let out = c.cordon(&o, &[s(&c.suite.probe), "create", s(&c.outside.join("real-grant"))])?;
+    out.assert_success();
+    assert!(c.outside.join("real-grant").exists(), "control: a real writable root works: {out:?}");
+    let roots: Vec<&str> = out.j()["sandbox"]["writable_roots"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(roots, [s(&c.ws), s(&c.outside)], "sandbox.writable_roots names what was granted: {out:?}");
+});
+
+case!(toctou_serve_swaps_during_setup_never_reach_outside, |c| {
+    // A background run (the flipper) exchanges the workspace subdirectory `sub` with a
+    // symlink to a host directory outside the ceiling, as fast as it can, while the
+    // same server handles requests whose workdir and writable root are `sub`. Before
+    // pinning, the check saw the directory and the mounts/Landlock/chdir followed the
+    // symlink (tens of hits per thousand requests). Judged by effect: nothing may
+    // ever appear outside; the control is that requests did run and write in `sub`.
+    const REQUESTS: usize = 400;
+    let real = c.ws.join("sub");
+    let link = c.ws.join("sublink");
+    c.mkdir(&real);
+    c.symlink(&c.outside, &link);
+    let mut cmd = std::process::Command::new(&c.suite.cordon);
+    cmd.env_clear().env("PATH", PATH_ENV).env("LANG", "C");
+    c.id.apply(&mut cmd);
+    if c.runner != "landlock" {
+        // serve has no --runner flag: select the pass's runner by disabling the other.
+        cmd.env("CORDON_DISABLE_RUNNERS", "landlock");
+    }
+    cmd.args(["serve", "--mode", "workspace-write", "--cwd"]).arg(&c.ws);
+    cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
+    cmd.current_dir(&c.ws);
+    let mut child = cmd.spawn().expect("spawn cordon serve");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    use std::io::{BufRead, Write};
+    let mut call = |id: usize, method: &str, params: serde_json::Value| -> serde_json::Value {
+        let req = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{req}").unwrap();
+        loop {
+            let line = lines.next().expect("serve closed its output").unwrap();
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    };
+    let flip = call(
+        0,
+        "start",
+        serde_json::json!({"argv": [s(&c.suite.probe), "flip", s(&real), s(&link), "30", "1000"], "timeout_ms": 60000}),
+    );
+    assert!(flip.get("result").is_some(), "the flipper did not start: {flip}");
+    let mut ran = 0;
+    for i in 1..=REQUESTS {
+        let name = format!("m{i}");
+        let r = call(
+            i,
+            "run",
+            serde_json::json!({"argv": [s(&c.suite.probe), "create", name], "workdir": "sub", "writable_roots": ["sub"]}),
+        );
+        if r["result"]["exit_code"] == 0 {
+            ran += 1;
+        }
+    }
+    let handle = flip["result"]["handle"].clone();
+    let _ = call(REQUESTS + 1, "kill", serde_json::json!({"handle": handle}));
+    let _ = call(REQUESTS + 2, "read", serde_json::json!({"handle": handle}));
+    // Control: with the flipper stopped and the real directory back at `sub`, the same
+    // request runs and writes there.
+    if !fs::symlink_metadata(&real).map(|m| m.is_dir()).unwrap_or(false) {
+        c.host_sh(&format!("mv {0} {0}.tmp && mv {1} {0} && mv {0}.tmp {1}", s(&real), s(&link)));
+    }
+    let r = call(
+        REQUESTS + 3,
+        "run",
+        serde_json::json!({"argv": [s(&c.suite.probe), "create", "control"], "workdir": "sub", "writable_roots": ["sub"]}),
+    );
+    drop(stdin);
+    let _ = child.wait();
+    let leaked = names_in(&c.outside);
+    assert!(leaked.is_empty(), "requests wrote outside the ceiling through a swapped path: {leaked:?}");
+    assert!(real.join("control").exists(), "control: the request did not run in the real `sub`: {r}");
+    eprintln!("toctou serve race: {ran}/{REQUESTS} requests ran during the swaps, 0 outside");
+});

@@ -397,8 +397,11 @@ impl Executor {
                 std::env::current_dir().map_err(|source| CordonError::Workdir { path: PathBuf::from("."), source })?
             }
         };
-        let workdir =
-            workdir.canonicalize().map_err(|source| CordonError::Workdir { path: workdir.clone(), source })?;
+        let given = workdir;
+        let workdir = given.canonicalize().map_err(|source| CordonError::Workdir { path: given.clone(), source })?;
+        if req.policy.mode == crate::mode::Mode::WorkspaceWrite {
+            crate::policy::real_writable_path(&given, &workdir)?;
+        }
         if !workdir.is_dir() {
             return Err(CordonError::Workdir {
                 path: workdir,
@@ -792,6 +795,8 @@ async fn finish(
             denials,
             enforcement: l.enforcement,
             runner_failed: false,
+            writable_roots: if mode.is_confined() { l.policy.writable() } else { vec![PathBuf::from("/")] },
+            protected: l.policy.protected.clone(),
             skipped: l.selection.skipped,
         },
     }

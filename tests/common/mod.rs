@@ -51,7 +51,7 @@ pub const FILTERED: &[&str] = &["EPERM", "EACCES", "ENOSYS", "SIGSYS"];
 /// errnos the contract allows for a refused socket().
 pub const NET_DENIED: &[&str] = &["EACCES", "EPERM"];
 
-const PATH_ENV: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub const PATH_ENV: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// Hard ceiling for one cordon invocation; a hang is a failure, never a wait.
 const CORDON_DEADLINE: Duration = Duration::from_secs(60);
 

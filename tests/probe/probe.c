@@ -1126,6 +1126,22 @@ int main(int argc, char **argv) {
     if (!strcmp(op, "mkdir")) { NEED(1, "mkdir PATH"); TRY(mkdir(a[0], 0755), "mkdir"); succeed(); }
     if (!strcmp(op, "rmdir")) { NEED(1, "rmdir PATH"); TRY(rmdir(a[0]), "rmdir"); succeed(); }
     if (!strcmp(op, "rename")) { NEED(2, "rename SRC DST"); TRY(rename(a[0], a[1]), "rename"); succeed(); }
+    if (!strcmp(op, "flip")) {
+        /* flip A B SECONDS [USEC]: swap A and B (renameat2 RENAME_EXCHANGE) for
+           SECONDS, pausing USEC between swaps: the concurrent half of a check/use race. */
+        NEED(3, "flip A B SECONDS [USEC]");
+        time_t end = time(NULL) + atoi(a[2]);
+        int pause = argc > 5 ? atoi(a[3]) : 0;
+        long n = 0;
+        while (time(NULL) < end) {
+            TRY(syscall(__NR_renameat2, AT_FDCWD, a[0], AT_FDCWD, a[1], RENAME_EXCHANGE), "renameat2(RENAME_EXCHANGE)");
+            n++;
+            if (pause > 0)
+                usleep(pause);
+        }
+        dappend("%ld exchanges", n);
+        succeed();
+    }
     if (!strcmp(op, "exchange")) { NEED(2, "exchange A B"); TRY(syscall(__NR_renameat2, AT_FDCWD, a[0], AT_FDCWD, a[1], RENAME_EXCHANGE), "renameat2(RENAME_EXCHANGE)"); succeed(); }
     if (!strcmp(op, "rename-noreplace")) { NEED(2, "rename-noreplace SRC DST"); TRY(syscall(__NR_renameat2, AT_FDCWD, a[0], AT_FDCWD, a[1], RENAME_NOREPLACE), "renameat2(RENAME_NOREPLACE)"); succeed(); }
     if (!strcmp(op, "link")) { NEED(2, "link SRC DST"); TRY(link(a[0], a[1]), "link"); succeed(); }
