@@ -72,8 +72,7 @@ pub enum PolicyError {
         /// The error opening it without following symlinks.
         source: std::io::Error,
     },
-    /// A writable root (or the workspace of a writable mode) was given through a
-    /// symlink. Such a link may have been planted by an earlier sandboxed run to
+    /// A writable root was given through a symlink. Such a link may have been planted by an earlier sandboxed run to
     /// redirect the grant, so cordon refuses it instead of following it.
     #[error("`{path}` passes through a symlink (it resolves to `{resolved}`); give the real path")]
     SymlinkRoot {
@@ -138,6 +137,13 @@ pub enum CordonError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// The arguments and environment exceed the kernel's limit for `execve` (`E2BIG`):
+    /// the request is too big, not the runner broken. Nothing ran.
+    #[error("the arguments and environment of `{program}` exceed the kernel's limit for a new program (E2BIG); pass large data through stdin or a file")]
+    ArgumentListTooLong {
+        /// The program as given.
+        program: String,
+    },
     /// The shell used for shell-string commands is unusable.
     #[error("shell `{path}` is not usable: {why}")]
     Shell {
@@ -182,6 +188,7 @@ impl CordonError {
             CordonError::Workdir { .. } => "WORKDIR_UNAVAILABLE",
             CordonError::ProgramNotFound { .. } => "PROGRAM_NOT_FOUND",
             CordonError::ProgramNotExecutable { .. } => "PROGRAM_NOT_EXECUTABLE",
+            CordonError::ArgumentListTooLong { .. } => "ARGUMENT_LIST_TOO_LONG",
             CordonError::Shell { .. } => "SHELL_UNUSABLE",
             CordonError::RunnerFailed { .. } => "RUNNER_FAILED",
             CordonError::Io { .. } => "IO_ERROR",

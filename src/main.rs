@@ -213,7 +213,7 @@ fn error_exit(e: &CordonError, json: bool) -> ExitCode {
     }
     ExitCode::from(match e {
         CordonError::ProgramNotFound { .. } => EXIT_NOT_FOUND,
-        CordonError::ProgramNotExecutable { .. } => EXIT_NOT_EXECUTABLE,
+        CordonError::ProgramNotExecutable { .. } | CordonError::ArgumentListTooLong { .. } => EXIT_NOT_EXECUTABLE,
         _ => EXIT_SETUP_FAILED,
     })
 }
@@ -389,7 +389,7 @@ fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitCode {
     if let Some(Err(e)) = &outcome.retry {
         let exit = match e {
             CordonError::ProgramNotFound { .. } => EXIT_NOT_FOUND,
-            CordonError::ProgramNotExecutable { .. } => EXIT_NOT_EXECUTABLE,
+            CordonError::ProgramNotExecutable { .. } | CordonError::ArgumentListTooLong { .. } => EXIT_NOT_EXECUTABLE,
             _ => EXIT_SETUP_FAILED,
         };
         return governed_fail(e.code(), &e.to_string(), report, json, exit);

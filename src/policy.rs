@@ -8,12 +8,14 @@
 //! Decisions (tested below and documented in docs/architecture.md):
 //! - Writable roots must be absolute, existing directories; duplicates (after
 //!   canonicalization, including the workspace itself) are merged silently.
-//! - A writable root given through a symlink is refused (`SymlinkRoot`), and so is a
-//!   workspace given through one in a writable mode ([`real_writable_path`]; the
-//!   executor and the serve/mcp ceiling apply it to the paths as given): a link
-//!   inside a workspace may have been planted by an earlier sandboxed run. A
-//!   read-only workspace may be given through a symlink; the result reports the
-//!   resolved paths (`sandbox.writable_roots`, `sandbox.protected`).
+//! - A writable root given through a symlink is refused (`SymlinkRoot`,
+//!   [`real_writable_path`]; serve/mcp apply the same check to request roots): a link
+//!   inside a workspace may have been planted by an earlier sandboxed run to redirect
+//!   the grant. The workspace (the working directory) may be reached through a
+//!   symlink, as shells do: it is resolved once, pinned, and the result reports the
+//!   resolved paths (`sandbox.writable_roots`, `sandbox.protected`); serve and mcp
+//!   also require it to resolve inside the ceiling. Callers that take a working
+//!   directory from a model should pass a canonical path or use a ceiling.
 //! - `/` can never be writable, nor the home directory itself; a workspace of `/` or
 //!   `$HOME` is refused in `workspace-write`.
 //! - Protected subpaths default to `.git`. For a `.git` pointer file (worktrees,

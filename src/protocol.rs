@@ -149,15 +149,65 @@ impl std::fmt::Display for RpcError {
 }
 
 /// A success response line (without the trailing newline).
-pub fn response_ok(id: &Value, result: Value) -> Vec<u8> {
-    let v = json!({ "jsonrpc": "2.0", "id": id, "result": result });
-    serde_json::to_vec(&v).unwrap_or_else(|_| b"{}".to_vec())
+pub fn response_ok(id: &RequestId, result: Value) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Ok<'a> {
+        jsonrpc: &'static str,
+        id: &'a RequestId,
+        result: Value,
+    }
+    serde_json::to_vec(&Ok { jsonrpc: "2.0", id, result }).unwrap_or_else(|_| b"{}".to_vec())
 }
 
 /// An error response line (without the trailing newline).
-pub fn response_err(id: &Value, err: &RpcError) -> Vec<u8> {
-    let v = json!({ "jsonrpc": "2.0", "id": id, "error": err.to_json() });
-    serde_json::to_vec(&v).unwrap_or_else(|_| b"{}".to_vec())
+pub fn response_err(id: &RequestId, err: &RpcError) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Err<'a> {
+        jsonrpc: &'static str,
+        id: &'a RequestId,
+        error: Value,
+    }
+    serde_json::to_vec(&Err { jsonrpc: "2.0", id, error: err.to_json() }).unwrap_or_else(|_| b"{}".to_vec())
+}
+
+/// A request id exactly as the client wrote it (its raw JSON text: a string or a
+/// number, never rewritten, so `18446744073709551616` or `1.50` come back as sent).
+#[derive(Debug, Clone)]
+pub struct RequestId(Box<serde_json::value::RawValue>);
+
+impl RequestId {
+    /// The `null` id of responses to requests whose id could not be read.
+    pub fn null() -> RequestId {
+        RequestId(serde_json::value::RawValue::from_string("null".into()).expect("null is JSON"))
+    }
+
+    /// The raw JSON text.
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The id as a JSON value (numbers may lose precision: for comparisons only).
+    pub fn value(&self) -> Value {
+        serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
+    }
+}
+
+impl PartialEq for RequestId {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl PartialEq<Value> for RequestId {
+    fn eq(&self, other: &Value) -> bool {
+        self.value() == *other
+    }
+}
+
+impl Serialize for RequestId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
 }
 
 // ------------------------------------------------------------------- framing
@@ -300,8 +350,8 @@ pub enum Method {
 /// A parsed request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Incoming {
-    /// The request id, echoed in the response (a string or a number).
-    pub id: Value,
+    /// The request id, echoed in the response exactly as sent (a string or a number).
+    pub id: RequestId,
     /// What to do.
     pub method: Method,
 }
@@ -311,28 +361,51 @@ pub struct Incoming {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParseFailure {
     /// The request's id, or null.
-    pub id: Value,
+    pub id: RequestId,
     /// The error.
     pub error: RpcError,
 }
 
 /// Parse one request line. Never panics, whatever the bytes.
 pub fn parse_request(line: &[u8]) -> Result<Incoming, ParseFailure> {
-    let fail = |id: Value, error: RpcError| ParseFailure { id, error };
+    let fail = |id: RequestId, error: RpcError| ParseFailure { id, error };
     let value: Value = serde_json::from_slice(line).map_err(|e| {
-        fail(Value::Null, RpcError::new(codes::PARSE_ERROR, "PARSE_ERROR", format!("not valid JSON: {e}")))
+        fail(RequestId::null(), RpcError::new(codes::PARSE_ERROR, "PARSE_ERROR", format!("not valid JSON: {e}")))
     })?;
+    // The members again as raw text: the id is echoed exactly as written, and a member
+    // given twice is refused (a JSON object parser would silently keep the last one).
+    #[derive(serde::Deserialize)]
+    struct Members<'a> {
+        #[serde(borrow, default)]
+        id: Option<&'a serde_json::value::RawValue>,
+        #[serde(borrow, default, rename = "jsonrpc")]
+        _jsonrpc: Option<&'a serde_json::value::RawValue>,
+        #[serde(borrow, default, rename = "method")]
+        _method: Option<&'a serde_json::value::RawValue>,
+        #[serde(borrow, default, rename = "params")]
+        _params: Option<&'a serde_json::value::RawValue>,
+    }
+    let raw_id = match serde_json::from_slice::<Members<'_>>(line) {
+        Ok(m) => m.id.map(|r| RequestId(r.to_owned())),
+        Err(e) if value.is_object() => {
+            return Err(fail(
+                RequestId::null(),
+                RpcError::new(codes::INVALID_REQUEST, "INVALID_REQUEST", format!("malformed request: {e}")),
+            ))
+        }
+        Err(_) => None,
+    };
     let Value::Object(mut obj) = value else {
         return Err(fail(
-            Value::Null,
+            RequestId::null(),
             RpcError::new(codes::INVALID_REQUEST, "INVALID_REQUEST", "a request must be a JSON object"),
         ));
     };
-    let id = match obj.remove("id") {
-        Some(id @ (Value::String(_) | Value::Number(_))) => id,
-        None => {
+    let id = match (obj.remove("id"), raw_id) {
+        (Some(Value::String(_) | Value::Number(_)), Some(raw)) => raw,
+        (None, _) | (Some(Value::String(_) | Value::Number(_)), None) => {
             return Err(fail(
-                Value::Null,
+                RequestId::null(),
                 RpcError::new(
                     codes::INVALID_REQUEST,
                     "INVALID_REQUEST",
@@ -340,9 +413,9 @@ pub fn parse_request(line: &[u8]) -> Result<Incoming, ParseFailure> {
                 ),
             ))
         }
-        Some(other) => {
+        (Some(other), _) => {
             return Err(fail(
-                Value::Null,
+                RequestId::null(),
                 RpcError::new(
                     codes::INVALID_REQUEST,
                     "INVALID_REQUEST",
@@ -691,10 +764,6 @@ impl Ceiling {
             best_effort: args.best_effort,
             ..PolicyRequest::default()
         };
-        if args.mode == Mode::WorkspaceWrite {
-            let canon = cwd.canonicalize().map_err(|source| CordonError::Workdir { path: cwd.clone(), source })?;
-            crate::policy::real_writable_path(&cwd, &canon)?;
-        }
         let policy = resolve_policy(&req, &cwd)?;
         Ok(Ceiling {
             mode: policy.mode,
@@ -767,10 +836,6 @@ impl Ceiling {
                 let canon = joined
                     .canonicalize()
                     .map_err(|source| RpcError::cordon(&CordonError::Workdir { path: joined.clone(), source }))?;
-                if mode == Mode::WorkspaceWrite {
-                    crate::policy::real_writable_path(&joined, &canon)
-                        .map_err(|e| RpcError::cordon(&CordonError::InvalidPolicy(e)))?;
-                }
                 if !canon.starts_with(&self.workspace) {
                     return Err(RpcError::ceiling(
                         "workdir",
@@ -808,8 +873,6 @@ impl Ceiling {
                             source,
                         }))
                     })?;
-                    crate::policy::real_writable_path(&joined, &canon)
-                        .map_err(|e| RpcError::cordon(&CordonError::InvalidPolicy(e)))?;
                     if !self.allows_write_under(&canon) {
                         return Err(RpcError::ceiling(
                             "writable_roots",
@@ -823,6 +886,8 @@ impl Ceiling {
                             format!("`{}` lies inside protected path `{}`", canon.display(), p.display()),
                         ));
                     }
+                    crate::policy::real_writable_path(&joined, &canon)
+                        .map_err(|e| RpcError::cordon(&CordonError::InvalidPolicy(e)))?;
                     out.push(canon);
                 }
                 out
@@ -954,15 +1019,29 @@ mod tests {
     }
 
     #[test]
+    fn ids_are_echoed_exactly_and_duplicate_members_refused() {
+        for raw in ["18446744073709551616", "1.50", "-0", r#""x\u0041""#, "12345678901234567890123"] {
+            let r = line(&format!(r#"{{"id": {raw} ,"method":"probe"}}"#)).unwrap();
+            assert_eq!(r.id.as_str(), raw);
+            let out = String::from_utf8(response_ok(&r.id, json!(1))).unwrap();
+            assert_eq!(out, format!(r#"{{"jsonrpc":"2.0","id":{raw},"result":1}}"#));
+        }
+        let e = line(r#"{"id":1,"id":2,"method":"probe"}"#).unwrap_err();
+        assert_eq!((e.id.as_str(), e.error.code), ("null", codes::INVALID_REQUEST), "{:?}", e.error);
+        let e = line(r#"{"id":1,"method":"probe","method":"run"}"#).unwrap_err();
+        assert_eq!(e.error.code, codes::INVALID_REQUEST);
+    }
+
+    #[test]
     fn errors_name_the_problem_and_keep_the_id() {
         let e = line("not json").unwrap_err();
-        assert_eq!((e.id, e.error.code), (Value::Null, codes::PARSE_ERROR));
+        assert_eq!((e.id.value(), e.error.code), (Value::Null, codes::PARSE_ERROR));
         let e = line("[1]").unwrap_err();
         assert_eq!(e.error.code, codes::INVALID_REQUEST);
         let e = line(r#"{"method":"run"}"#).unwrap_err();
         assert!(e.error.message.contains("missing `id`"));
         let e = line(r#"{"id":7,"method":"nope"}"#).unwrap_err();
-        assert_eq!((e.id, e.error.code), (json!(7), codes::METHOD_NOT_FOUND));
+        assert_eq!((e.id.value(), e.error.code), (json!(7), codes::METHOD_NOT_FOUND));
         let e = line(r#"{"id":7,"method":"run","params":{"command":5}}"#).unwrap_err();
         assert_eq!(e.error.data["field"], "command");
         assert!(e.error.message.contains("expected a string"), "{}", e.error.message);

@@ -1027,7 +1027,11 @@ fn assert_result_shape(v: &Value) {
     if sandbox.remove("skipped") {
         assert!(v["sandbox"]["skipped"].as_array().is_some_and(|a| !a.is_empty()), "{v}");
     }
-    assert_eq!(sandbox, set(&["mode", "runner", "denied", "denials", "enforcement", "runner_failed"]), "sandbox: {v}");
+    assert_eq!(
+        sandbox,
+        set(&["mode", "runner", "denied", "denials", "enforcement", "runner_failed", "writable_roots", "protected"]),
+        "sandbox: {v}"
+    );
     assert_eq!(keys(&v["sandbox"]["enforcement"]), set(&["level", "gaps"]), "{v}");
     assert!(v["sandbox"]["denials"].is_array() && v["sandbox"]["enforcement"]["gaps"].is_array(), "{v}");
     assert!(v["timed_out"].is_boolean() && v["aborted"].is_boolean() && v["timeout_ms"].is_u64(), "{v}");
@@ -1212,5 +1216,22 @@ fn cli_mode_names_round_trip() {
         let out = cordon(&["run", "--json", "--mode", bad, "--", "true"], ws.path(), &[]);
         assert_eq!(out.code, 2, "--mode {bad:?} must be rejected; stdout {}", out.stdout);
         assert!(out.stderr.contains("read-only, workspace-write or full-access"), "{bad:?}: {}", out.stderr);
+    }
+}
+
+/// An argument over the kernel's per-string limit fails `execve` with E2BIG: its own
+/// error code (the request is too big), not RUNNER_FAILED, and nothing runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn argument_list_too_long_has_its_own_code() {
+    let fx = Fx::new("e2big");
+    let huge = "x".repeat(200 * 1024); // MAX_ARG_STRLEN is 128 KiB
+    for mode in [Mode::FullAccess, Mode::WorkspaceWrite] {
+        let mut req = Request::argv(["/bin/echo", huge.as_str()]);
+        req.workdir = Some(fx.ws().to_path_buf());
+        req.policy.mode = mode;
+        match fx.try_run(req).await {
+            Err(e) => assert_eq!(e.code(), "ARGUMENT_LIST_TOO_LONG", "{mode}: {e}"),
+            Ok(r) => panic!("{mode}: ran with a 200 KiB argument: {r:?}"),
+        }
     }
 }

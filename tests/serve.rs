@@ -127,3 +127,40 @@ fn serve_oversized_line() {
 fn serve_closing_stdin_kills_children() {
     scenario("serve_closing_stdin_kills_children", "eof-kills");
 }
+
+/// `echo REQ | cordon serve`: end of input must not abort the request it carried. The
+/// run answers with its real result every time (it used to race the shutdown: some
+/// runs came back aborted, some with no answer at all).
+#[test]
+fn serve_piped_request_gets_its_real_result() {
+    const TRIES: usize = 200;
+    let dirs = Dirs::new("piped");
+    if let Err(reason) = confined_works(&dirs.ws()) {
+        return skip_or_fail("serve_piped_request_gets_its_real_result", &reason);
+    }
+    let request = br#"{"jsonrpc":"2.0","id":18446744073709551616,"method":"run","params":{"command":"echo piped"}}
+"#;
+    for i in 0..TRIES {
+        let mut child = Command::new(CORDON)
+            .args(["serve", "--mode", "workspace-write", "--cwd"])
+            .arg(dirs.ws())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(request).unwrap();
+        } // closed: end of input right after the request
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text.lines().next().unwrap_or_else(|| panic!("try {i}: no answer at all"));
+        assert!(line.contains(r#""id":18446744073709551616,"#), "try {i}: id not echoed exactly: {line}");
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let r = &v["result"];
+        assert_eq!(r["exit_code"], 0, "try {i}: {line}");
+        assert_eq!(r["aborted"], false, "try {i}: {line}");
+        assert_eq!(r["stdout"]["text"], "piped\n", "try {i}: {line}");
+    }
+}

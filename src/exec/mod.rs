@@ -397,11 +397,8 @@ impl Executor {
                 std::env::current_dir().map_err(|source| CordonError::Workdir { path: PathBuf::from("."), source })?
             }
         };
-        let given = workdir;
-        let workdir = given.canonicalize().map_err(|source| CordonError::Workdir { path: given.clone(), source })?;
-        if req.policy.mode == crate::mode::Mode::WorkspaceWrite {
-            crate::policy::real_writable_path(&given, &workdir)?;
-        }
+        let workdir =
+            workdir.canonicalize().map_err(|source| CordonError::Workdir { path: workdir.clone(), source })?;
         if !workdir.is_dir() {
             return Err(CordonError::Workdir {
                 path: workdir,
@@ -694,6 +691,9 @@ fn spawn_error(e: SpawnError, runner: RunnerKind, argv0: &OsStr) -> CordonError 
     match e {
         SpawnError::Stage(f) if f.step == Step::Exec && f.errno == libc::ENOENT => {
             CordonError::ProgramNotFound { program }
+        }
+        SpawnError::Stage(f) if f.step == Step::Exec && f.errno == libc::E2BIG => {
+            CordonError::ArgumentListTooLong { program }
         }
         SpawnError::Stage(f)
             if f.step == Step::Exec && matches!(f.errno, libc::EACCES | libc::ENOEXEC | libc::EPERM) =>

@@ -8,10 +8,15 @@
 //! as soon as its request completes (responses may come out of order: match them by
 //! id). A request task that panicked still gets an `INTERNAL_ERROR` response.
 //!
-//! Lifecycle: when stdin reaches end-of-file (or on SIGTERM, SIGINT, SIGHUP, or when
-//! stdout is gone) the server stops reading, aborts foreground runs, kills every
-//! background process, waits until all are reaped and every response is written, then
-//! exits. Processes belong to the connection; nothing outlives it.
+//! Lifecycle: at end of input the server stops reading, kills every background
+//! process (nobody can read them any more), lets the foreground requests in flight
+//! finish and answers each with its real result, then exits: a piped request always
+//! gets its result. On SIGTERM, SIGINT, SIGHUP, or when stdout is gone, it also aborts
+//! the foreground runs. Processes belong to the connection; nothing outlives it.
+//!
+//! Ids: each response carries its request's id exactly as written (raw JSON text); a
+//! request whose id equals one still in flight is refused (`DUPLICATE_ID`), since two
+//! answers with one id could not be told apart.
 //!
 //! What it does not do: it does not decide policy (the [`Ceiling`] does) and writes
 //! nothing but protocol lines to stdout (diagnostics go to stderr).
@@ -23,7 +28,6 @@ use crate::protocol::{
     MAX_LINE_BYTES,
 };
 use crate::request::ExecutorConfig;
-use serde_json::Value;
 pub use session::{Session, MAX_IN_FLIGHT};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -94,7 +98,9 @@ where
     let mut splitter = LineSplitter::new(MAX_LINE_BYTES);
     let mut buf = vec![0u8; READ_CHUNK];
     let mut frames = Vec::new();
+    let inflight: InFlight = Arc::default();
     let seen = *signals.borrow_and_update();
+    let mut end_of_input = false;
     loop {
         let read = tokio::select! {
             r = input.read(&mut buf) => r,
@@ -117,14 +123,25 @@ where
             splitter.finish(&mut frames);
         }
         for frame in frames.drain(..) {
-            dispatch_frame(frame, &session, &tx, &permits).await;
+            dispatch_frame(frame, &session, &tx, &permits, &inflight).await;
         }
         if eof {
+            end_of_input = true;
             break;
         }
     }
     let seen = *signals.borrow_and_update();
     let graceful = async {
+        if end_of_input {
+            // Every request read so far is answered with its real result (each run
+            // ends by its own deadline at the latest); only background work, which
+            // nobody can read any more, is stopped now.
+            session.close_background().await;
+            tokio::select! {
+                _ = permits.acquire_many(MAX_IN_FLIGHT as u32) => {}
+                _ = broken.wait_for(|b| *b) => {}
+            }
+        }
         session.shutdown().await;
         let _ = tokio::time::timeout(DRAIN_REQUESTS, permits.acquire_many(MAX_IN_FLIGHT as u32)).await;
     };
@@ -136,7 +153,16 @@ where
     let _ = tokio::time::timeout(WRITER_GRACE, writer).await;
 }
 
-async fn dispatch_frame(frame: Frame, session: &Arc<Session>, tx: &mpsc::Sender<Vec<u8>>, permits: &Arc<Semaphore>) {
+/// The raw ids of the requests in flight.
+type InFlight = Arc<std::sync::Mutex<std::collections::HashSet<String>>>;
+
+async fn dispatch_frame(
+    frame: Frame,
+    session: &Arc<Session>,
+    tx: &mpsc::Sender<Vec<u8>>,
+    permits: &Arc<Semaphore>,
+    inflight: &InFlight,
+) {
     let line = match frame {
         Frame::TooLong { seen } => {
             let err = RpcError::new(
@@ -146,7 +172,7 @@ async fn dispatch_frame(frame: Frame, session: &Arc<Session>, tx: &mpsc::Sender<
             )
             .with("limit", MAX_LINE_BYTES)
             .with("seen", seen);
-            let _ = tx.send(response_err(&Value::Null, &err)).await;
+            let _ = tx.send(response_err(&crate::protocol::RequestId::null(), &err)).await;
             return;
         }
         Frame::Line(line) => line,
@@ -161,9 +187,20 @@ async fn dispatch_frame(frame: Frame, session: &Arc<Session>, tx: &mpsc::Sender<
             return;
         }
     };
+    let key = incoming.id.as_str().to_string();
+    if !inflight.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone()) {
+        let err = RpcError::new(
+            codes::INVALID_REQUEST,
+            "DUPLICATE_ID",
+            format!("a request with id {} is still in flight; ids must be unique", incoming.id.as_str()),
+        );
+        let _ = tx.send(response_err(&incoming.id, &err)).await;
+        return;
+    }
     let Ok(permit) = permits.clone().acquire_owned().await else { return };
     let session = session.clone();
     let tx = tx.clone();
+    let inflight = inflight.clone();
     tokio::spawn(async move {
         let id = incoming.id;
         let method = incoming.method;
@@ -181,6 +218,7 @@ async fn dispatch_frame(frame: Frame, session: &Arc<Session>, tx: &mpsc::Sender<
                 ),
             ),
         };
+        inflight.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
         let _ = tx.send(line).await;
         drop(permit);
     });

@@ -55,6 +55,9 @@ struct Jobs {
     next: u64,
     map: BTreeMap<u64, Job>,
     closed: bool,
+    /// Slots reserved by `start` calls still launching: counted against the limit
+    /// together with the running jobs, so concurrent starts can never overshoot it.
+    starting: usize,
 }
 
 /// A connection's executor and background processes.
@@ -217,11 +220,11 @@ impl Session {
         let spec = self.spec(p)?;
         let mode = spec.policy.mode;
         {
-            let jobs = self.jobs();
+            let mut jobs = self.jobs();
             if jobs.closed {
                 return Err(Self::closed_error());
             }
-            let running = jobs.map.values().filter(|j| j.handle.status() == Status::Running).count();
+            let running = jobs.map.values().filter(|j| j.handle.status() == Status::Running).count() + jobs.starting;
             if running >= MAX_RUNNING_JOBS {
                 return Err(RpcError::new(
                     codes::TOO_MANY_PROCESSES,
@@ -231,11 +234,20 @@ impl Session {
                     ),
                 ));
             }
+            jobs.starting += 1;
         }
-        let handle = self.exec.start(spec).await.map_err(|e| RpcError::cordon(&e))?;
+        let started = self.exec.start(spec).await.map_err(|e| RpcError::cordon(&e));
+        let handle = match started {
+            Ok(h) => h,
+            Err(e) => {
+                self.jobs().starting -= 1;
+                return Err(e);
+            }
+        };
         let pid = handle.pid();
         let id = {
             let mut jobs = self.jobs();
+            jobs.starting -= 1;
             if jobs.closed {
                 None
             } else {
@@ -345,6 +357,13 @@ impl Session {
     /// alive when the session is dropped is SIGKILLed and reaped by the executor.
     pub async fn shutdown(&self) {
         let _ = self.shutdown.send(true);
+        self.close_background().await;
+    }
+
+    /// Stop every background process and wait (bounded) until each is reaped; no new
+    /// one starts afterwards. Foreground runs in flight go on (end of input: they
+    /// finish and are answered).
+    pub async fn close_background(&self) {
         let handles: Vec<Handle> = {
             let mut jobs = self.jobs();
             jobs.closed = true;

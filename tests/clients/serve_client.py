@@ -329,7 +329,8 @@ def scenario_eof_kills(args):
     conf = s.result(
         "start", {"command": f"sleep {m_grand} & exec sleep {m_conf}", "mode": "workspace-write"}
     )
-    fg = s.send("run", {"argv": ["sleep", m_fg], "mode": "read-only"})
+    # A foreground run in flight at end of input finishes and is answered.
+    fg = s.send("run", {"argv": ["sh", "-c", 'sleep 2; echo "fg-$0"', m_fg], "mode": "read-only"})
     assert wait_until(lambda: os.path.exists(pidfile) and open(pidfile).read().strip() != "")
     child_pid = int(open(pidfile).read())
     assert wait_until(lambda: all(procs_with(m) for m in (m_full, m_conf, m_fg, m_grand))), "children did not start"
@@ -341,12 +342,15 @@ def scenario_eof_kills(args):
     took = time.monotonic() - t0
     assert code == 0, code
     r = s.responses.get(fg)
-    assert r is not None and r["result"]["aborted"] is True, f"in-flight run not answered as aborted: {r}"
+    assert r is not None and r["result"]["aborted"] is False and r["result"]["exit_code"] == 0, (
+        f"in-flight foreground run not finished and answered: {r}"
+    )
+    assert f"fg-{m_fg}" in r["result"]["stdout"]["text"], r
     assert not alive(child_pid), f"pid {child_pid} (written by the child) survived the server"
     assert not alive(conf["pid"]), "confined child survived"
     for m in (m_full, m_conf, m_fg, m_grand):
         assert procs_with(m) == [], f"process with marker {m} survived"
-    ok(f"closing stdin killed and reaped every child; server exited in {took:.2f}s")
+    ok(f"closing stdin answered the foreground run, killed and reaped every other child; exited in {took:.2f}s")
 
 
 SCENARIOS = {
