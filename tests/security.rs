@@ -1137,6 +1137,7 @@ case!(proc_killing_cordon_kills_the_sandbox, |c| {
         );
         let mut cmd = std::process::Command::new(&c.suite.cordon);
         cmd.env_clear().env("PATH", "/usr/bin:/bin").env("HOME", &c.id.home);
+        // SAFETY: geteuid has no preconditions and cannot fail.
         if c.id.uid != unsafe { libc::geteuid() } {
             cmd.uid(c.id.uid).gid(c.id.gid);
         }
@@ -1532,6 +1533,7 @@ case!(leak_sysv_ipc_isolated, |c| {
                 }
             };
             if id >= 0 {
+                // SAFETY: IPC_RMID of the object found above, by id; no pointer is read.
                 unsafe {
                     match kind {
                         0 => libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()),
@@ -1548,6 +1550,7 @@ case!(leak_sysv_ipc_isolated, |c| {
         // SAFETY: create, attach, write a short string, detach.
         let id = unsafe { libc::shmget(key, 4096, libc::IPC_CREAT | 0o666) };
         assert!(id >= 0, "host shmget failed");
+        // SAFETY: `id` is the segment just created (4096 bytes); the secret is shorter; detached below.
         unsafe {
             let p = libc::shmat(id, std::ptr::null(), 0) as *mut u8;
             std::ptr::copy_nonoverlapping(secret.as_ptr(), p, secret.len());
@@ -1555,6 +1558,7 @@ case!(leak_sysv_ipc_isolated, |c| {
         }
         let r = c.probe(mode, "shm-read", &[&key.to_string()]);
         let ctl = c.host_probe("shm-read", &[&key.to_string()]);
+        // SAFETY: IPC_RMID of the segment created above, by id.
         unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
         let r = r?;
         assert!(ctl.ok && ctl.detail.contains(&secret), "control: host shm readable: {ctl:?}");
@@ -1571,6 +1575,7 @@ case!(leak_posix_mq_isolated, |c| {
         // SAFETY: open-only lookup; unlink what we find.
         let q = unsafe { libc::mq_open(cname.as_ptr(), libc::O_RDONLY) };
         if q >= 0 {
+            // SAFETY: `q` is the descriptor mq_open just returned; `cname` is a valid C string.
             unsafe {
                 libc::mq_close(q);
                 libc::mq_unlink(cname.as_ptr());
@@ -1581,6 +1586,7 @@ case!(leak_posix_mq_isolated, |c| {
         let hname = format!("/cordon-tests-{}", c.unique());
         let hc = std::ffi::CString::new(hname.clone()).unwrap();
         let secret = format!("mq-secret-{}", c.unique());
+        // SAFETY: `hc` and `secret` outlive the block; `q` is checked before use and closed at the end.
         unsafe {
             let q = libc::mq_open(
                 hc.as_ptr(),
@@ -1594,6 +1600,7 @@ case!(leak_posix_mq_isolated, |c| {
             libc::mq_close(q);
         }
         let r = c.probe(mode, "mq-read", &[&hname]);
+        // SAFETY: `hc` is a valid C string.
         unsafe { libc::mq_unlink(hc.as_ptr()) };
         let r = r?;
         assert!(!r.detail.contains(&secret), "host POSIX mq readable inside ({mode}): {r:?}");
@@ -1847,6 +1854,7 @@ fn degraded_battery(
     // SAFETY: lookup without IPC_CREAT, removal of what we find.
     let id = unsafe { libc::shmget(key, 0, 0) };
     if id >= 0 {
+        // SAFETY: IPC_RMID of the segment found above, by id.
         unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
         bad.push(("ipc", format!("{r:?}")));
     }

@@ -46,6 +46,7 @@
 //! reap the child beyond returning its pid and a pidfd.
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
+#![deny(clippy::cast_possible_truncation)]
 
 use std::ffi::CString;
 use std::io;
@@ -282,8 +283,10 @@ pub fn open_path_no_symlinks(dirfd: RawFd, path: &std::ffi::CStr) -> io::Result<
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
+    #[allow(clippy::cast_possible_truncation, reason = "the kernel returns an fd (an int) widened to long")]
+    let fd = fd as RawFd;
     // SAFETY: the kernel returned a new fd that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Identity maps written for a child that lives in a new user namespace.
@@ -464,8 +467,14 @@ fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
     let filters = plan
         .seccomp
         .iter()
-        .map(|p| libc::sock_fprog { len: p.len() as u16, filter: p.as_ptr() as *mut libc::sock_filter })
-        .collect();
+        .map(|p| {
+            let len = u16::try_from(p.len()).map_err(|_| SpawnError::Parent {
+                what: "a seccomp program longer than sock_fprog can describe",
+                source: io::ErrorKind::InvalidInput.into(),
+            })?;
+            Ok(libc::sock_fprog { len, filter: p.as_ptr() as *mut libc::sock_filter })
+        })
+        .collect::<Result<_, SpawnError>>()?;
     let mut prepared = Prepared {
         plan: &plan,
         argv,
@@ -490,7 +499,11 @@ fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
     // SAFETY: the stack grows down; the top is the end of the allocation, rounded
     // down to 16 bytes as the ABI requires.
     let stack_top = unsafe { stack.as_mut_ptr().add(CHILD_STACK_SIZE) } as usize & !0xf;
-    let flags = plan.namespaces as libc::c_int | libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
+    let namespaces = libc::c_int::try_from(plan.namespaces).map_err(|_| SpawnError::Parent {
+        what: "namespace flags outside clone's int",
+        source: io::ErrorKind::InvalidInput.into(),
+    })?;
+    let flags = namespaces | libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
     // SAFETY: a zeroed sigset_t is a valid (empty) set.
     let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: sigfillset/pthread_sigmask on local sets.
@@ -565,8 +578,10 @@ fn finish_spawn(pid: libc::pid_t, status_read: OwnedFd, exit_status: Option<Owne
         reap(pid);
         return Err(SpawnError::Parent { what: "opening a pidfd for the child", source: err });
     }
+    #[allow(clippy::cast_possible_truncation, reason = "the kernel returns an fd (an int) widened to long")]
+    let pidfd = pidfd as RawFd;
     // SAFETY: pidfd_open returned a fresh fd we now own.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     Ok(Spawned { pid, pidfd, exit_status })
 }
 
@@ -614,7 +629,9 @@ fn spawn_with_init(
     }
     drop(status_write);
     drop(exit_write);
-    finish_spawn(pid as libc::pid_t, status_read, Some(exit_read))
+    #[allow(clippy::cast_possible_truncation, reason = "the kernel returns a pid (an int) widened to long")]
+    let pid = pid as libc::pid_t;
+    finish_spawn(pid, status_read, Some(exit_read))
 }
 
 /// The command's pid inside the namespace, for the init's signal forwarder.
@@ -877,7 +894,7 @@ fn stage_outer(p: &mut Prepared<'_>, unblock: bool) {
 
     // 5. Mounts.
     for (i, op) in plan.mounts.iter().enumerate() {
-        let detail = i as u32;
+        let detail = u32::try_from(i).unwrap_or(u32::MAX);
         match op {
             MountOp::MakeRootPrivate => {
                 // SAFETY: mount with static NUL-terminated strings and null data.
@@ -910,9 +927,11 @@ fn stage_outer(p: &mut Prepared<'_>, unblock: bool) {
                 if fd < 0 || *slot >= p.slots.len() {
                     fail(p, Step::Mount, errno(), detail);
                 }
-                p.slots[*slot] = fd as RawFd;
+                #[allow(clippy::cast_possible_truncation, reason = "the kernel returns an fd (an int) widened to long")]
+                let fd = fd as RawFd;
+                p.slots[*slot] = fd;
                 if let Some(want) = expect {
-                    match FileIdentity::of_fd(fd as RawFd) {
+                    match FileIdentity::of_fd(fd) {
                         Ok(got) if got == *want => {}
                         Ok(_) => fail(p, Step::Mount, libc::ESTALE, detail),
                         Err(e) => fail(p, Step::Mount, e.raw_os_error().unwrap_or(libc::EIO), detail),
@@ -1075,8 +1094,7 @@ fn stage_inner(p: &mut Prepared<'_>) -> ! {
     }
 
     // 6. Standard streams.
-    for (target, &src) in plan.stdio.iter().enumerate() {
-        let target = target as RawFd;
+    for (target, &src) in (0 as RawFd..).zip(plan.stdio.iter()) {
         if src == target {
             // SAFETY: clearing FD_CLOEXEC on an fd the plan says is ours.
             if unsafe { libc::fcntl(src, libc::F_SETFD, 0) } != 0 {
@@ -1144,7 +1162,7 @@ fn stage_inner(p: &mut Prepared<'_>) -> ! {
     // 10. Landlock: late rules for child-only trees, then restrict.
     if let Some((fd, flags)) = &plan.landlock {
         for (i, (path, access)) in plan.late_landlock_rules.iter().enumerate() {
-            add_late_rule(p, fd.as_raw_fd(), path, *access, i as u32);
+            add_late_rule(p, fd.as_raw_fd(), path, *access, u32::try_from(i).unwrap_or(u32::MAX));
         }
         // SAFETY: landlock_restrict_self on a ruleset fd the parent created.
         let r = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), *flags) };
@@ -1169,13 +1187,14 @@ fn stage_inner(p: &mut Prepared<'_>) -> ! {
             libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, flags, prog as *const libc::sock_fprog)
         };
         if r < 0 {
-            fail(p, Step::Seccomp, errno(), i as u32);
+            fail(p, Step::Seccomp, errno(), u32::try_from(i).unwrap_or(u32::MAX));
         }
         if listen {
+            #[allow(clippy::cast_possible_truncation, reason = "the kernel returns an fd (an int) widened to long")]
             let listener = r as RawFd;
             if let Some(sock) = plan.notify_socket {
                 if let Err(e) = send_fd(sock, listener) {
-                    fail(p, Step::Seccomp, e, 100 + i as u32);
+                    fail(p, Step::Seccomp, e, u32::try_from(i).unwrap_or(u32::MAX).saturating_add(100));
                 }
             }
             // SAFETY: closing the listener fd this step just received.
@@ -1211,11 +1230,11 @@ fn send_fd(sock: RawFd, fd: RawFd) -> Result<(), i32> {
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = control.buf.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) as usize;
+        msg.msg_controllen = libc::CMSG_SPACE(RawFd::BITS / 8) as usize;
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(RawFd::BITS / 8) as usize;
         std::ptr::copy_nonoverlapping(
             &fd as *const RawFd as *const u8,
             libc::CMSG_DATA(cmsg),
@@ -1345,11 +1364,7 @@ pub mod host {
                 LANDLOCK_CREATE_RULESET_VERSION,
             )
         };
-        if v < 0 {
-            0
-        } else {
-            v as u32
-        }
+        u32::try_from(v).unwrap_or(0)
     }
 
     /// Whether seccomp filter mode is available (`PR_GET_SECCOMP` answers).
@@ -1477,7 +1492,7 @@ pub mod notify {
             if cmsg.is_null()
                 || (*cmsg).cmsg_level != libc::SOL_SOCKET
                 || (*cmsg).cmsg_type != libc::SCM_RIGHTS
-                || (*cmsg).cmsg_len < libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize
+                || (*cmsg).cmsg_len < libc::CMSG_LEN(RawFd::BITS / 8) as usize
             {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, "no descriptor in the message"));
             }

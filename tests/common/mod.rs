@@ -139,6 +139,7 @@ fn build_suite() -> Result<Suite, String> {
     fs::write(&sentinel, "suite sentinel\n").unwrap();
     set_mode(&sentinel, 0o666);
 
+    // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
     let mut identities = vec![];
     let probe_suid = if me == 0 {
@@ -157,6 +158,7 @@ fn build_suite() -> Result<Suite, String> {
         assert_ne!(uid, 0, "CORDON_TEST_USER must name an unprivileged user");
         identities.push(Identity::new(&name, uid, gid, &dir));
     } else {
+        // SAFETY: getegid has no preconditions and cannot fail.
         let gid = unsafe { libc::getegid() };
         identities.push(Identity::new("self", me, gid, &dir));
     }
@@ -192,6 +194,7 @@ fn lookup_user(name: &str) -> Option<(u32, u32)> {
     if pw.is_null() {
         return None;
     }
+    // SAFETY: `pw` is non-null and points to getpwnam's static record, read before any other passwd call.
     unsafe { Some(((*pw).pw_uid, (*pw).pw_gid)) }
 }
 
@@ -229,6 +232,7 @@ impl Identity {
 
     /// Applies this identity to a command (uid/gid only when it differs from ours).
     pub fn apply(&self, cmd: &mut Command) {
+        // SAFETY: geteuid has no preconditions and cannot fail.
         let me = unsafe { libc::geteuid() };
         if self.uid != me {
             cmd.uid(self.uid).gid(self.gid);
@@ -294,6 +298,7 @@ pub fn unprivileged_only(test: &str, f: impl Fn(&Ctx) -> Result<(), Skip>) {
         Ok(s) => s,
         Err(Skip(r)) => return skip_or_fail(test, &r),
     };
+    // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
     let Some(id) = suite.identities.iter().find(|i| i.uid != 0 && i.uid != me) else {
         // Not a sandbox gap: the case needs root to switch to a separate uid.
