@@ -1725,7 +1725,8 @@ case!(policy_dangerous_roots_refused, |c| {
 });
 
 // =====================================================================================
-// 10. Credentials: the ambient environment minus KEY/SECRET/TOKEN/PASSWORD names.
+// 10. Credentials: the ambient environment minus KEY/SECRET/TOKEN/PASSWORD names and
+//     secret-shaped values.
 // =====================================================================================
 
 case!(cred_secret_environment_scrubbed, |c| {
@@ -1757,6 +1758,31 @@ case!(cred_secret_environment_scrubbed, |c| {
         let g = c.probe_with(&o, "proc-grep", &[&secrets[0].1])?;
         assert!(g.detail.contains("matches=[]"), "a secret is readable in /proc/*/environ inside: {g:?}");
     }
+});
+
+// Credentials whose names pass the name filter but whose values have a secret's shape
+// (a URL with a password, a well-known token prefix) stay out too; the same values
+// passed explicitly with --env are kept on purpose.
+case!(cred_secret_shaped_values_scrubbed, |c| {
+    let tag = c.unique().replace(['-', '_', '.'], "x");
+    let secrets: Vec<(String, String)> = vec![
+        ("DATABASE_URL".into(), format!("postgres://u:pw{tag}@db/x")),
+        ("CI_HINT".into(), format!("ghp_{tag}A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6")),
+        ("NPM_AUTH".into(), format!("plain{tag}")),
+    ];
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.env = secrets.clone();
+    o.env.push(("HOMEPAGE".into(), format!("https://example.com/{tag}")));
+    let r = c.probe_with(&o, "environ", &[])?;
+    r.assert_ok("environ");
+    for (k, v) in &secrets {
+        assert!(!r.detail.contains(v.as_str()), "{k}={v} leaked into the sandbox: {r:?}");
+    }
+    assert!(r.detail.contains(&format!("https://example.com/{tag}")), "an ordinary URL must pass: {r:?}");
+    // Kept on purpose: `--env NAME` (cordon's own value) and `--env NAME=VALUE`.
+    o.extra_args = vec!["--env".into(), "DATABASE_URL".into(), "--env".into(), format!("CI_HINT={}", secrets[1].1)];
+    let r = c.probe_with(&o, "environ", &[])?;
+    assert!(r.detail.contains(&secrets[0].1) && r.detail.contains(&secrets[1].1), "--env must keep them: {r:?}");
 });
 
 // =====================================================================================
