@@ -339,10 +339,23 @@ mod tests {
 
     #[test]
     fn step3_word_markers_drop_auth_pat_pass_but_not_author_or_path() {
-        for gone in ["NPM_AUTH", "GH_PAT", "SMTP_PASS", "DB_PASSWD", "HTTP_AUTHORIZATION", "oauth-client", "my.auth"] {
+        // SSH_AUTH_SOCK too: the agent's socket is a credential in use (and unix sockets
+        // to the host are closed anyway).
+        for gone in [
+            "NPM_AUTH",
+            "GH_PAT",
+            "SMTP_PASS",
+            "DB_PASSWD",
+            "HTTP_AUTHORIZATION",
+            "oauth-client",
+            "my.auth",
+            "SSH_AUTH_SOCK",
+        ] {
             assert!(is_credential_name(OsStr::new(gone)), "{gone} kept");
         }
-        for kept in ["GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "PATH", "PATCH_LEVEL", "PASSTHROUGH", "PWD", "OLDPWD"] {
+        for kept in
+            ["GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "PATH", "PATCH_LEVEL", "PASSTHROUGH", "PWD", "OLDPWD", "XAUTHORITY"]
+        {
             assert!(!is_credential_name(OsStr::new(kept)), "{kept} dropped");
         }
     }
