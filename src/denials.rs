@@ -134,18 +134,34 @@ fn is_name_service_probe(target: &str) -> bool {
     })
 }
 
+/// Why a filter refuses, for the evidence text.
+fn filter_reason(filter: &str) -> &'static str {
+    match filter {
+        crate::runner::seccomp::NETWORK_OFF_FILTER => "network off",
+        crate::runner::seccomp::HOST_UNIX_FILTER => "network on, unix sockets to the host closed",
+        _ => "sandbox rule",
+    }
+}
+
 /// Answer one notification: record it (unless it is a name-service probe) and refuse
 /// the syscall. Returns the errno answered.
 fn handle(n: &cordon_stage::notify::Notification, observed: &Observed, listener: &OwnedFd, sink: &DenialSink) -> i32 {
     let errno = observed.errno as i32;
+    let why = filter_reason(observed.filter);
     match observed.name.as_str() {
+        // With the network on, only unix sockets are refused, and glibc's name-service
+        // probes (nscd, systemd-userdb) create one in every `ls -l`, `id` or DNS lookup:
+        // reporting those would mark nearly every networked run as denied. The
+        // refusal holds (EACCES), but it names no target that tells a daemon from a
+        // probe, so it is not recorded (docs/denials.md).
+        "socket" if observed.filter == crate::runner::seccomp::HOST_UNIX_FILTER => errno,
         "socket" => {
             push(
                 sink,
                 Denial {
                     kind: DenialKind::Network,
                     target: Some(format!("socket({}, {})", family_name(n.args[0]), type_name(n.args[1]))),
-                    evidence: format!("seccomp supervisor: socket() refused with errno {errno} (network off)"),
+                    evidence: format!("seccomp supervisor: socket() refused with errno {errno} ({why})"),
                 },
             );
             errno
@@ -162,10 +178,7 @@ fn handle(n: &cordon_stage::notify::Notification, observed: &Observed, listener:
                 Denial {
                     kind: DenialKind::Network,
                     target: Some(target.unwrap_or_else(|| "(address unreadable)".into())),
-                    evidence: format!(
-                        "seccomp supervisor: {}() refused with errno {errno} (network off)",
-                        observed.name
-                    ),
+                    evidence: format!("seccomp supervisor: {}() refused with errno {errno} ({why})", observed.name),
                 },
             );
             errno

@@ -6,23 +6,37 @@
 //!
 //! 1. Start from the ambient environment.
 //! 2. Drop every ambient `CORDON_*` name: only cordon itself sets that namespace.
-//! 3. Drop credential-shaped names: any name containing `KEY`, `SECRET`, `TOKEN`,
-//!    `PASSWORD` or `CREDENTIAL`, compared case-insensitively.
-//! 4. Set the quiet-terminal defaults `NO_COLOR=1 TERM=dumb PAGER=cat GIT_PAGER=cat`.
-//! 5. Apply the caller's extra variables. A name that is empty, contains `=` or NUL,
+//! 3. Drop credential-shaped names ([`is_credential_name`]): any name containing
+//!    `KEY`, `SECRET`, `TOKEN`, `PASSWORD`, `PASSWD` or `CREDENTIAL`, or with a word
+//!    (between `_`, `-` or `.`) `AUTH`, `OAUTH`, `AUTHORIZATION`, `PAT` or `PASS`,
+//!    compared case-insensitively (`GIT_AUTHOR_NAME` and `PATH` stay).
+//! 4. Drop credential-shaped values ([`credential_value_kind`]), whatever the name: a
+//!    URL with a password (`postgres://u:pw@db/x`, any scheme), a well-known token
+//!    prefix with the length and alphabet of a real token (GitHub, GitLab, Slack, AWS
+//!    access key ids, Stripe, OpenAI, Anthropic, Google, npm, PyPI, Hugging Face), a
+//!    private key block, or a signed JWT.
+//! 5. Set the quiet-terminal defaults `NO_COLOR=1 TERM=dumb PAGER=cat GIT_PAGER=cat`.
+//! 6. Apply the caller's extra variables. They are never scrubbed: passing a variable
+//!    explicitly (`--env NAME=VALUE`, or `--env NAME` to keep the ambient value) is the
+//!    way to keep a credential on purpose. A name that is empty, contains `=` or NUL,
 //!    or lies in the `CORDON_` namespace is an error, never silently dropped.
-//! 6. Apply the managed `CORDON_*` variables.
-//! 7. Apply the runner's variables (they describe the sandbox, e.g. its `TMPDIR`).
+//! 7. Apply the managed `CORDON_*` variables.
+//! 8. Apply the runner's variables (they describe the sandbox, e.g. its `TMPDIR`).
 //!
-//! What it does not do: it does not look inside values (a token pasted into `PATH`
-//! stays), and it does not read the process environment itself — callers pass it in.
+//! What it does not do: it recognizes only the shapes above (a password pasted alone
+//! into an innocently named variable stays), and it does not read the process
+//! environment itself — callers pass it in.
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 
 /// Name fragments that mark a variable as a credential (compared case-insensitively).
-pub const CREDENTIAL_MARKERS: [&str; 5] = ["KEY", "SECRET", "TOKEN", "PASSWORD", "CREDENTIAL"];
+pub const CREDENTIAL_MARKERS: [&str; 6] = ["KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL"];
+
+/// Whole words of a name (split on `_`, `-`, `.`) that mark a credential; whole words
+/// only, so `GIT_AUTHOR_NAME`, `PATH` and `PASSTHROUGH` stay.
+pub const CREDENTIAL_NAME_WORDS: [&str; 5] = ["AUTH", "OAUTH", "AUTHORIZATION", "PAT", "PASS"];
 
 /// The namespace reserved for cordon's managed variables.
 pub const MANAGED_PREFIX: &str = "CORDON_";
@@ -70,6 +84,143 @@ fn is_managed(name: &OsStr) -> bool {
 pub fn is_credential_name(name: &OsStr) -> bool {
     let upper = name.as_bytes().to_ascii_uppercase();
     CREDENTIAL_MARKERS.iter().any(|m| upper.windows(m.len()).any(|w| w == m.as_bytes()))
+        || upper
+            .split(|b| matches!(b, b'_' | b'-' | b'.'))
+            .any(|w| CREDENTIAL_NAME_WORDS.iter().any(|m| w == m.as_bytes()))
+}
+
+/// A token prefix and what must follow it: the alphabet and the length range of the
+/// rest, and whether the rest must mix letters and digits (random, not a word).
+struct TokenShape {
+    kind: &'static str,
+    prefix: &'static str,
+    alphabet: fn(u8) -> bool,
+    len: std::ops::RangeInclusive<usize>,
+    mixed: bool,
+}
+
+fn alnum(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+}
+fn alnum_dash(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'-'
+}
+fn alnum_dash_underscore(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'-' || b == b'_'
+}
+fn alnum_underscore(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+fn upper_digit(b: u8) -> bool {
+    b.is_ascii_uppercase() || b.is_ascii_digit()
+}
+
+/// Well-known token prefixes, longest first where one prefix extends another. Lengths
+/// are those the providers issue, with some slack; `mixed` keeps words that merely
+/// start like a token (`sk-learn-...`) out.
+const TOKEN_SHAPES: &[TokenShape] = &[
+    TokenShape { kind: "github-token", prefix: "ghp_", alphabet: alnum, len: 30..=255, mixed: true },
+    TokenShape { kind: "github-token", prefix: "gho_", alphabet: alnum, len: 30..=255, mixed: true },
+    TokenShape { kind: "github-token", prefix: "ghu_", alphabet: alnum, len: 30..=255, mixed: true },
+    TokenShape { kind: "github-token", prefix: "ghs_", alphabet: alnum, len: 30..=255, mixed: true },
+    TokenShape { kind: "github-token", prefix: "ghr_", alphabet: alnum, len: 30..=255, mixed: true },
+    TokenShape { kind: "github-token", prefix: "github_pat_", alphabet: alnum_underscore, len: 22..=255, mixed: true },
+    TokenShape { kind: "gitlab-token", prefix: "glpat-", alphabet: alnum_dash_underscore, len: 20..=255, mixed: true },
+    TokenShape { kind: "slack-token", prefix: "xoxa-", alphabet: alnum_dash, len: 10..=255, mixed: true },
+    TokenShape { kind: "slack-token", prefix: "xoxb-", alphabet: alnum_dash, len: 10..=255, mixed: true },
+    TokenShape { kind: "slack-token", prefix: "xoxp-", alphabet: alnum_dash, len: 10..=255, mixed: true },
+    TokenShape { kind: "slack-token", prefix: "xoxr-", alphabet: alnum_dash, len: 10..=255, mixed: true },
+    TokenShape { kind: "slack-token", prefix: "xoxs-", alphabet: alnum_dash, len: 10..=255, mixed: true },
+    TokenShape { kind: "aws-access-key-id", prefix: "AKIA", alphabet: upper_digit, len: 16..=16, mixed: false },
+    TokenShape { kind: "aws-access-key-id", prefix: "ASIA", alphabet: upper_digit, len: 16..=16, mixed: false },
+    TokenShape { kind: "stripe-key", prefix: "sk_live_", alphabet: alnum, len: 16..=255, mixed: true },
+    TokenShape { kind: "stripe-key", prefix: "rk_live_", alphabet: alnum, len: 16..=255, mixed: true },
+    TokenShape {
+        kind: "anthropic-key",
+        prefix: "sk-ant-",
+        alphabet: alnum_dash_underscore,
+        len: 32..=255,
+        mixed: true,
+    },
+    TokenShape { kind: "openai-key", prefix: "sk-proj-", alphabet: alnum_dash_underscore, len: 32..=255, mixed: true },
+    TokenShape { kind: "openai-key", prefix: "sk-", alphabet: alnum_dash_underscore, len: 32..=255, mixed: true },
+    TokenShape { kind: "google-api-key", prefix: "AIza", alphabet: alnum_dash_underscore, len: 35..=35, mixed: false },
+    TokenShape { kind: "npm-token", prefix: "npm_", alphabet: alnum, len: 36..=255, mixed: true },
+    TokenShape { kind: "pypi-token", prefix: "pypi-", alphabet: alnum_dash_underscore, len: 40..=4096, mixed: true },
+    TokenShape { kind: "huggingface-token", prefix: "hf_", alphabet: alnum, len: 30..=255, mixed: true },
+];
+
+/// Letters and digits both present (a random token, not a word).
+fn is_mixed(rest: &[u8]) -> bool {
+    rest.iter().any(u8::is_ascii_digit) && rest.iter().any(u8::is_ascii_alphabetic)
+}
+
+/// The token shape `word` has, if any.
+fn token_kind(word: &[u8]) -> Option<&'static str> {
+    let shape = TOKEN_SHAPES.iter().find(|t| word.starts_with(t.prefix.as_bytes()))?;
+    let rest = &word[shape.prefix.len()..];
+    let fits = shape.len.contains(&rest.len()) && rest.iter().all(|b| (shape.alphabet)(*b));
+    (fits && (!shape.mixed || is_mixed(rest))).then_some(shape.kind)
+}
+
+/// A signed JWT: three base64url segments, the first two JSON objects (`eyJ`).
+fn is_jwt(word: &[u8]) -> bool {
+    let parts: Vec<&[u8]> = word.split(|b| *b == b'.').collect();
+    let b64 = |p: &[u8]| p.len() >= 10 && p.iter().all(|b| alnum_dash_underscore(*b));
+    parts.len() == 3 && parts[..2].iter().all(|p| p.starts_with(b"eyJ")) && parts.iter().all(|p| b64(p))
+}
+
+/// Whether `value` holds a URL whose userinfo has a non-empty password
+/// (`scheme://user:password@host`), anywhere in the value.
+fn has_url_password(value: &[u8]) -> bool {
+    let mut from = 0;
+    while let Some(at) = value[from..].windows(3).position(|w| w == b"://").map(|i| from + i) {
+        from = at + 3;
+        // A scheme: a letter, then letters, digits, `+`, `-`, `.`.
+        let scheme_len = value[..at]
+            .iter()
+            .rev()
+            .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+            .count();
+        if scheme_len == 0 || !value[at - scheme_len].is_ascii_alphabetic() {
+            continue;
+        }
+        let rest = &value[from..];
+        let authority_end =
+            rest.iter().position(|b| matches!(b, b'/' | b'?' | b'#') || b.is_ascii_whitespace()).unwrap_or(rest.len());
+        let authority = &rest[..authority_end];
+        let Some(at_sign) = authority.iter().rposition(|b| *b == b'@') else { continue };
+        let userinfo = &authority[..at_sign];
+        if userinfo.iter().position(|b| *b == b':').is_some_and(|c| c + 1 < userinfo.len()) {
+            return true;
+        }
+    }
+    false
+}
+
+/// What kind of credential `value` looks like (step 4), or `None`. Pure; see the
+/// module docs for the shapes.
+pub fn credential_value_kind(value: &OsStr) -> Option<&'static str> {
+    let v = value.as_bytes();
+    if has_url_password(v) {
+        return Some("url-with-password");
+    }
+    let has = |needle: &[u8]| v.windows(needle.len()).any(|w| w == needle);
+    if has(b"-----BEGIN ") && has(b"PRIVATE KEY-----") {
+        return Some("private-key");
+    }
+    // Tokens are words of the value (`Bearer ghp_...`, `a,b`): split on anything
+    // outside the token alphabets, trimming a final `.`.
+    let words = v.split(|b| !(alnum_dash_underscore(*b) || *b == b'.')).map(|w| w.strip_suffix(b".").unwrap_or(w));
+    for w in words {
+        if let Some(kind) = token_kind(w) {
+            return Some(kind);
+        }
+        if is_jwt(w) {
+            return Some("jwt");
+        }
+    }
+    None
 }
 
 fn check_name(name: &str) -> Result<(), EnvError> {
@@ -104,10 +255,12 @@ where
     // Step 3.
     env.retain(|name, _| !is_credential_name(name));
     // Step 4.
+    env.retain(|_, value| credential_value_kind(value).is_none());
+    // Step 5.
     for (name, value) in QUIET_DEFAULTS {
         env.insert(name.into(), value.into());
     }
-    // Step 5.
+    // Step 6.
     for (name, value) in extra {
         check_name(name)?;
         check_value(name, value)?;
@@ -116,7 +269,7 @@ where
         }
         env.insert(name.into(), value.into());
     }
-    // Step 6.
+    // Step 7.
     for (name, value) in managed {
         check_name(name)?;
         check_value(name, value)?;
@@ -125,7 +278,7 @@ where
         }
         env.insert(name.into(), value.into());
     }
-    // Step 7.
+    // Step 8.
     for (name, value) in runner {
         check_name(name)?;
         check_value(name, value)?;
@@ -185,7 +338,152 @@ mod tests {
     }
 
     #[test]
-    fn step4_sets_quiet_defaults_over_ambient() {
+    fn step3_word_markers_drop_auth_pat_pass_but_not_author_or_path() {
+        // SSH_AUTH_SOCK too: the agent's socket is a credential in use (and unix sockets
+        // to the host are closed anyway).
+        for gone in [
+            "NPM_AUTH",
+            "GH_PAT",
+            "SMTP_PASS",
+            "DB_PASSWD",
+            "HTTP_AUTHORIZATION",
+            "oauth-client",
+            "my.auth",
+            "SSH_AUTH_SOCK",
+        ] {
+            assert!(is_credential_name(OsStr::new(gone)), "{gone} kept");
+        }
+        for kept in
+            ["GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "PATH", "PATCH_LEVEL", "PASSTHROUGH", "PWD", "OLDPWD", "XAUTHORITY"]
+        {
+            assert!(!is_credential_name(OsStr::new(kept)), "{kept} dropped");
+        }
+    }
+
+    fn kind(v: &str) -> Option<&'static str> {
+        credential_value_kind(OsStr::new(v))
+    }
+
+    // Synthetic tokens of the right shape (not real credentials).
+    const B62: &str = "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8s9T0u1V2w3X4y5Z6";
+
+    #[test]
+    fn step4_url_with_password_is_a_credential_any_scheme() {
+        assert_eq!(kind("postgres://u:pw@db/x"), Some("url-with-password"));
+        assert_eq!(kind("redis://:hunter2@cache:6379/0"), Some("url-with-password"));
+        assert_eq!(kind("https://user:p%40ss@example.com/simple"), Some("url-with-password"));
+        assert_eq!(kind("amqp+ssl://guest:guest@mq"), Some("url-with-password"));
+        // Among several URLs (pip's extra index list).
+        assert_eq!(
+            kind("https://pypi.org/simple https://ci:s3cr3t@pkgs.example.com/simple"),
+            Some("url-with-password")
+        );
+    }
+
+    #[test]
+    fn step4_url_look_alikes_are_kept() {
+        for v in [
+            "https://example.com/path",
+            "postgres://user@host/db",
+            "postgres://user:@host/db",
+            "ssh://git@github.com/org/repo.git",
+            "git@github.com:org/repo.git",
+            "http://[::1]:8080/x",
+            "https://host:8443/a@b:c",
+            "https://example.com/?q=a:b@c",
+            "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b",
+            "123e4567-e89b-12d3-a456-426614174000",
+            "/usr/local/bin:/usr/bin:/bin",
+            "en_US.UTF-8",
+        ] {
+            assert_eq!(kind(v), None, "{v}");
+        }
+    }
+
+    #[test]
+    fn step4_token_prefixes_are_credentials() {
+        let t = |prefix: &str, n: usize| format!("{prefix}{}", &B62[..n]);
+        let cases = [
+            (t("ghp_", 36), "github-token"),
+            (t("gho_", 36), "github-token"),
+            (t("ghu_", 36), "github-token"),
+            (t("ghs_", 36), "github-token"),
+            (t("ghr_", 36), "github-token"),
+            (format!("github_pat_{}_{}", &B62[..22], &B62[..40]), "github-token"),
+            (t("glpat-", 20), "gitlab-token"),
+            ("xoxb-1234567890-0987654321-AbCdEfGhIj".to_string(), "slack-token"),
+            ("xoxp-1234567890-abcdefABCDEF".to_string(), "slack-token"),
+            ("AKIAIOSFODNN7EXAMPLE".to_string(), "aws-access-key-id"),
+            ("ASIAY34FZKBOKMUTVV7A".to_string(), "aws-access-key-id"),
+            (t("sk_live_", 24), "stripe-key"),
+            (t("rk_live_", 24), "stripe-key"),
+            (t("sk-", 48), "openai-key"),
+            (format!("sk-proj-{}-{}", &B62[..30], &B62[..20]), "openai-key"),
+            (format!("sk-ant-api03-{}", &B62[..48]), "anthropic-key"),
+            (t("AIza", 35), "google-api-key"),
+            (t("npm_", 36), "npm-token"),
+            (format!("pypi-AgEIcHlwaS5vcmc{}", &B62[..40]), "pypi-token"),
+            (t("hf_", 34), "huggingface-token"),
+        ];
+        for (v, k) in &cases {
+            assert_eq!(kind(v), Some(*k), "{v}");
+            // Also as a word of a longer value.
+            assert_eq!(kind(&format!("Bearer {v}")), Some(*k), "Bearer {v}");
+        }
+    }
+
+    #[test]
+    fn step4_private_keys_and_jwts_are_credentials() {
+        let pem = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----";
+        assert_eq!(kind(pem), Some("private-key"));
+        assert_eq!(kind("-----BEGIN RSA PRIVATE KEY-----\nMIIE"), Some("private-key"));
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
+        assert_eq!(kind(jwt), Some("jwt"));
+    }
+
+    #[test]
+    fn step4_token_look_alikes_are_kept() {
+        for v in [
+            "sk-learn-compat-version-1",
+            "ghp_short",
+            "ghp_abcdefghijklmnopqrstuvwxyzabcdefghij",
+            "AKIA-not-a-key",
+            "AKIAIOSFODNN7EXAMPLEX",
+            "npm_config_cache",
+            "hf_hub_offline_mode_enabled_please",
+            "-----BEGIN CERTIFICATE-----\nMIIB",
+            "-----BEGIN PUBLIC KEY-----",
+            "eyJhbGciOiJub25lIn0.eyJzdWIiOiIxIn0.",
+            "a.b.c",
+            "python3.12",
+        ] {
+            assert_eq!(kind(v), None, "{v}");
+        }
+    }
+
+    #[test]
+    fn step4_drops_credential_values_whatever_the_name() {
+        let ghp = format!("ghp_{}", &B62[..36]);
+        let env = build_environment(
+            amb(&[
+                ("DATABASE_URL", "postgres://u:pw@db/x"),
+                ("GITHUB_WORKSPACE_HINT", &ghp),
+                ("HOMEPAGE", "https://example.com/path"),
+                ("REVISION", "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b"),
+            ]),
+            &[],
+            &[],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(get(&env, "DATABASE_URL"), None);
+        assert_eq!(get(&env, "GITHUB_WORKSPACE_HINT"), None);
+        assert_eq!(get(&env, "HOMEPAGE"), Some("https://example.com/path"));
+        assert!(get(&env, "REVISION").is_some());
+    }
+
+    #[test]
+    fn step5_sets_quiet_defaults_over_ambient() {
         let env = build_environment(amb(&[("TERM", "xterm-256color"), ("PAGER", "less")]), &[], &[], &[]).unwrap();
         assert_eq!(get(&env, "TERM"), Some("dumb"));
         assert_eq!(get(&env, "PAGER"), Some("cat"));
@@ -194,7 +492,7 @@ mod tests {
     }
 
     #[test]
-    fn step5_extra_env_applies_and_rejects_bad_names() {
+    fn step6_extra_env_applies_and_rejects_bad_names() {
         let extra = vec![("TERM".to_string(), "vt100".to_string()), ("MY_VAR".into(), "v".into())];
         let env = build_environment(amb(&[]), &extra, &[], &[]).unwrap();
         assert_eq!(get(&env, "TERM"), Some("vt100"));
@@ -207,10 +505,17 @@ mod tests {
         assert!(matches!(err, EnvError::InvalidName { .. }));
         let err = build_environment(amb(&[]), &[("A".into(), "x\0y".into())], &[], &[]).unwrap_err();
         assert!(matches!(err, EnvError::InvalidValue { .. }));
+        // Passed explicitly, a credential is kept on purpose (steps 3 and 4 scrub only
+        // the ambient environment).
+        let keep =
+            vec![("DATABASE_URL".to_string(), "postgres://u:pw@db/x".to_string()), ("GH_PAT".into(), "p".into())];
+        let env = build_environment(amb(&[("DATABASE_URL", "postgres://u:old@db/x")]), &keep, &[], &[]).unwrap();
+        assert_eq!(get(&env, "DATABASE_URL"), Some("postgres://u:pw@db/x"));
+        assert_eq!(get(&env, "GH_PAT"), Some("p"));
     }
 
     #[test]
-    fn step6_managed_env_is_cordon_only() {
+    fn step7_managed_env_is_cordon_only() {
         let managed = vec![("CORDON_RUN_ID".to_string(), "7".to_string())];
         let env = build_environment(amb(&[("CORDON_RUN_ID", "evil")]), &[], &managed, &[]).unwrap();
         assert_eq!(get(&env, "CORDON_RUN_ID"), Some("7"));
@@ -219,7 +524,7 @@ mod tests {
     }
 
     #[test]
-    fn step7_runner_variables_win() {
+    fn step8_runner_variables_win() {
         let extra = vec![("TMPDIR".to_string(), "/elsewhere".to_string())];
         let runner = vec![("TMPDIR".to_string(), "/tmp".to_string())];
         let env = build_environment(amb(&[("TMPDIR", "/host")]), &extra, &[], &runner).unwrap();

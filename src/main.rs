@@ -109,8 +109,9 @@ struct RunArgs {
     /// In-memory tail per stream, in bytes (with --json).
     #[arg(long, value_name = "BYTES")]
     output_cap: Option<usize>,
-    /// Extra environment variable NAME=VALUE (repeatable; CORDON_* is reserved).
-    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env)]
+    /// Extra environment variable NAME=VALUE, or NAME to keep cordon's own value
+    /// (repeatable; CORDON_* is reserved). Never scrubbed: the way to pass a credential on purpose.
+    #[arg(long = "env", value_name = "NAME[=VALUE]", value_parser = parse_env)]
     env: Vec<(String, String)>,
     /// Pass cordon's stdin to the command (default: the command's stdin is empty).
     #[arg(long)]
@@ -163,7 +164,13 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
 fn parse_env(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-        _ => Err(format!("`{s}` is not NAME=VALUE")),
+        // `--env NAME`: keep this process's value (it would otherwise be scrubbed).
+        None if !s.is_empty() => match std::env::var(s) {
+            Ok(v) => Ok((s.to_string(), v)),
+            Err(std::env::VarError::NotPresent) => Err(format!("`{s}` is not set in cordon's environment")),
+            Err(std::env::VarError::NotUnicode(_)) => Err(format!("the value of `{s}` is not UTF-8")),
+        },
+        _ => Err(format!("`{s}` is not NAME=VALUE or NAME")),
     }
 }
 

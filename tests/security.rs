@@ -963,6 +963,87 @@ case!(net_unix_abstract_sockets_denied, |c| {
     }
 });
 
+/// A short directory for host daemons' sockets (sun_path holds 108 bytes), removed on drop.
+struct SockDir(PathBuf);
+
+impl SockDir {
+    fn new() -> SockDir {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = PathBuf::from(format!("/var/tmp/cun{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        SockDir(dir)
+    }
+}
+
+impl Drop for SockDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+// `--network` means IP, not the host's local daemons: pathname and abstract unix
+// sockets of host listeners stay unreachable, while loopback TCP, a socketpair and the
+// host's own connection to the same listener work.
+case!(net_on_host_unix_sockets_denied, |c| {
+    let mut on = c.opts(WORKSPACE_WRITE);
+    on.network = true;
+    for how in [WORKSPACE_WRITE, HOST] {
+        let dir = SockDir::new();
+        let (stream_p, dgram_p, pair_p) = (dir.0.join("d.sock"), dir.0.join("d.dgram"), dir.0.join("p.dgram"));
+        let stream = UnixTrap::stream_path(c, &stream_p);
+        let dgram = UnixTrap::dgram_path(c, &dgram_p);
+        let pair_dgram = UnixTrap::dgram_path(c, &pair_p);
+        let (name_s, name_d) = (format!("cordon-on-{}", c.unique()), format!("cordon-on-{}", c.unique()));
+        let abs_s = UnixTrap::stream_abstract(&name_s);
+        let abs_d = UnixTrap::dgram_abstract(&name_d);
+        let run = |op: &str, args: &[&str]| -> Result<ProbeResult, Skip> {
+            if how == HOST {
+                Ok(c.host_probe(op, args))
+            } else {
+                c.probe_with(&on, op, args)
+            }
+        };
+        let r = [
+            run("unix-connect", &[s(&stream_p)])?,
+            run("unix-dgram", &[s(&dgram_p)])?,
+            run("socketpair-dgram-send", &[s(&pair_p)])?,
+            run("unix-abstract", &[&name_s])?,
+            run("unix-abstract-dgram", &[&name_d])?,
+        ];
+        let traps = [&stream, &dgram, &pair_dgram, &abs_s, &abs_d];
+        let what =
+            ["pathname stream", "pathname dgram", "dgram socketpair sendto", "abstract stream", "abstract dgram"];
+        for ((r, t), w) in r.iter().zip(traps).zip(what) {
+            if is_control(how, r, w) {
+                assert!(t.touched_within(500), "control: the host listener saw nothing ({w})");
+                continue;
+            }
+            r.assert_refused_with(NET_DENIED, &format!("--network: {w} to a host unix socket"));
+            t.assert_untouched(&format!("--network: {w}"));
+        }
+        // The refusal is not reported (glibc's name-service probes make the same call
+        // in every `ls -l`; see docs/denials.md), so it must not arm anything either.
+        if how != HOST {
+            let j = r[0].run.as_ref().unwrap().j();
+            let hit = j["sandbox"]["denials"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|d| d["target"].as_str().is_some_and(|t| t.starts_with("socket(AF_UNIX")));
+            assert!(!hit, "--network: a unix socket() refusal was reported: {j}");
+        }
+        // Controls inside: IP still works, a socketpair still works.
+        if how != HOST {
+            let t = TcpTrap::v4();
+            c.probe_with(&on, "tcp", &["127.0.0.1", &t.port_s()])?.assert_ok("--network: loopback TCP");
+            assert!(t.connected_within(500), "--network: the TCP listener saw no connection");
+            c.probe_with(&on, "socketpair", &[])?.assert_ok("--network: socketpair stays available");
+        }
+    }
+});
+
 // =====================================================================================
 // 5. Other processes: signals, ptrace, process_vm_*, /proc/<pid>/*, setns,
 //    priority/rlimit; nothing the command started may outlive its run.
@@ -1654,7 +1735,8 @@ case!(policy_dangerous_roots_refused, |c| {
 });
 
 // =====================================================================================
-// 10. Credentials: the ambient environment minus KEY/SECRET/TOKEN/PASSWORD names.
+// 10. Credentials: the ambient environment minus KEY/SECRET/TOKEN/PASSWORD names and
+//     secret-shaped values.
 // =====================================================================================
 
 case!(cred_secret_environment_scrubbed, |c| {
@@ -1686,6 +1768,31 @@ case!(cred_secret_environment_scrubbed, |c| {
         let g = c.probe_with(&o, "proc-grep", &[&secrets[0].1])?;
         assert!(g.detail.contains("matches=[]"), "a secret is readable in /proc/*/environ inside: {g:?}");
     }
+});
+
+// Credentials whose names pass the name filter but whose values have a secret's shape
+// (a URL with a password, a well-known token prefix) stay out too; the same values
+// passed explicitly with --env are kept on purpose.
+case!(cred_secret_shaped_values_scrubbed, |c| {
+    let tag = c.unique().replace(['-', '_', '.'], "x");
+    let secrets: Vec<(String, String)> = vec![
+        ("DATABASE_URL".into(), format!("postgres://u:pw{tag}@db/x")),
+        ("CI_HINT".into(), format!("ghp_{tag}A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6")),
+        ("NPM_AUTH".into(), format!("plain{tag}")),
+    ];
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.env = secrets.clone();
+    o.env.push(("HOMEPAGE".into(), format!("https://example.com/{tag}")));
+    let r = c.probe_with(&o, "environ", &[])?;
+    r.assert_ok("environ");
+    for (k, v) in &secrets {
+        assert!(!r.detail.contains(v.as_str()), "{k}={v} leaked into the sandbox: {r:?}");
+    }
+    assert!(r.detail.contains(&format!("https://example.com/{tag}")), "an ordinary URL must pass: {r:?}");
+    // Kept on purpose: `--env NAME` (cordon's own value) and `--env NAME=VALUE`.
+    o.extra_args = vec!["--env".into(), "DATABASE_URL".into(), "--env".into(), format!("CI_HINT={}", secrets[1].1)];
+    let r = c.probe_with(&o, "environ", &[])?;
+    assert!(r.detail.contains(&secrets[0].1) && r.detail.contains(&secrets[1].1), "--env must keep them: {r:?}");
 });
 
 // =====================================================================================

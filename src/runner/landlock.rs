@@ -65,8 +65,8 @@ pub fn landlock_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restric
                  refuses every cross-directory rename) and read-only mounts do not cover special files"
                     .to_string(),
             ),
-            FsWrite | Network | UnixSockets | ProcessInspection | TerminalInjection | SyscallFilter | Privileges
-            | FdIsolation => None,
+            FsWrite | Network | UnixSockets | HostUnixSockets | ProcessInspection | TerminalInjection
+            | SyscallFilter | Privileges | FdIsolation => None,
             FsTruncate if abi < 3 && !ns => Some(format!(
                 "Landlock ABI {abi} < 3 cannot restrict truncate, and the read-only mount layer is unavailable: {why_ns}"
             )),
@@ -192,7 +192,9 @@ impl Runner for LandlockRunner {
             write_in_child,
             devices: WRITABLE_DEVICES.iter().map(PathBuf::from).collect(),
             deny_tcp: policy.network_restricted() && abi >= 4,
-            scope_abstract_unix: policy.network_restricted() && abi >= 6,
+            // In every confined mode: with the network on, seccomp refuses unix sockets
+            // too (`host_unix_closed`); the scope is the kernel's own second layer.
+            scope_abstract_unix: abi >= 6,
             scope_signals: abi >= 6,
             restrict_flags: if abi >= 7 { LANDLOCK_LOG_NEW_EXEC_ON } else { 0 },
         };

@@ -119,6 +119,10 @@ pub enum Restriction {
     Network,
     /// No unix sockets to daemons outside (pathname or abstract; network off).
     UnixSockets,
+    /// No unix sockets to daemons outside (pathname or abstract) in every confined
+    /// mode, also with the network on: `--network` means IP, not the host's local
+    /// daemons (`docker.sock`, the D-Bus system bus, X11).
+    HostUnixSockets,
     /// No signals to processes outside the sandbox.
     Signals,
     /// No ptrace, `process_vm_*` or `/proc/<pid>` access to processes outside.
@@ -167,6 +171,7 @@ impl Restriction {
             r.extend([Network, UnixSockets]);
         }
         r.extend([
+            HostUnixSockets,
             Signals,
             ProcessInspection,
             ProcessLifetime,

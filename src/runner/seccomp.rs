@@ -27,7 +27,10 @@
 //! 4. Allow.
 //!
 //! Filters used: `deny_eperm` and `deny_enosys` always; `network_off` when the network
-//! is off (`socket()` refused with `EACCES`).
+//! is off (`socket()` refused with `EACCES`); `host_unix_closed` when it is on
+//! (`socket(AF_UNIX, …)` and datagram `socketpair()` refused with `EACCES`: `connect()`
+//! must stay open for IP, and the filter cannot read the address it is given, so a
+//! unix socket that could reach a host daemon must not exist at all).
 //!
 //! What it does not do: it does not restrict paths (Landlock and the mount layer do),
 //! and argument checks cannot see memory (so `clone3` is answered `ENOSYS`).
@@ -42,6 +45,8 @@ pub const CONFINED_PROFILE: &str = include_str!("../../profiles/seccomp/confined
 pub const ALWAYS_FILTERS: [&str; 2] = ["deny_eperm", "deny_enosys"];
 /// The filter added when the network is off.
 pub const NETWORK_OFF_FILTER: &str = "network_off";
+/// The filter added when the network is on: no unix sockets that could reach the host.
+pub const HOST_UNIX_FILTER: &str = "host_unix_closed";
 
 /// One classic BPF instruction (`struct sock_filter`).
 pub type Insn = libc::sock_filter;
@@ -258,6 +263,8 @@ pub struct Observed {
     pub kind: ObservedKind,
     /// The errno the profile answers it with.
     pub errno: u32,
+    /// The profile filter whose rule refused it (`network_off`, `host_unix_closed`, ...).
+    pub filter: &'static str,
 }
 
 /// A compiled filter and, when supervised, what its notifications mean.
@@ -309,9 +316,7 @@ type ProgramCache = [[std::sync::OnceLock<Result<Program, SeccompError>>; 2]; 2]
 /// them into one, which is why a syscall may appear in one of them only).
 pub fn filter_names(network_allowed: bool) -> Vec<&'static str> {
     let mut names: Vec<&'static str> = ALWAYS_FILTERS.to_vec();
-    if !network_allowed {
-        names.push(NETWORK_OFF_FILTER);
-    }
+    names.push(if network_allowed { HOST_UNIX_FILTER } else { NETWORK_OFF_FILTER });
     names
 }
 
@@ -362,6 +367,7 @@ fn compile(
     // one filter).
     let mut owner: BTreeMap<&str, &'static str> = BTreeMap::new();
     for name in filters {
+        let name_of_filter: &'static str = name;
         let f = map.get(*name).ok_or(SeccompError::Missing(name))?;
         for rule in &f.filter {
             let first = *owner.entry(rule.syscall.as_str()).or_insert(*name);
@@ -382,7 +388,7 @@ fn compile(
             };
             let ret = match observe.iter().find(|(name, _)| *name == rule.syscall) {
                 Some((name, kind)) => {
-                    observed.insert(nr, Observed { name: name.clone(), kind: *kind, errno });
+                    observed.insert(nr, Observed { name: name.clone(), kind: *kind, errno, filter: name_of_filter });
                     Ret::Notify
                 }
                 None => Ret::Errno(errno),
@@ -585,10 +591,37 @@ mod tests {
     }
 
     #[test]
-    fn network_filter_only_when_network_is_off() {
+    fn network_on_keeps_ip_and_closes_unix_sockets() {
         let p = compile_filter(true).unwrap();
-        assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [2, 1, 0, 0, 0, 0]), libc::SECCOMP_RET_ALLOW);
+        let allow = libc::SECCOMP_RET_ALLOW;
+        let eacces = libc::SECCOMP_RET_ERRNO | 13;
+        let flags = (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u64;
+        // IP sockets, connect() and bind() stay open.
+        assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [2, 1, 0, 0, 0, 0]), allow);
+        assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [10, 2 | flags, 0, 0, 0, 0]), allow);
+        assert_eq!(run(&p, NATIVE, libc::SYS_connect as u32, [3, 0, 0, 0, 0, 0]), allow);
+        assert_eq!(run(&p, NATIVE, libc::SYS_bind as u32, [3, 0, 0, 0, 0, 0]), allow);
+        // No unix socket of any type, with or without flags, and high bits do not
+        // dodge the dword family check.
+        for ty in [1u64, 2, 3, 5] {
+            assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [1, ty, 0, 0, 0, 0]), eacces, "type {ty}");
+            assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [1 | (1 << 32), ty | flags, 0, 0, 0, 0]), eacces);
+        }
+        // socketpair: stream and seqpacket pairs stay; datagram/raw pairs refused.
+        assert_eq!(run(&p, NATIVE, libc::SYS_socketpair as u32, [1, 1 | flags, 0, 0, 0, 0]), allow);
+        assert_eq!(run(&p, NATIVE, libc::SYS_socketpair as u32, [1, 5, 0, 0, 0, 0]), allow);
+        for ty in [2u64, 3, 4, 6, 9, 13] {
+            assert_eq!(run(&p, NATIVE, libc::SYS_socketpair as u32, [1, ty | flags, 0, 0, 0, 0]), eacces, "type {ty}");
+        }
         assert_eq!(run(&p, NATIVE, libc::SYS_ptrace as u32, [0; 6]), EPERM);
+        // Supervised, the refusals are observed and named by their filter.
+        let sup = compile_program(true, true).unwrap();
+        assert_eq!(run(&sup.insns, NATIVE, libc::SYS_socket as u32, [1, 1, 0, 0, 0, 0]), RET_USER_NOTIF);
+        assert_eq!(run(&sup.insns, NATIVE, libc::SYS_socket as u32, [2, 1, 0, 0, 0, 0]), allow);
+        assert_eq!(run(&sup.insns, NATIVE, libc::SYS_connect as u32, [3, 0, 0, 0, 0, 0]), allow);
+        assert_eq!(sup.observed[&libc::SYS_socket].filter, HOST_UNIX_FILTER);
+        assert_eq!(sup.observed[&libc::SYS_socket].errno, 13);
+        assert!(!sup.observed.contains_key(&libc::SYS_connect));
     }
 
     #[test]

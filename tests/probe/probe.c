@@ -572,6 +572,17 @@ static void op_socketpair(void) {
     succeed();
 }
 
+/* A datagram socketpair end is unconnected for sendto() with an address: it can
+ * reach a host daemon's datagram socket without socket() or connect(). */
+static void op_socketpair_dgram_send(const char *name) {
+    struct sockaddr_un sa;
+    socklen_t len = unix_addr(&sa, name, 0);
+    int sv[2];
+    TRY(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv), "socketpair");
+    TRY(sendto(sv[0], "X", 1, 0, (struct sockaddr *)&sa, len), "sendto");
+    succeed();
+}
+
 /* ---------------------------------------------------------------- processes */
 
 static void op_ptrace_attach(pid_t pid) {
@@ -1208,6 +1219,7 @@ int main(int argc, char **argv) {
     if (!strcmp(op, "unix-abstract")) { NEED(1, "unix-abstract NAME"); op_unix_connect(a[0], 1); }
     if (!strcmp(op, "unix-abstract-dgram")) { NEED(1, "unix-abstract-dgram NAME"); op_unix_dgram(a[0], 1); }
     if (!strcmp(op, "socketpair")) op_socketpair();
+    if (!strcmp(op, "socketpair-dgram-send")) { NEED(1, "socketpair-dgram-send PATH"); op_socketpair_dgram_send(a[0]); }
     if (!strcmp(op, "socket-sweep")) op_socket_sweep();
 
     /* other processes */
