@@ -1432,6 +1432,110 @@ case!(priv_existing_device_nodes_not_writable, |c| {
     }
 });
 
+/// A FIFO made on the host by the identity, with a host-side reader opened
+/// non-blocking (so a writer's open inside does not block, and whatever it writes
+/// stays in the pipe for [`HostFifo::received`]).
+struct HostFifo {
+    path: PathBuf,
+    reader: fs::File,
+}
+
+impl HostFifo {
+    fn new(c: &Ctx, path: &Path) -> HostFifo {
+        c.host_sh(&format!("mkfifo -m 0666 '{}'", path.display()));
+        use std::os::unix::fs::OpenOptionsExt;
+        let reader = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .unwrap_or_else(|e| panic!("open the host reader of {}: {e}", path.display()));
+        HostFifo { path: path.to_path_buf(), reader }
+    }
+
+    /// Every byte written into the FIFO so far.
+    fn received(&mut self) -> Vec<u8> {
+        use std::io::Read;
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = self.reader.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+        out
+    }
+}
+
+case!(fs_host_fifo_outside_receives_nothing, |c| {
+    // A read-only bind stops writes to regular files but not opening an existing FIFO
+    // for writing (as root that reaches /run/initctl). Landlock refuses the open.
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        let mut fifo = HostFifo::new(c, &f.out.join("fifo"));
+        let r = attempt(c, how, "append", &[s(&fifo.path), "pwned"])?;
+        let got = fifo.received();
+        if is_control(how, &r, "write into a host FIFO") {
+            assert!(!got.is_empty(), "control: the host reader received nothing");
+            continue;
+        }
+        assert!(
+            got.is_empty(),
+            "a host FIFO reader received {:?} from inside the sandbox ({how})\n{r:?}",
+            String::from_utf8_lossy(&got)
+        );
+        r.assert_refused_with(&["EACCES"], "open a host FIFO outside the writable roots for writing");
+    }
+    // Inside the workspace: usable in workspace-write (the control), refused in read-only.
+    for mode in CONFINED {
+        let f = fx(c, &format!("ws-{mode}"));
+        let mut fifo = HostFifo::new(c, &f.ws.join("fifo"));
+        let r = c.probe(mode, "append", &[s(&fifo.path), "hello"])?;
+        let got = fifo.received();
+        if mode == WORKSPACE_WRITE {
+            r.assert_ok("write into a FIFO inside the workspace in workspace-write");
+            assert!(!got.is_empty(), "the FIFO inside the workspace delivered nothing");
+        } else {
+            assert!(got.is_empty(), "a read-only workspace's FIFO received {got:?}\n{r:?}");
+            r.assert_refused_with(&["EACCES"], "write into a FIFO of a read-only workspace");
+        }
+    }
+});
+
+case!(priv_planted_device_nodes_unusable, |c| {
+    // Nodes that already exist in the workspace or a writable root (planted by the
+    // host's root, or there all along) must not open as devices: every exposed tree
+    // is nodev. A null-like node (c 1:3) and a kmsg-like one (c 1:11); the probe only
+    // opens them for writing and never writes.
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(Skip("creating device nodes on the host needs the suite to run as root".into()));
+    }
+    let wr = c.outside.join("writable-root");
+    c.mkdir(&wr);
+    let mut nodes = Vec::new();
+    for dir in [&c.ws, &wr] {
+        for (name, minor) in [("null-like", "3"), ("kmsg-like", "11")] {
+            let node = dir.join(name);
+            let st =
+                std::process::Command::new("mknod").args(["-m", "0666"]).arg(&node).args(["c", "1", minor]).status();
+            assert!(st.is_ok_and(|s| s.success()), "mknod {}", node.display());
+            c.chown_to_me(&node);
+            c.host_probe("open-w", &[s(&node)]).assert_ok("control: the node opens for writing on the host");
+            nodes.push(node);
+        }
+    }
+    for mode in CONFINED {
+        let o = RunOpts { writable: vec![wr.clone()], ..c.opts(mode) };
+        for node in &nodes {
+            c.probe_with(&o, "open-w", &[s(node)])?.assert_refused_with(
+                &["EACCES", "EPERM"],
+                &format!("open the planted node {} ({mode})", node.display()),
+            );
+        }
+    }
+});
+
 // =====================================================================================
 // 9. Leaks across the boundary: inherited fds, host /tmp and /dev/shm, SysV/POSIX IPC,
 //    $HOME dotfiles.
@@ -1755,6 +1859,12 @@ fn degraded_battery(
     let r = run!(o, "overwrite", &[s(&sent.path), "pwned"]);
     if sent.check().is_err() {
         bad.push(("fs-write", format!("{r:?}")));
+    }
+    // fs-write through a special file: a FIFO outside with a host reader.
+    let mut fifo = HostFifo::new(c, &out_dir.join("fs-write-fifo"));
+    let r = run!(o, "append", &[s(&fifo.path), "pwned"]);
+    if !fifo.received().is_empty() {
+        bad.push(("fs-write", format!("a host FIFO received bytes: {r:?}")));
     }
     // fs-truncate
     let sent = c.sentinel(&out_dir.join("fs-truncate"));

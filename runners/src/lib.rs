@@ -211,6 +211,10 @@ pub enum MountOp {
 
 /// `MOUNT_ATTR_RDONLY` from `<linux/mount.h>`.
 pub const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
+/// `MOUNT_ATTR_NOSUID` from `<linux/mount.h>`.
+pub const MOUNT_ATTR_NOSUID: u64 = 0x0000_0002;
+/// `MOUNT_ATTR_NODEV` from `<linux/mount.h>`.
+pub const MOUNT_ATTR_NODEV: u64 = 0x0000_0004;
 
 /// Identity maps written for a child that lives in a new user namespace.
 #[derive(Debug, Clone)]
@@ -369,6 +373,9 @@ struct Prepared<'a> {
     /// Init mode: the write end of the exit-status pipe, and the command's stack top.
     exit_fd: RawFd,
     inner_stack_top: usize,
+    /// The helper writes a success record before `execve` (its status pipe is also
+    /// held by bubblewrap's monitor, so end-of-file cannot mean success there).
+    ok_record: bool,
 }
 
 fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
@@ -399,6 +406,7 @@ fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
         last_cap: last_capability(),
         exit_fd: -1,
         inner_stack_top: 0,
+        ok_record: false,
     };
     if plan.init {
         return spawn_with_init(prepared, status_read, status_write);
@@ -449,7 +457,7 @@ fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
 /// has exec'd) and open a pidfd for `pid`.
 fn finish_spawn(pid: libc::pid_t, status_read: OwnedFd, exit_status: Option<OwnedFd>) -> Result<Spawned, SpawnError> {
     // Read the status record; EOF means the exec succeeded.
-    let mut record = [0u8; 12];
+    let mut record = [0u8; STATUS_RECORD_LEN];
     let mut got = 0usize;
     while got < record.len() {
         // SAFETY: reading into the unfilled tail of a local buffer.
@@ -468,15 +476,8 @@ fn finish_spawn(pid: libc::pid_t, status_read: OwnedFd, exit_status: Option<Owne
         got += n as usize;
     }
     if got == record.len() {
-        let step = u32::from_ne_bytes(record[0..4].try_into().unwrap_or([0; 4]));
-        let errno = i32::from_ne_bytes(record[4..8].try_into().unwrap_or([0; 4]));
-        let detail = u32::from_ne_bytes(record[8..12].try_into().unwrap_or([0; 4]));
         reap(pid);
-        return Err(SpawnError::Stage(StageFailure {
-            step: Step::from_u32(step).unwrap_or(Step::Exec),
-            errno,
-            detail,
-        }));
+        return Err(SpawnError::Stage(decode_record(&record)));
     }
 
     // SAFETY: pidfd_open on our own unreaped child; the returned fd (if any) is new.
@@ -682,15 +683,30 @@ extern "C" fn child_entry(arg: *mut libc::c_void) -> libc::c_int {
 
 /// Report a failed step on the status pipe and exit. Never returns.
 fn fail(p: &Prepared<'_>, step: Step, errno: i32, detail: u32) -> ! {
-    let mut record = [0u8; 12];
+    write_record(p.status_fd, step, errno, detail);
+    // SAFETY: _exit(2) is async-signal-safe and cannot fail.
+    unsafe { libc::_exit(STAGE_SETUP_FAILED_EXIT) }
+}
+
+/// Size of one status record: step, errno, detail (native-endian `u32`, `i32`, `u32`).
+pub const STATUS_RECORD_LEN: usize = 12;
+
+/// Write one status record (raw syscall only).
+fn write_record(fd: RawFd, step: Step, errno: i32, detail: u32) {
+    let mut record = [0u8; STATUS_RECORD_LEN];
     record[0..4].copy_from_slice(&(step as u32).to_ne_bytes());
     record[4..8].copy_from_slice(&errno.to_ne_bytes());
     record[8..12].copy_from_slice(&detail.to_ne_bytes());
-    // SAFETY: write(2) and _exit(2) are async-signal-safe; the buffer is local.
-    unsafe {
-        libc::write(p.status_fd, record.as_ptr() as *const libc::c_void, record.len());
-        libc::_exit(STAGE_SETUP_FAILED_EXIT);
-    }
+    // SAFETY: write(2) is async-signal-safe; the buffer is local.
+    unsafe { libc::write(fd, record.as_ptr() as *const libc::c_void, record.len()) };
+}
+
+/// Decode one status record written by the stage or the helper.
+fn decode_record(record: &[u8; STATUS_RECORD_LEN]) -> StageFailure {
+    let step = u32::from_ne_bytes([record[0], record[1], record[2], record[3]]);
+    let errno = i32::from_ne_bytes([record[4], record[5], record[6], record[7]]);
+    let detail = u32::from_ne_bytes([record[8], record[9], record[10], record[11]]);
+    StageFailure { step: Step::from_u32(step).unwrap_or(Step::Exec), errno, detail }
 }
 
 fn errno() -> i32 {
@@ -981,7 +997,13 @@ fn stage_inner(p: &mut Prepared<'_>) -> ! {
     if unsafe { libc::chdir(plan.cwd.as_ptr()) } != 0 {
         fail(p, Step::Chdir, errno(), 0);
     }
+    confine_and_exec(p)
+}
 
+/// Steps 9 to 13: no_new_privs, Landlock, capabilities, seccomp, exec. Shared by the
+/// cloned child and the bwrap runner's stage helper ([`helper`]). Never returns.
+fn confine_and_exec(p: &mut Prepared<'_>) -> ! {
+    let plan = p.plan;
     // 9. no_new_privs.
     // SAFETY: prctl with integer arguments.
     if plan.no_new_privs && unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
@@ -1030,7 +1052,11 @@ fn stage_inner(p: &mut Prepared<'_>) -> ! {
         }
     }
 
-    // 13. exec.
+    // 13. exec. The helper first says it got this far (see [`helper`]); a failed
+    // execve then adds its failure record after that one.
+    if p.ok_record {
+        write_record(p.status_fd, Step::Exec, 0, 0);
+    }
     // SAFETY: execve with NUL-terminated, null-terminated arrays built before clone.
     unsafe { libc::execve(plan.program.as_ptr(), p.argv.as_ptr(), p.envp.as_ptr()) };
     fail(p, Step::Exec, errno(), 0);
@@ -1174,6 +1200,260 @@ fn drop_all_capabilities(p: &Prepared<'_>) {
             if unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0, 0, 0) } == 1 {
                 fail(p, Step::Capabilities, libc::EPERM, 200 + cap);
             }
+        }
+    }
+}
+
+/// The bwrap runner's stage helper: steps 9 to 13 of the contract, run by a process
+/// that bubblewrap executed after it built the sandbox's mounts (Landlock refuses
+/// mount operations to a restricted task, so it cannot be applied before bubblewrap).
+///
+/// The parent's stage passes four fds through bubblewrap at fixed numbers
+/// ([`SECCOMP_FD`], [`RULESET_FD`], [`STATUS_FD`], [`EXE_FD`]); bubblewrap executes
+/// `/proc/self/fd/EXE_FD`, i.e. the cordon binary, which calls [`run`]. In order:
+///
+/// 1. every fd above stdio is marked close-on-exec and the executable's fd closed;
+/// 2. cordon's seccomp program is read from [`SECCOMP_FD`] (its read offset reaching
+///    the program's length is the parent's evidence that bubblewrap finished);
+/// 3. `no_new_privs` (already set by the parent's stage; set again, harmless);
+/// 4. Landlock: the rules for trees that exist only inside (the private tmpfs) are
+///    added to the parent's ruleset ([`RULESET_FD`]), then `landlock_restrict_self`;
+/// 5. capabilities dropped and verified (bubblewrap's `--cap-drop ALL` left none);
+/// 6. the seccomp program, last;
+/// 7. a success record on [`STATUS_FD`], then `execve`.
+///
+/// A failed step writes a [`StageFailure`] record on [`STATUS_FD`] and exits with
+/// [`STAGE_SETUP_FAILED_EXIT`]; the command never runs. The parent reads the pipe
+/// after the run: a failure record, or no success record at all (bubblewrap or the
+/// helper died first), means the sandbox was never complete.
+pub mod helper {
+    use super::*;
+
+    /// cordon's seccomp program (raw `struct sock_filter` array) in the sandbox.
+    pub const SECCOMP_FD: RawFd = 3;
+    /// The Landlock ruleset the parent created (rules bound to host inodes, which
+    /// bubblewrap's binds share).
+    pub const RULESET_FD: RawFd = 4;
+    /// The write end of the helper's status pipe.
+    pub const STATUS_FD: RawFd = 5;
+    /// The cordon executable bubblewrap executes as `/proc/self/fd/6`.
+    pub const EXE_FD: RawFd = 6;
+
+    /// What the helper does, parsed from its arguments by the caller.
+    #[derive(Debug)]
+    pub struct HelperPlan {
+        /// `landlock_restrict_self` flags.
+        pub restrict_flags: u32,
+        /// Landlock rules for trees that exist only inside: path and access bits.
+        pub late_landlock_rules: Vec<(CString, u64)>,
+        /// Absolute path of the command.
+        pub program: CString,
+        /// The command's `argv`, `argv[0]` included.
+        pub argv: Vec<CString>,
+    }
+
+    fn give_up(step: Step, errno: i32, detail: u32) -> ! {
+        write_record(STATUS_FD, step, errno, detail);
+        // SAFETY: _exit cannot fail.
+        unsafe { libc::_exit(STAGE_SETUP_FAILED_EXIT) }
+    }
+
+    /// Report unusable helper arguments (step `exec`, `EINVAL`, detail 1) and exit.
+    pub fn refuse_arguments() -> ! {
+        give_up(Step::Exec, libc::EINVAL, 1)
+    }
+
+    /// Read cordon's seccomp program from [`SECCOMP_FD`].
+    fn read_program() -> Result<Vec<libc::sock_filter>, i32> {
+        let mut bytes = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            // SAFETY: read into a local buffer of the given length.
+            let n = unsafe { libc::read(SECCOMP_FD, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
+            if n < 0 {
+                if errno() == libc::EINTR {
+                    continue;
+                }
+                return Err(errno());
+            }
+            if n == 0 {
+                break;
+            }
+            bytes.extend_from_slice(&buf[..n as usize]);
+        }
+        if bytes.is_empty() || bytes.len() % 8 != 0 || bytes.len() / 8 > u16::MAX as usize {
+            return Err(libc::EINVAL);
+        }
+        Ok(bytes
+            .chunks_exact(8)
+            .map(|c| libc::sock_filter {
+                code: u16::from_ne_bytes([c[0], c[1]]),
+                jt: c[2],
+                jf: c[3],
+                k: u32::from_ne_bytes([c[4], c[5], c[6], c[7]]),
+            })
+            .collect())
+    }
+
+    /// Apply the helper's steps (see the module docs) and execute the command.
+    /// Never returns: on failure it reports on [`STATUS_FD`] and exits.
+    pub fn run(plan: HelperPlan) -> ! {
+        // 1. Only stdio crosses the final exec; the executable's fd goes now.
+        // SAFETY: close_range/close with integer arguments.
+        let r = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+        if r != 0 {
+            give_up(Step::CloseFds, errno(), 0);
+        }
+        // SAFETY: closing the executable's fd, which nothing in this process uses.
+        unsafe { libc::close(EXE_FD) };
+        // 2. The seccomp program.
+        let program = match read_program() {
+            Ok(p) => p,
+            Err(e) => give_up(Step::Seccomp, e, 300),
+        };
+        // SAFETY: fcntl(F_GETFD) only checks that the fd is open.
+        if unsafe { libc::fcntl(RULESET_FD, libc::F_GETFD) } < 0 {
+            give_up(Step::Landlock, errno(), 3000);
+        }
+        // SAFETY: the parent's stage placed the ruleset at RULESET_FD and nothing
+        // else in this process owns it.
+        let ruleset = unsafe { OwnedFd::from_raw_fd(RULESET_FD) };
+        let envp: Vec<CString> = std::env::vars_os()
+            .filter_map(|(k, v)| {
+                use std::os::unix::ffi::OsStrExt;
+                let mut kv = k.as_bytes().to_vec();
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_bytes());
+                CString::new(kv).ok()
+            })
+            .collect();
+        let stage = StagePlan {
+            program: plan.program,
+            argv: plan.argv,
+            envp,
+            cwd: c"/".to_owned(),
+            stdio: [0, 1, 2],
+            namespaces: 0,
+            id_maps: None,
+            mounts: Vec::new(),
+            mount_slots: 0,
+            new_session: false,
+            init: false,
+            no_new_privs: true,
+            landlock: Some((ruleset, plan.restrict_flags)),
+            late_landlock_rules: plan.late_landlock_rules,
+            drop_capabilities: true,
+            seccomp: vec![program],
+            notify_socket: None,
+            pass_fds: Vec::new(),
+        };
+        let mut argv: Vec<*const libc::c_char> = stage.argv.iter().map(|a| a.as_ptr()).collect();
+        argv.push(std::ptr::null());
+        let mut envp: Vec<*const libc::c_char> = stage.envp.iter().map(|a| a.as_ptr()).collect();
+        envp.push(std::ptr::null());
+        let filters = stage
+            .seccomp
+            .iter()
+            .map(|p| libc::sock_fprog { len: p.len() as u16, filter: p.as_ptr() as *mut libc::sock_filter })
+            .collect();
+        let mut prepared = Prepared {
+            plan: &stage,
+            argv,
+            envp,
+            slots: Vec::new(),
+            filters,
+            status_fd: STATUS_FD,
+            last_cap: last_capability(),
+            exit_fd: -1,
+            inner_stack_top: 0,
+            ok_record: true,
+        };
+        // 3 to 7.
+        confine_and_exec(&mut prepared)
+    }
+
+    /// What the helper's status pipe says, read by the parent after the run.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum HelperStatus {
+        /// The helper confined itself completely and called `execve` for the command.
+        Executed,
+        /// A step failed (the command never ran).
+        Failed(StageFailure),
+        /// No record: bubblewrap or the helper died before the helper finished (the
+        /// command never ran confined by it).
+        NeverReached,
+    }
+
+    /// Read every record on the helper's status pipe (without blocking: the pipe is
+    /// switched to non-blocking mode) and judge them.
+    pub fn read_status(fd: std::os::fd::BorrowedFd<'_>) -> HelperStatus {
+        let raw = fd.as_raw_fd();
+        // SAFETY: fcntl with integer arguments on a borrowed, open fd.
+        unsafe {
+            let flags = libc::fcntl(raw, libc::F_GETFL);
+            if flags >= 0 {
+                libc::fcntl(raw, libc::F_SETFL, flags | libc::O_NONBLOCK);
+            }
+        }
+        let mut bytes = Vec::new();
+        let mut buf = [0u8; 256];
+        loop {
+            // SAFETY: read into a local buffer of the given length.
+            let n = unsafe { libc::read(raw, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
+            if n < 0 && errno() == libc::EINTR {
+                continue;
+            }
+            if n <= 0 {
+                break;
+            }
+            bytes.extend_from_slice(&buf[..n as usize]);
+        }
+        judge(&bytes)
+    }
+
+    /// The verdict on the raw bytes of the status pipe (pure).
+    pub fn judge(bytes: &[u8]) -> HelperStatus {
+        let mut status = HelperStatus::NeverReached;
+        for chunk in bytes.chunks_exact(STATUS_RECORD_LEN) {
+            let mut record = [0u8; STATUS_RECORD_LEN];
+            record.copy_from_slice(chunk);
+            let f = decode_record(&record);
+            status = if f.step == Step::Exec && f.errno == 0 {
+                match status {
+                    HelperStatus::Failed(_) => status,
+                    _ => HelperStatus::Executed,
+                }
+            } else {
+                HelperStatus::Failed(f)
+            };
+        }
+        status
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn rec(step: Step, errno: i32, detail: u32) -> Vec<u8> {
+            let mut v = Vec::new();
+            v.extend_from_slice(&(step as u32).to_ne_bytes());
+            v.extend_from_slice(&errno.to_ne_bytes());
+            v.extend_from_slice(&detail.to_ne_bytes());
+            v
+        }
+
+        #[test]
+        fn only_a_clean_success_record_means_executed() {
+            assert_eq!(judge(&[]), HelperStatus::NeverReached);
+            assert_eq!(judge(&rec(Step::Exec, 0, 0)), HelperStatus::Executed);
+            let lock = StageFailure { step: Step::Landlock, errno: libc::EPERM, detail: 0 };
+            assert_eq!(judge(&rec(Step::Landlock, libc::EPERM, 0)), HelperStatus::Failed(lock));
+            // execve failed after the success record.
+            let mut both = rec(Step::Exec, 0, 0);
+            both.extend(rec(Step::Exec, libc::ENOENT, 0));
+            assert!(matches!(judge(&both), HelperStatus::Failed(f) if f.errno == libc::ENOENT));
+            // A torn record is not a success.
+            assert_eq!(judge(&rec(Step::Exec, 0, 0)[..8]), HelperStatus::NeverReached);
         }
     }
 }
@@ -1383,6 +1663,17 @@ pub mod fds {
     pub fn dup_cloexec(fd: RawFd) -> io::Result<OwnedFd> {
         // SAFETY: fcntl(F_DUPFD_CLOEXEC) with integer arguments.
         let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+        if new < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fcntl returned a fresh descriptor that nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(new) })
+    }
+
+    /// Duplicate `fd` to a new close-on-exec descriptor numbered `floor` or above.
+    pub fn dup_above(fd: RawFd, floor: RawFd) -> io::Result<OwnedFd> {
+        // SAFETY: fcntl(F_DUPFD_CLOEXEC) with integer arguments.
+        let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, floor) };
         if new < 0 {
             return Err(io::Error::last_os_error());
         }

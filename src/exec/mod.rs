@@ -347,6 +347,8 @@ fn resolve_program(argv0: &OsStr, env: &[(OsString, OsString)], cwd: &Path) -> R
 /// Everything a started process needs to finish its run.
 struct Launched {
     pid: i32,
+    /// The bwrap stage helper's status pipe (see `cordon_stage::helper`).
+    helper_status: Option<OwnedFd>,
     exit_status: Option<OwnedFd>,
     supervisor: Option<tokio::task::JoinHandle<()>>,
     denials: crate::denials::DenialSink,
@@ -371,8 +373,11 @@ impl Executor {
     }
 
     /// An executor with explicit host facts (tests, `CORDON_*` knobs already applied).
-    pub fn with_host(config: ExecutorConfig, host: HostFacts) -> Result<Executor, CordonError> {
+    /// The bwrap runner's stage helper comes from `config` (see
+    /// [`ExecutorConfig::stage_helper`]), overriding the facts' own.
+    pub fn with_host(config: ExecutorConfig, mut host: HostFacts) -> Result<Executor, CordonError> {
         cordon_stage::signals::ignore_sigpipe();
+        host.stage_helper = config.stage_helper.clone();
         let base = config.state_dir.clone().unwrap_or_else(std::env::temp_dir);
         let state_dir = private_state_dir(&base, host.euid)?;
         Ok(Executor { config, host, state_dir, registry: Arc::default(), next_id: AtomicU64::new(1) })
@@ -584,6 +589,8 @@ impl Executor {
         .map_err(|e| CordonError::RunnerFailed { runner: selection.runner, detail: e.to_string() })?;
         let supervised = materialized.stage.notify_socket.is_some();
         let observed = materialized.observed;
+        let passed_fds = materialized.keep;
+        let helper_status = materialized.helper_status;
         let stage_plan = materialized.stage;
 
         // Spawning blocks for the child's stage (well under a millisecond); doing it
@@ -592,6 +599,7 @@ impl Executor {
         // The child has its copies now (or failed); close ours.
         drop(stdin_fd);
         drop(child_out);
+        drop(passed_fds);
         let listener = match notify_pair {
             Some((parent_end, child_end)) if supervised && spawned.is_ok() => {
                 drop(child_end);
@@ -648,6 +656,7 @@ impl Executor {
         };
         Ok(Launched {
             pid,
+            helper_status,
             exit_status: exit_status_fd,
             supervisor,
             denials,
@@ -770,6 +779,13 @@ async fn finish(
     if let Some(dir) = &l.run_dir {
         let _ = std::fs::remove_dir_all(dir);
     }
+    // The bwrap stage helper confined itself and executed the command only if it said
+    // so before `execve`; anything else (a failed step, bubblewrap dying first) means
+    // the command never ran in the complete sandbox.
+    let runner_failed = match &l.helper_status {
+        Some(fd) => cordon_stage::helper::read_status(fd.as_fd()) != cordon_stage::helper::HelperStatus::Executed,
+        None => false,
+    };
     RunResult {
         exit_code,
         signal,
@@ -784,7 +800,7 @@ async fn finish(
             denied: !denials.is_empty(),
             denials,
             enforcement: l.enforcement,
-            runner_failed: false,
+            runner_failed,
             skipped: l.selection.skipped,
         },
     }

@@ -37,9 +37,10 @@
 //! - The command's `argv[0]` is its absolute path (bubblewrap 0.8 has no `--argv0`).
 //! - It does not hide files from reading, nor limit CPU, memory or disk use.
 
+use super::landlock::{landlock_plan, PrivateTmp};
 use super::{
     enforcement_from_gaps, LaunchPlan, MountStep, NamespacePlan, PlanError, PlanInput, ProbeStatus, Restriction,
-    Runner, RunnerKind, SeccompFd,
+    Runner, RunnerKind, SeccompFd, StageHelperPlan,
 };
 use crate::host::{HostFacts, Namespaces};
 use crate::mode::Mode;
@@ -65,17 +66,79 @@ pub const INSTALL_HINT: &str = "install bubblewrap (apt-get install bubblewrap)"
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BwrapRunner;
 
-/// The gaps of the bwrap runner for `policy` (pure; assumes [`BwrapRunner::probe`]
-/// passed, i.e. namespaces and seccomp are available and bubblewrap is installed).
+/// The hidden first argument that makes the `cordon` binary act as the stage helper.
+pub const STAGE_HELPER_ARG: &str = "__stage";
+
+/// How bubblewrap executes the helper: the cordon executable inherited at
+/// `cordon_stage::helper::EXE_FD`, through the sandbox's own fresh `/proc`.
+pub const STAGE_HELPER_EXEC: &str = "/proc/self/fd/6";
+
+/// The lowest Landlock ABI the helper applies: ABI 1 refuses every cross-directory
+/// rename and link once filesystem rights are handled (see the landlock runner).
+pub const STAGE_MIN_LANDLOCK_ABI: u32 = 2;
+
+static STAGE_HELPER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Declare `exe` (a `cordon` binary that dispatches [`STAGE_HELPER_ARG`] to
+/// [`stage_helper_main`]) as this process's stage helper; the `cordon` CLI registers
+/// itself at startup. The first registration wins.
+pub fn register_stage_helper(exe: PathBuf) {
+    let _ = STAGE_HELPER.set(exe);
+}
+
+/// The registered stage helper, if any (the default of
+/// [`crate::ExecutorConfig::stage_helper`]).
+pub fn registered_stage_helper() -> Option<PathBuf> {
+    STAGE_HELPER.get().cloned()
+}
+
+/// Why the helper cannot apply Landlock inside bubblewrap on `host`, if it cannot.
+fn stage_unavailable(host: &HostFacts) -> Option<String> {
+    if host.stage_helper.is_none() {
+        return Some("no cordon stage helper is configured to apply Landlock inside bubblewrap".into());
+    }
+    let abi = host.landlock_abi;
+    match abi {
+        0 => Some("this host has no usable Landlock to apply inside bubblewrap".into()),
+        a if a < STAGE_MIN_LANDLOCK_ABI => Some(format!(
+            "Landlock ABI {a} < {STAGE_MIN_LANDLOCK_ABI} is left out (it refuses every cross-directory rename)"
+        )),
+        _ => None,
+    }
+}
+
+/// The stage helper's plan on `host`, when it can run (pure).
+fn stage_helper_plan(policy: &ExecutionPolicy, host: &HostFacts) -> Option<StageHelperPlan> {
+    if stage_unavailable(host).is_some() {
+        return None;
+    }
+    let exe = host.stage_helper.clone()?;
+    Some(StageHelperPlan { exe, landlock: landlock_plan(policy, host.landlock_abi, PrivateTmp::InChild) })
+}
+
+/// The gaps of the bwrap runner for `policy` on `host` (pure; assumes
+/// [`BwrapRunner::probe`] passed, i.e. namespaces and seccomp are available and
+/// bubblewrap is installed).
 ///
-/// Every restriction is enforced except `private-tmp`: a gap when the workspace or a writable root is `/tmp`,
-/// `/dev/shm` or one of their ancestors, since binding it exposes the host's
-/// directory over the private tmpfs. (`denial-audit` is the landlock runner's own
-/// promise and not requested here.)
-pub fn bwrap_gaps(policy: &ExecutionPolicy) -> Vec<(Restriction, String)> {
+/// - `fs-write` without the stage helper (none configured, or Landlock below ABI
+///   [`STAGE_MIN_LANDLOCK_ABI`], which `CORDON_LANDLOCK_ABI_MAX` emulates): a
+///   read-only bind stops writes to regular files but not opening an existing FIFO
+///   for writing, so bytes reach a host reader (as root, `/run/initctl`).
+/// - `private-tmp` when the workspace or a writable root is `/tmp`, `/dev/shm` or one
+///   of their ancestors, since binding it exposes the host's directory over the
+///   private tmpfs.
+///
+/// (`denial-audit` is the landlock runner's own promise and not requested here.)
+pub fn bwrap_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restriction, String)> {
     let mut gaps = Vec::new();
     for r in Restriction::requested_by(policy) {
         let gap = match r {
+            Restriction::FsWrite => stage_unavailable(host).map(|why| {
+                format!(
+                    "FIFOs outside the writable roots stay writable (read-only binds do not cover special files) \
+                     because {why}"
+                )
+            }),
             Restriction::PrivateTmp => exposed(policy)
                 .into_iter()
                 .find(|(p, _)| PRIVATE_TMPFS.iter().any(|t| Path::new(t).starts_with(p)))
@@ -199,7 +262,11 @@ pub fn bwrap_args(input: &PlanInput<'_>) -> Result<Vec<OsString>, PlanError> {
     if input.new_session {
         push(&mut args, &["--new-session"]);
     }
-    push(&mut args, &["--cap-drop", "ALL", "--seccomp", &SECCOMP_CHILD_FD.to_string()]);
+    let helper = stage_helper_plan(policy, input.host);
+    push(&mut args, &["--cap-drop", "ALL"]);
+    if helper.is_none() {
+        push(&mut args, &["--seccomp", &SECCOMP_CHILD_FD.to_string()]);
+    }
     push(&mut args, &["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--remount-ro", "/proc"]);
     for t in PRIVATE_TMPFS {
         push(&mut args, &["--perms", "1777", "--tmpfs", t]);
@@ -215,8 +282,24 @@ pub fn bwrap_args(input: &PlanInput<'_>) -> Result<Vec<OsString>, PlanError> {
     args.push("--chdir".into());
     args.push(input.cwd.as_os_str().to_owned());
     push(&mut args, &["--setenv", "TMPDIR", SANDBOX_TMPDIR, "--"]);
-    args.push(input.program.as_os_str().to_owned());
-    args.extend(input.argv.iter().skip(1).cloned());
+    match &helper {
+        Some(h) => {
+            push(&mut args, &[STAGE_HELPER_EXEC, STAGE_HELPER_ARG]);
+            push(&mut args, &["--abi", &h.landlock.abi.to_string()]);
+            push(&mut args, &["--restrict-flags", &h.landlock.restrict_flags.to_string()]);
+            for p in &h.landlock.write_in_child {
+                args.push("--write-in-child".into());
+                args.push(p.as_os_str().to_owned());
+            }
+            args.push("--".into());
+            args.push(input.program.as_os_str().to_owned());
+            args.extend(input.argv.iter().cloned());
+        }
+        None => {
+            args.push(input.program.as_os_str().to_owned());
+            args.extend(input.argv.iter().skip(1).cloned());
+        }
+    }
     Ok(args)
 }
 
@@ -246,8 +329,8 @@ impl Runner for BwrapRunner {
         ProbeStatus::Available
     }
 
-    fn enforcement(&self, policy: &ExecutionPolicy, _host: &HostFacts) -> Enforcement {
-        enforcement_from_gaps(bwrap_gaps(policy))
+    fn enforcement(&self, policy: &ExecutionPolicy, host: &HostFacts) -> Enforcement {
+        enforcement_from_gaps(bwrap_gaps(policy, host))
     }
 
     fn plan(&self, input: &PlanInput<'_>) -> Result<LaunchPlan, PlanError> {
@@ -279,12 +362,82 @@ impl Runner for BwrapRunner {
             landlock: None,
             seccomp: None,
             seccomp_fd: Some(SeccompFd { network_allowed: policy.network, child_fd: SECCOMP_CHILD_FD }),
+            stage_helper: stage_helper_plan(policy, input.host),
             drop_capabilities: false,
             no_new_privs: true,
             new_session: input.new_session,
             needs_run_dir: false,
             enforcement: self.enforcement(policy, input.host),
         })
+    }
+}
+
+/// Why the helper's arguments were refused (they come from cordon's own plan, so
+/// this only happens when the binary is run by hand).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HelperArgsError {
+    /// An option the helper does not know, or one without its value.
+    #[error("stage helper: bad or incomplete option `{option}`")]
+    Option {
+        /// The option.
+        option: String,
+    },
+    /// No command after `--`.
+    #[error("stage helper: no command after `--`")]
+    NoCommand,
+    /// A NUL byte in an argument.
+    #[error("stage helper: an argument contains a NUL byte")]
+    Nul,
+}
+
+/// Parse the helper's arguments (everything after [`STAGE_HELPER_ARG`]) into its plan
+/// (pure): `--abi N --restrict-flags F [--write-in-child PATH]... -- PROGRAM ARGV...`.
+pub fn parse_helper_args(args: &[OsString]) -> Result<cordon_stage::helper::HelperPlan, HelperArgsError> {
+    use std::ffi::CString;
+    let cstr = |s: &std::ffi::OsStr| CString::new(s.as_bytes()).map_err(|_| HelperArgsError::Nul);
+    let bad = |o: &OsString| HelperArgsError::Option { option: o.to_string_lossy().into_owned() };
+    let (mut abi, mut flags, mut late) = (None, None, Vec::new());
+    let mut it = args.iter();
+    loop {
+        let Some(opt) = it.next() else { return Err(HelperArgsError::NoCommand) };
+        let mut value = || it.next().ok_or_else(|| bad(opt));
+        match opt.to_str() {
+            Some("--") => break,
+            Some("--abi") => abi = Some(value()?.to_str().and_then(|v| v.parse::<u32>().ok()).ok_or_else(|| bad(opt))?),
+            Some("--restrict-flags") => {
+                flags = Some(value()?.to_str().and_then(|v| v.parse::<u32>().ok()).ok_or_else(|| bad(opt))?)
+            }
+            Some("--write-in-child") => late.push(value()?.clone()),
+            _ => return Err(bad(opt)),
+        }
+    }
+    let (Some(abi), Some(restrict_flags)) = (abi, flags) else {
+        return Err(HelperArgsError::Option { option: "--abi/--restrict-flags".into() });
+    };
+    let rest: Vec<&OsString> = it.collect();
+    let (Some(program), Some(_)) = (rest.first(), rest.get(1)) else { return Err(HelperArgsError::NoCommand) };
+    let bits = super::stage::write_access(abi).bits();
+    Ok(cordon_stage::helper::HelperPlan {
+        restrict_flags,
+        late_landlock_rules: late.iter().map(|p| Ok((cstr(p)?, bits))).collect::<Result<_, _>>()?,
+        program: cstr(program)?,
+        argv: rest[1..].iter().map(|a| cstr(a)).collect::<Result<_, _>>()?,
+    })
+}
+
+/// The stage helper's entry point: the `cordon` binary calls it when its first
+/// argument is [`STAGE_HELPER_ARG`]. Applies Landlock, the capability check and
+/// cordon's seccomp filter inside the finished sandbox, then executes the command
+/// (see `cordon_stage::helper`). Never returns; on any failure it reports on the
+/// status pipe and exits with `cordon_stage::STAGE_SETUP_FAILED_EXIT`.
+pub fn stage_helper_main(args: Vec<OsString>) -> ! {
+    match parse_helper_args(&args) {
+        Ok(plan) => cordon_stage::helper::run(plan),
+        Err(e) => {
+            eprintln!("cordon: {e}");
+            cordon_stage::helper::refuse_arguments()
+        }
     }
 }
 
@@ -336,7 +489,7 @@ pub fn program_bytes(program: &[libc::sock_filter]) -> Vec<u8> {
 /// leaves its memfd open here. Once the stage plan owns its passed fds this goes.
 pub mod seccomp_fd {
     use std::io::{Seek, SeekFrom, Write};
-    use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+    use std::os::fd::OwnedFd;
     use std::sync::Mutex;
 
     /// memfds handed to children and not yet fully read, with their lengths.
@@ -369,10 +522,10 @@ pub mod seccomp_fd {
     }
 
     /// Put `bytes` into a [`sealed_memfd`], keep it open until consumed, and return
-    /// its fd number for `StagePlan::pass_fds`.
-    pub fn create(bytes: &[u8]) -> std::io::Result<RawFd> {
+    /// a duplicate (sharing its open file description) to pass to the child.
+    pub fn create(bytes: &[u8]) -> std::io::Result<OwnedFd> {
         let fd = sealed_memfd(bytes)?;
-        let raw = fd.as_raw_fd();
+        let raw = fd.try_clone()?;
         let mut pending = PENDING.lock().unwrap_or_else(|p| p.into_inner());
         close_consumed(&mut pending);
         pending.push((fd, bytes.len() as u64));
@@ -458,6 +611,7 @@ mod tests {
             namespaces: Namespaces::UserNamespace,
             bwrap: Some("/usr/bin/bwrap".into()),
             disabled_runners: vec![],
+            stage_helper: None,
         };
         assert_eq!(BwrapRunner.probe(&host), ProbeStatus::Available);
         host.namespaces = Namespaces::Unavailable { reason: "blocked".into() };

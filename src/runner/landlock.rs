@@ -177,25 +177,8 @@ impl Runner for LandlockRunner {
             }
         }
         let tmpdir = if ns { PathBuf::from("/tmp") } else { input.run_tmp() };
-        let mut write = policy.writable();
-        let mut write_in_child = Vec::new();
-        if ns {
-            write_in_child.extend([PathBuf::from("/tmp"), PathBuf::from("/dev/shm")]);
-        } else {
-            write.push(input.run_tmp());
-            write.push(input.run_shm());
-        }
-        let landlock = LandlockPlan {
-            abi,
-            read: vec![PathBuf::from("/")],
-            write,
-            write_in_child,
-            devices: WRITABLE_DEVICES.iter().map(PathBuf::from).collect(),
-            deny_tcp: policy.network_restricted() && abi >= 4,
-            scope_abstract_unix: policy.network_restricted() && abi >= 6,
-            scope_signals: abi >= 6,
-            restrict_flags: if abi >= 7 { LANDLOCK_LOG_NEW_EXEC_ON } else { 0 },
-        };
+        let private = if ns { PrivateTmp::InChild } else { PrivateTmp::Host(input.run_tmp(), input.run_shm()) };
+        let landlock = landlock_plan(policy, abi, private);
         Ok(LaunchPlan {
             runner: RunnerKind::Landlock,
             program: input.program.clone(),
@@ -207,12 +190,49 @@ impl Runner for LandlockRunner {
             landlock: use_landlock.then_some(landlock),
             seccomp: Some(policy.network || !policy.mode.is_confined()),
             seccomp_fd: None,
+            stage_helper: None,
             drop_capabilities: true,
             no_new_privs: true,
             new_session: input.new_session,
             needs_run_dir: !ns,
             enforcement: self.enforcement(policy, host),
         })
+    }
+}
+
+/// Where a run's private temp directories are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrivateTmp {
+    /// Fresh tmpfs mounts on `/tmp` and `/dev/shm` that exist only inside the child:
+    /// their rules are added there (`LandlockPlan::write_in_child`).
+    InChild,
+    /// Per-run host directories (`tmp`, `shm`) standing in for them.
+    Host(PathBuf, PathBuf),
+}
+
+/// The Landlock rules of a confined run (pure), shared by both Linux runners (the
+/// `bwrap` runner applies them in its stage helper): read and execute everywhere;
+/// write beneath the writable roots, the private temp directories and the
+/// [`WRITABLE_DEVICES`]; TCP denied with the network off (ABI 4); abstract unix
+/// sockets (network off) and signals scoped (ABI 6); audit logging (ABI 7). This
+/// is the one place rule paths come from.
+pub fn landlock_plan(policy: &ExecutionPolicy, abi: u32, private: PrivateTmp) -> LandlockPlan {
+    let mut write = policy.writable();
+    let mut write_in_child = Vec::new();
+    match private {
+        PrivateTmp::InChild => write_in_child.extend(PRIVATE_TMPFS.iter().map(PathBuf::from)),
+        PrivateTmp::Host(tmp, shm) => write.extend([tmp, shm]),
+    }
+    LandlockPlan {
+        abi,
+        read: vec![PathBuf::from("/")],
+        write,
+        write_in_child,
+        devices: WRITABLE_DEVICES.iter().map(PathBuf::from).collect(),
+        deny_tcp: policy.network_restricted() && abi >= 4,
+        scope_abstract_unix: policy.network_restricted() && abi >= 6,
+        scope_signals: abi >= 6,
+        restrict_flags: if abi >= 7 { LANDLOCK_LOG_NEW_EXEC_ON } else { 0 },
     }
 }
 
@@ -224,7 +244,8 @@ pub const PRIVATE_TMPFS: [&str; 2] = ["/tmp", "/dev/shm"];
 ///    taken before anything is hidden; 3. a fresh `/proc`; 4. fresh tmpfs on `/tmp`
 ///    and `/dev/shm`, with mount points for exposed paths that lived there; 5. the
 ///    exposed paths (shallow first), then protected paths on top; 6. everything
-///    read-only; 7. the private tmpfs mounts and the writable roots writable again.
+///    read-only, and every exposed tree `nodev,nosuid` (the private tmpfs mounts are
+///    mounted so); 7. the private tmpfs mounts and the writable roots writable again.
 ///
 /// Note: Landlock grants the private `/tmp` write access beneath it, and Landlock
 /// rules accumulate across mount points, so a read-only workspace attached under
@@ -260,6 +281,12 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
     steps.extend(dirs.into_iter().map(|path| MountStep::Mkdir { path }));
     steps.extend(attach);
     steps.push(MountStep::ReadOnlyRecursive);
+    // The attached trees keep their host mounts' flags: a host filesystem mounted
+    // without nodev would let a device node in a writable root be opened (Landlock
+    // grants writes there, and mknod's refusal does not cover nodes that already exist).
+    for p in &exposed {
+        steps.push(MountStep::NoDevNoSuid { target: p.clone() });
+    }
     for t in PRIVATE_TMPFS {
         steps.push(MountStep::Writable { target: PathBuf::from(t) });
     }
@@ -310,6 +337,7 @@ mod tests {
             },
             bwrap: None,
             disabled_runners: vec![],
+            stage_helper: None,
         }
     }
 

@@ -87,6 +87,7 @@ impl Runner for SeatbeltRunner {
             landlock: None,
             seccomp: None,
             seccomp_fd: None,
+            stage_helper: None,
             drop_capabilities: false,
             no_new_privs: false,
             new_session: input.new_session,

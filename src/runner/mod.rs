@@ -268,6 +268,13 @@ pub enum MountStep {
     },
     /// Everything read-only, recursively.
     ReadOnlyRecursive,
+    /// `nodev` and `nosuid` on the tree attached at `target`, recursively: a device
+    /// node planted in (or already inside) an exposed path cannot be opened as a
+    /// device, and no set-id bit takes effect there.
+    NoDevNoSuid {
+        /// Target path (an attached exposed path).
+        target: PathBuf,
+    },
     /// Make the mount at `target` writable again (non-recursive).
     Writable {
         /// Target path.
@@ -321,6 +328,19 @@ pub struct SeccompFd {
     pub child_fd: i32,
 }
 
+/// cordon's stage helper, executed by bubblewrap inside the finished sandbox: the
+/// parent builds the Landlock ruleset from `landlock` and passes it, the seccomp
+/// program ([`LaunchPlan::seccomp_fd`]), a status pipe and the executable `exe` as
+/// inherited fds (numbers in `cordon_stage::helper`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StageHelperPlan {
+    /// The cordon executable (opened by the parent; bubblewrap executes it through
+    /// `/proc/self/fd/N`, so it need not be visible inside).
+    pub exe: PathBuf,
+    /// The Landlock rules (the same as the landlock runner's).
+    pub landlock: LandlockPlan,
+}
+
 /// A complete, pure description of how to launch one command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LaunchPlan {
@@ -346,6 +366,9 @@ pub struct LaunchPlan {
     /// filter is compiled into a sealed memfd that the child inherits as `child_fd`
     /// (bubblewrap's `--seccomp FD`).
     pub seccomp_fd: Option<SeccompFd>,
+    /// A confinement stage applied by cordon's helper inside bubblewrap, after
+    /// bubblewrap built the sandbox (see [`bwrap`]).
+    pub stage_helper: Option<StageHelperPlan>,
     /// Drop all capabilities.
     pub drop_capabilities: bool,
     /// Set `no_new_privs`.

@@ -39,6 +39,7 @@ impl Runner for PassthroughRunner {
             landlock: None,
             seccomp: None,
             seccomp_fd: None,
+            stage_helper: None,
             drop_capabilities: false,
             no_new_privs: false,
             new_session: input.new_session,

@@ -3,13 +3,18 @@
 //! to C strings. This is the I/O half of planning; nothing here decides policy.
 
 use super::{LandlockPlan, LaunchPlan, MountStep};
-use cordon_stage::{IdMaps, MountOp, StagePlan, MOUNT_ATTR_RDONLY};
+use cordon_stage::{IdMaps, MountOp, StagePlan, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 use landlock::{
     Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
     RulesetCreatedAttr, Scope, ABI,
 };
 use std::ffi::CString;
-use std::os::fd::{OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+
+/// Fds passed to the child are first duplicated to this number or above: one more
+/// than the highest fd number any plan uses in the child
+/// (`cordon_stage::helper::EXE_FD`).
+const PASS_FD_FLOOR: RawFd = cordon_stage::helper::EXE_FD + 1;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -32,6 +37,22 @@ pub enum MaterializeError {
     /// The seccomp program for a helper (bubblewrap) could not be put into its fd.
     #[error("passing the seccomp program to bubblewrap through a memfd: {0}")]
     SeccompFd(std::io::Error),
+    /// An fd for the child could not be prepared.
+    #[error("passing {what} to the sandbox: {source}")]
+    PassFd {
+        /// Which fd.
+        what: &'static str,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The stage helper (the cordon executable) could not be opened.
+    #[error("opening the stage helper `{path}`: {source}")]
+    StageHelper {
+        /// Its path.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
     /// A mount point could not be created.
     #[error("creating mount point `{path}`: {source}")]
     MountPoint {
@@ -51,7 +72,7 @@ fn cpath(p: &Path) -> Result<CString, MaterializeError> {
 }
 
 /// Everything beneath a writable root except creating device nodes.
-fn write_access(abi: u32) -> landlock::BitFlags<AccessFs> {
+pub(crate) fn write_access(abi: u32) -> landlock::BitFlags<AccessFs> {
     AccessFs::from_all(ABI::from(abi as i32)) & !(AccessFs::MakeChar | AccessFs::MakeBlock)
 }
 
@@ -181,6 +202,12 @@ pub fn materialize(
             MountStep::ReadOnlyRecursive => {
                 MountOp::SetAttr { target: c"/".to_owned(), recursive: true, set: MOUNT_ATTR_RDONLY, clear: 0 }
             }
+            MountStep::NoDevNoSuid { target } => MountOp::SetAttr {
+                target: cpath(target)?,
+                recursive: true,
+                set: MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
+                clear: 0,
+            },
             MountStep::Writable { target } => {
                 MountOp::SetAttr { target: cpath(target)?, recursive: false, set: 0, clear: MOUNT_ATTR_RDONLY }
             }
@@ -205,11 +232,34 @@ pub fn materialize(
         }
         None => (Vec::new(), Default::default()),
     };
+    // Every passed fd is duplicated above the highest child fd number first, so that
+    // no `dup2` in the child's list overwrites a later entry's source.
+    let mut keep: Vec<OwnedFd> = Vec::new();
+    let mut pass = |fd: std::os::fd::BorrowedFd<'_>, child_fd: RawFd, what: &'static str| {
+        let dup = cordon_stage::fds::dup_above(fd.as_raw_fd(), PASS_FD_FLOOR)
+            .map_err(|source| MaterializeError::PassFd { what, source })?;
+        let raw = dup.as_raw_fd();
+        keep.push(dup);
+        Ok::<(RawFd, RawFd), MaterializeError>((raw, child_fd))
+    };
     let mut pass_fds = Vec::new();
     if let Some(s) = &plan.seccomp_fd {
         let bytes = super::bwrap::program_bytes(&super::seccomp::compile_filter(s.network_allowed)?);
         let fd = super::bwrap::seccomp_fd::create(&bytes).map_err(MaterializeError::SeccompFd)?;
-        pass_fds.push((fd, s.child_fd));
+        pass_fds.push(pass(fd.as_fd(), s.child_fd, "the seccomp program")?);
+    }
+    let mut helper_status = None;
+    if let Some(h) = &plan.stage_helper {
+        use cordon_stage::helper::{EXE_FD, RULESET_FD, STATUS_FD};
+        let ruleset = build_ruleset(&h.landlock, &inherited_terminals(&stdio))?;
+        let exe = std::fs::File::open(&h.exe)
+            .map_err(|source| MaterializeError::StageHelper { path: h.exe.clone(), source })?;
+        let (status_read, status_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| MaterializeError::PassFd { what: "the helper's status pipe", source: e.into() })?;
+        pass_fds.push(pass(ruleset.as_fd(), RULESET_FD, "the Landlock ruleset")?);
+        pass_fds.push(pass(status_write.as_fd(), STATUS_FD, "the helper's status pipe")?);
+        pass_fds.push(pass(exe.as_fd(), EXE_FD, "the stage helper")?);
+        helper_status = Some(status_read);
     }
     let stage = StagePlan {
         program,
@@ -231,7 +281,7 @@ pub fn materialize(
         drop_capabilities: plan.drop_capabilities,
         seccomp,
     };
-    Ok(Materialized { stage, observed })
+    Ok(Materialized { stage, observed, keep, helper_status })
 }
 
 /// A materialized plan and what its seccomp notifications mean.
@@ -241,4 +291,9 @@ pub struct Materialized {
     pub stage: StagePlan,
     /// Observed syscalls (empty when no supervisor is attached).
     pub observed: std::collections::BTreeMap<i64, super::seccomp::Observed>,
+    /// The sources of `stage.pass_fds`: keep them open until `spawn` returned.
+    pub keep: Vec<OwnedFd>,
+    /// The read end of the stage helper's status pipe (see
+    /// `cordon_stage::helper::read_status`), when the plan has a helper.
+    pub helper_status: Option<OwnedFd>,
 }
