@@ -39,6 +39,11 @@
 //! to a close-on-exec status pipe and exits with [`STAGE_SETUP_FAILED_EXIT`]. The parent
 //! reads the pipe: end-of-file means `execve` succeeded.
 //!
+//! The `bwrap` runner's stage helper ([`helper`]) runs steps 9 to 13 again, in the
+//! process bubblewrap executes inside the finished sandbox (Landlock cannot be applied
+//! before bubblewrap mounts); it reports on its own status pipe, with an explicit
+//! success record before `execve`.
+//!
 //! # What this crate does not do
 //!
 //! It makes no policy decisions: which paths are writable, which syscalls are refused

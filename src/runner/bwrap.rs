@@ -1,7 +1,9 @@
-//! The `bwrap` runner (Linux fallback): bubblewrap with cordon's seccomp filter.
+//! The `bwrap` runner (Linux fallback): bubblewrap, then cordon's stage helper inside it.
 //!
 //! cordon's child stage executes `bwrap` (found on `PATH` by the host facts) as the
-//! program; bubblewrap builds the sandbox and then executes the command. Planning
+//! program; bubblewrap builds the sandbox and then executes cordon's **stage helper**
+//! (the `cordon` binary, [`STAGE_HELPER_ARG`]), which applies Landlock and cordon's
+//! seccomp filter inside the finished sandbox and executes the command. Planning
 //! ([`bwrap_args`], [`BwrapRunner::plan`]) is pure and golden-tested
 //! (`tests/bwrap_golden.rs`); `docs/bwrap.md` explains every argument and each
 //! restriction's verdict.
@@ -9,32 +11,49 @@
 //! # Layers
 //!
 //! - **cordon's stage** (before `bwrap` runs): parent-death signal, new session,
-//!   only stdio plus the seccomp fd inherited, `no_new_privs`, and a private mount
-//!   namespace (with a user namespace when not root) whose propagation is private.
+//!   only stdio plus the passed fds inherited (the seccomp program as fd 3 and, with
+//!   the helper, the Landlock ruleset, the helper's status pipe and the cordon
+//!   executable as fds 4 to 6), `no_new_privs`, and a private mount namespace (with a
+//!   user namespace when not root) whose propagation is private.
 //!   The last point matters: bubblewrap marks its mounts as *slaves* of the host's,
 //!   so on a host with shared mounts (every systemd host) a filesystem mounted on the
 //!   host during the run would appear inside the sandbox, writable. Behind cordon's
 //!   private namespace nothing propagates in. The stage neither drops capabilities
-//!   (bubblewrap running as root needs them to build its namespaces) nor installs
+//!   (bubblewrap running as root needs them to build its namespaces) nor applies
+//!   Landlock (it refuses mount operations to a restricted task) nor installs
 //!   seccomp (the filter refuses the `mount`/`unshare` calls bubblewrap makes).
 //! - **bubblewrap**: `--unshare-all` (user, ipc, pid, net, uts, cgroup namespaces;
 //!   `--share-net` keeps the network only when the policy allows it), the whole tree
 //!   read-only (`--ro-bind / /`, every bind `nodev`), a minimal `/dev`, a fresh
 //!   read-only `/proc`, private tmpfs on `/tmp` and `/dev/shm`, the workspace and writable roots
 //!   bound writable on top (shallow first), protected paths re-bound read-only last,
-//!   `--cap-drop ALL`, `--die-with-parent`, `--new-session`, and cordon's compiled
-//!   filter (`--seccomp FD`) installed right before the command's `execve`.
+//!   `--cap-drop ALL`, `--die-with-parent`, `--new-session`; then it executes
+//!   `/proc/self/fd/6` (the cordon executable, so it need not be visible inside).
+//! - **the stage helper** (`cordon_stage::helper`): the landlock runner's Landlock
+//!   rules ([`super::landlock::landlock_plan`]; the parent builds the ruleset, the
+//!   helper adds the rules for its private `/tmp` and `/dev/shm`), so a FIFO outside
+//!   the writable roots cannot be opened for writing — a read-only bind does not stop
+//!   that; capabilities verified empty; cordon's seccomp filter last; a success
+//!   record on its status pipe; `execve`. A failed step, or no success record, makes
+//!   the run `runner_failed`; the command never runs unconfined.
+//!
+//! Without a helper ([`crate::ExecutorConfig::stage_helper`] unset, nothing
+//! registered) or below Landlock ABI [`STAGE_MIN_LANDLOCK_ABI`], bubblewrap installs
+//! the filter itself (`--seccomp 3`), executes the command directly, and the runner
+//! declares an `fs-write` gap, so hard mode refuses it.
 //!
 //! # What it does not do
 //!
-//! - No Landlock: refusals leave no kernel audit record (`denial-audit` is a promise of
-//!   the landlock runner only, see `Restriction::DenialAudit`).
-//! - Setup happens after `bwrap` was executed: a bubblewrap failure (no namespaces,
-//!   a bind source that vanished) is reported by bubblewrap on the command's stderr
-//!   as `bwrap: ...` with exit status 1, after the executor considers the command
-//!   started. See `docs/bwrap.md` for how the executor can tell the two apart.
+//! - `denial-audit` is not promised (see `Restriction::DenialAudit`): most refusals come
+//!   from read-only binds and seccomp, which leave no kernel audit record.
+//! - Without the helper, setup happens after `bwrap` was executed: a bubblewrap failure
+//!   (no namespaces, a bind source that vanished) is reported by bubblewrap on the
+//!   command's stderr as `bwrap: ...` with exit status 1, after the executor considers
+//!   the command started. See `docs/bwrap.md` for how the executor can tell the two
+//!   apart. (With the helper, its missing success record says so.)
 //! - bubblewrap reports a command killed by signal N as exit status 128+N.
-//! - The command's `argv[0]` is its absolute path (bubblewrap 0.8 has no `--argv0`).
+//! - Without the helper the command's `argv[0]` is its absolute path (bubblewrap 0.8
+//!   has no `--argv0`); the helper passes the caller's `argv[0]`.
 //! - It does not hide files from reading, nor limit CPU, memory or disk use.
 
 use super::landlock::{landlock_plan, PrivateTmp};
@@ -209,14 +228,17 @@ fn push_bind(args: &mut Vec<OsString>, flag: &str, p: &Path) {
 ///
 /// 1. namespaces and process options (`--unshare-all`, `--share-net` with network,
 ///    `--die-with-parent`, `--new-session` unless the caller keeps its session,
-///    `--cap-drop ALL`, `--seccomp 3`);
+///    `--cap-drop ALL`, and `--seccomp 3` only without the stage helper);
 /// 2. `--ro-bind / /`, `--dev /dev`, `--proc /proc`, `--remount-ro /proc` (see
 ///    [`bwrap_args`]'s note on `/proc/sys`);
 /// 3. `--perms 1777 --tmpfs /tmp`, `--perms 1777 --tmpfs /dev/shm`;
 /// 4. the exposed paths ([`exposed`]), shallow first: after the tmpfs, so one that
 ///    lives under `/tmp` is bound onto a mount point bubblewrap creates there;
 /// 5. protected paths `--ro-bind P P`, shallow first, after every writable bind;
-/// 6. `--chdir`, `--setenv TMPDIR /tmp`, `--`, the program, its arguments.
+/// 6. `--chdir`, `--setenv TMPDIR /tmp`, `--`, then with the helper
+///    `/proc/self/fd/6 __stage --abi N --restrict-flags F --write-in-child /tmp
+///    --write-in-child /dev/shm -- PROGRAM ARGV...` (the whole argv, `argv[0]`
+///    included), without it the program and its arguments.
 ///
 /// `--remount-ro /proc` closes a root escape: bubblewrap's fresh procfs is writable
 /// and its own cover of `/proc/sys` is skipped (the directory answers `EACCES` to its
