@@ -17,7 +17,7 @@ use cordon::host::{HostFacts, Namespaces};
 use cordon::mode::Mode;
 use cordon::policy::ExecutionPolicy;
 use cordon::runner::bwrap::{BwrapRunner, SECCOMP_CHILD_FD};
-use cordon::runner::{LaunchPlan, MountStep, PlanInput, Runner, RunnerKind, SeccompFd};
+use cordon::runner::{EnvFd, EnvFdFormat, LaunchPlan, MountStep, PlanInput, Runner, RunnerKind, SeccompFd};
 use std::collections::BTreeSet;
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
@@ -273,6 +273,7 @@ fn render(case: &Case, plan: &LaunchPlan) -> String {
     writeln!(out, "landlock: {}", if plan.landlock.is_some() { "yes" } else { "none" }).unwrap();
     writeln!(out, "seccomp installed by the stage: {:?}", plan.seccomp).unwrap();
     writeln!(out, "seccomp passed to bwrap: {:?}", plan.seccomp_fd).unwrap();
+    writeln!(out, "the command's environment: {:?} (bwrap itself gets none)", plan.env_fd).unwrap();
     match &plan.stage_helper {
         Some(h) => {
             writeln!(out, "# the stage helper bubblewrap executes (Landlock, then seccomp, then the command):")
@@ -312,7 +313,8 @@ fn render(case: &Case, plan: &LaunchPlan) -> String {
 fn arity(opt: &str) -> Option<usize> {
     Some(match opt {
         "--unshare-all" | "--share-net" | "--die-with-parent" | "--new-session" | "--as-pid-1" => 0,
-        "--cap-drop" | "--seccomp" | "--dev" | "--proc" | "--remount-ro" | "--tmpfs" | "--perms" | "--chdir" => 1,
+        "--cap-drop" | "--seccomp" | "--dev" | "--proc" | "--remount-ro" | "--tmpfs" | "--perms" | "--chdir"
+        | "--args" => 1,
         "--bind" | "--ro-bind" | "--setenv" => 2,
         _ => return None,
     })
@@ -376,6 +378,11 @@ fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
     // after Landlock (bubblewrap's filter would refuse nothing the helper needs, but
     // one filter is enough).
     assert_eq!(has("--seccomp", &["3"]), !helper, "{name}: --seccomp 3 iff no helper");
+    // The command's environment never reaches bubblewrap's or the helper's own
+    // environment: it travels in fd 7 (read by the helper, or `--args 7` for bubblewrap).
+    assert_eq!(has("--args", &["7"]), !helper, "{name}: --args 7 iff no helper");
+    let format = if helper { EnvFdFormat::Entries } else { EnvFdFormat::BwrapSetenv };
+    assert_eq!(plan.env_fd, Some(EnvFd { child_fd: 7, format }), "{name}");
     assert_eq!(has("--share-net", &[]), case.policy.network, "{name}: --share-net iff network");
     assert_eq!(has("--new-session", &[]), case.new_session, "{name}: --new-session iff a new session");
     assert!(!has("--as-pid-1", &[]), "{name}: bubblewrap's pid 1 reaps");

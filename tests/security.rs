@@ -1536,6 +1536,44 @@ case!(priv_planted_device_nodes_unusable, |c| {
     }
 });
 
+case!(priv_loader_env_reaches_only_confined_processes, |c| {
+    // The request's environment is the command's. A process that acts on loader
+    // variables before it is confined (bubblewrap, as root with every capability; a
+    // stage helper before Landlock and seccomp) would run the caller's code outside
+    // the sandbox. Under bwrap the environment travels in an fd for that reason.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/probe/preload.c");
+    let lib = c.root.join("preload.so");
+    let st = std::process::Command::new("cc").args(["-shared", "-fPIC", "-O2", "-o"]).arg(&lib).arg(&src).status();
+    assert!(st.is_ok_and(|s| s.success()), "compile {}", src.display());
+    set_mode(&lib, 0o755);
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        let mark = f.out.join("mark");
+        let mut fifo = HostFifo::new(c, &f.out.join("fifo"));
+        let vars = [
+            format!("LD_PRELOAD={}", lib.display()),
+            format!("PRELOAD_MARK_FILE={}", mark.display()),
+            format!("PRELOAD_MARK_FIFO={}", fifo.path.display()),
+        ];
+        if how == HOST {
+            let out = c.host_cmd("/bin/true").envs(vars.iter().map(|v| v.split_once('=').unwrap())).output().unwrap();
+            assert!(out.status.success());
+            assert!(mark.exists(), "control: the preloaded library left no file mark on the host");
+            assert!(!fifo.received().is_empty(), "control: the preloaded library wrote nothing into the FIFO");
+            continue;
+        }
+        let mut o = c.opts(how);
+        for v in &vars {
+            o.extra_args.extend(["--env".to_string(), v.clone()]);
+        }
+        let out = c.cordon(&o, &["/bin/true"])?;
+        assert_eq!(out.exit_code(), Some(0), "the command itself must still run ({how}): {out:?}");
+        assert!(!mark.exists(), "the caller's LD_PRELOAD ran unconfined and created {} ({how})", mark.display());
+        let got = fifo.received();
+        assert!(got.is_empty(), "the caller's LD_PRELOAD wrote {got:?} into a host FIFO ({how})");
+    }
+});
+
 // =====================================================================================
 // 9. Leaks across the boundary: inherited fds, host /tmp and /dev/shm, SysV/POSIX IPC,
 //    $HOME dotfiles.

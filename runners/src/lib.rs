@@ -1213,13 +1213,14 @@ fn drop_all_capabilities(p: &Prepared<'_>) {
 /// that bubblewrap executed after it built the sandbox's mounts (Landlock refuses
 /// mount operations to a restricted task, so it cannot be applied before bubblewrap).
 ///
-/// The parent's stage passes four fds through bubblewrap at fixed numbers
-/// ([`SECCOMP_FD`], [`RULESET_FD`], [`STATUS_FD`], [`EXE_FD`]); bubblewrap executes
+/// The parent's stage passes five fds through bubblewrap at fixed numbers
+/// ([`SECCOMP_FD`], [`RULESET_FD`], [`STATUS_FD`], [`EXE_FD`], [`ENV_FD`]); bubblewrap executes
 /// `/proc/self/fd/EXE_FD`, i.e. the cordon binary, which calls [`run`]. In order:
 ///
 /// 1. every fd above stdio is marked close-on-exec and the executable's fd closed;
 /// 2. cordon's seccomp program is read from [`SECCOMP_FD`] (its read offset reaching
-///    the program's length is the parent's evidence that bubblewrap finished);
+///    the program's length is the parent's evidence that bubblewrap finished), and the
+///    command's environment from [`ENV_FD`];
 /// 3. `no_new_privs` (already set by the parent's stage; set again, harmless);
 /// 4. Landlock: the rules for trees that exist only inside (the private tmpfs) are
 ///    added to the parent's ruleset ([`RULESET_FD`]), then `landlock_restrict_self`;
@@ -1243,6 +1244,11 @@ pub mod helper {
     pub const STATUS_FD: RawFd = 5;
     /// The cordon executable bubblewrap executes as `/proc/self/fd/6`.
     pub const EXE_FD: RawFd = 6;
+    /// The command's environment (`NAME=value` entries, each ending in NUL). The
+    /// helper itself runs with bubblewrap's near-empty environment: were the command's
+    /// variables in it, `LD_PRELOAD` and friends would load code into the helper
+    /// before it confines itself.
+    pub const ENV_FD: RawFd = 7;
 
     /// What the helper does, parsed from its arguments by the caller.
     #[derive(Debug)]
@@ -1268,13 +1274,13 @@ pub mod helper {
         give_up(Step::Exec, libc::EINVAL, 1)
     }
 
-    /// Read cordon's seccomp program from [`SECCOMP_FD`].
-    fn read_program() -> Result<Vec<libc::sock_filter>, i32> {
+    /// Read `fd` to its end.
+    fn read_all(fd: RawFd) -> Result<Vec<u8>, i32> {
         let mut bytes = Vec::new();
         let mut buf = [0u8; 4096];
         loop {
             // SAFETY: read into a local buffer of the given length.
-            let n = unsafe { libc::read(SECCOMP_FD, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
+            let n = unsafe { libc::read(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
             if n < 0 {
                 if errno() == libc::EINTR {
                     continue;
@@ -1282,10 +1288,24 @@ pub mod helper {
                 return Err(errno());
             }
             if n == 0 {
-                break;
+                return Ok(bytes);
             }
             bytes.extend_from_slice(&buf[..n as usize]);
         }
+    }
+
+    /// The command's environment from [`ENV_FD`].
+    fn read_env() -> Result<Vec<CString>, i32> {
+        let bytes = read_all(ENV_FD)?;
+        if bytes.last().is_some_and(|b| *b != 0) {
+            return Err(libc::EINVAL);
+        }
+        bytes.split(|b| *b == 0).filter(|e| !e.is_empty()).map(|e| CString::new(e).map_err(|_| libc::EINVAL)).collect()
+    }
+
+    /// Read cordon's seccomp program from [`SECCOMP_FD`].
+    fn read_program() -> Result<Vec<libc::sock_filter>, i32> {
+        let bytes = read_all(SECCOMP_FD)?;
         if bytes.is_empty() || bytes.len() % 8 != 0 || bytes.len() / 8 > u16::MAX as usize {
             return Err(libc::EINVAL);
         }
@@ -1323,15 +1343,10 @@ pub mod helper {
         // SAFETY: the parent's stage placed the ruleset at RULESET_FD and nothing
         // else in this process owns it.
         let ruleset = unsafe { OwnedFd::from_raw_fd(RULESET_FD) };
-        let envp: Vec<CString> = std::env::vars_os()
-            .filter_map(|(k, v)| {
-                use std::os::unix::ffi::OsStrExt;
-                let mut kv = k.as_bytes().to_vec();
-                kv.push(b'=');
-                kv.extend_from_slice(v.as_bytes());
-                CString::new(kv).ok()
-            })
-            .collect();
+        let envp = match read_env() {
+            Ok(e) => e,
+            Err(e) => give_up(Step::Exec, e, 2),
+        };
         let stage = StagePlan {
             program: plan.program,
             argv: plan.argv,

@@ -11,10 +11,12 @@
 //! # Layers
 //!
 //! - **cordon's stage** (before `bwrap` runs): parent-death signal, new session,
-//!   only stdio plus the passed fds inherited (the seccomp program as fd 3 and, with
-//!   the helper, the Landlock ruleset, the helper's status pipe and the cordon
-//!   executable as fds 4 to 6), `no_new_privs`, and a private mount namespace (with a
-//!   user namespace when not root) whose propagation is private.
+//!   only stdio plus the passed fds inherited (the seccomp program as fd 3, the
+//!   command's environment as fd 7 and, with the helper, the Landlock ruleset, the
+//!   helper's status pipe and the cordon executable as fds 4 to 6), `no_new_privs`,
+//!   an **empty environment** for `bwrap` (the request's variables, `LD_PRELOAD`
+//!   among them, must not act on a process that is not confined yet), and a private
+//!   mount namespace (with a user namespace when not root) whose propagation is private.
 //!   The last point matters: bubblewrap marks its mounts as *slaves* of the host's,
 //!   so on a host with shared mounts (every systemd host) a filesystem mounted on the
 //!   host during the run would appear inside the sandbox, writable. Behind cordon's
@@ -58,8 +60,8 @@
 
 use super::landlock::{landlock_plan, PrivateTmp};
 use super::{
-    enforcement_from_gaps, LaunchPlan, MountStep, NamespacePlan, PlanError, PlanInput, ProbeStatus, Restriction,
-    Runner, RunnerKind, SeccompFd, StageHelperPlan,
+    enforcement_from_gaps, EnvFd, EnvFdFormat, LaunchPlan, MountStep, NamespacePlan, PlanError, PlanInput, ProbeStatus,
+    Restriction, Runner, RunnerKind, SeccompFd, StageHelperPlan,
 };
 use crate::host::{HostFacts, Namespaces};
 use crate::mode::Mode;
@@ -71,6 +73,10 @@ use std::path::{Component, Path, PathBuf};
 
 /// The fd number of the seccomp program in the child (the first fd after stdio).
 pub const SECCOMP_CHILD_FD: i32 = 3;
+
+/// The fd number of the command's environment in the child (`cordon_stage::helper::ENV_FD`;
+/// without the helper, bubblewrap's `--args` fd).
+pub const ENV_CHILD_FD: i32 = 7;
 
 /// `TMPDIR` inside the sandbox: its private tmpfs.
 pub const SANDBOX_TMPDIR: &str = "/tmp";
@@ -287,7 +293,9 @@ pub fn bwrap_args(input: &PlanInput<'_>) -> Result<Vec<OsString>, PlanError> {
     let helper = stage_helper_plan(policy, input.host);
     push(&mut args, &["--cap-drop", "ALL"]);
     if helper.is_none() {
-        push(&mut args, &["--seccomp", &SECCOMP_CHILD_FD.to_string()]);
+        // bubblewrap installs the filter, and sets the command's environment from
+        // `--setenv` arguments it reads (and closes) from the fd.
+        push(&mut args, &["--seccomp", &SECCOMP_CHILD_FD.to_string(), "--args", &ENV_CHILD_FD.to_string()]);
     }
     push(&mut args, &["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--remount-ro", "/proc"]);
     for t in PRIVATE_TMPFS {
@@ -385,6 +393,14 @@ impl Runner for BwrapRunner {
             seccomp: None,
             seccomp_fd: Some(SeccompFd { network_allowed: policy.network, child_fd: SECCOMP_CHILD_FD }),
             stage_helper: stage_helper_plan(policy, input.host),
+            env_fd: Some(EnvFd {
+                child_fd: ENV_CHILD_FD,
+                format: if stage_helper_plan(policy, input.host).is_some() {
+                    EnvFdFormat::Entries
+                } else {
+                    EnvFdFormat::BwrapSetenv
+                },
+            }),
             drop_capabilities: false,
             no_new_privs: true,
             new_session: input.new_session,

@@ -191,6 +191,7 @@ impl Runner for LandlockRunner {
             seccomp: Some(policy.network || !policy.mode.is_confined()),
             seccomp_fd: None,
             stage_helper: None,
+            env_fd: None,
             drop_capabilities: true,
             no_new_privs: true,
             new_session: input.new_session,

@@ -328,6 +328,29 @@ pub struct SeccompFd {
     pub child_fd: i32,
 }
 
+/// How the command's environment reaches it when it does not travel in the stage's
+/// own `execve`: a sealed memfd the child inherits as `child_fd`. The stage then
+/// executes its program (bubblewrap) with an empty environment, so no variable of the
+/// request (`LD_PRELOAD`, `GLIBC_TUNABLES`, ...) is acted on by a process that is not
+/// yet confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct EnvFd {
+    /// The fd number in the child (above 2).
+    pub child_fd: i32,
+    /// What the memfd holds.
+    pub format: EnvFdFormat,
+}
+
+/// The content of an [`EnvFd`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EnvFdFormat {
+    /// `NAME=value` entries, each ending in NUL (read by cordon's stage helper).
+    Entries,
+    /// bubblewrap arguments `--setenv NAME value`, NUL-separated (`--args FD`).
+    BwrapSetenv,
+}
+
 /// cordon's stage helper, executed by bubblewrap inside the finished sandbox: the
 /// parent builds the Landlock ruleset from `landlock` and passes it, the seccomp
 /// program ([`LaunchPlan::seccomp_fd`]), a status pipe and the executable `exe` as
@@ -366,6 +389,8 @@ pub struct LaunchPlan {
     /// filter is compiled into a sealed memfd that the child inherits as `child_fd`
     /// (bubblewrap's `--seccomp FD`).
     pub seccomp_fd: Option<SeccompFd>,
+    /// The command's environment through an inherited fd instead of `execve`.
+    pub env_fd: Option<EnvFd>,
     /// A confinement stage applied by cordon's helper inside bubblewrap, after
     /// bubblewrap built the sandbox (see [`bwrap`]).
     pub stage_helper: Option<StageHelperPlan>,

@@ -2,7 +2,7 @@
 //! Landlock ruleset, compile the seccomp filters, create mount points, convert paths
 //! to C strings. This is the I/O half of planning; nothing here decides policy.
 
-use super::{LandlockPlan, LaunchPlan, MountStep};
+use super::{EnvFdFormat, LandlockPlan, LaunchPlan, MountStep};
 use cordon_stage::{IdMaps, MountOp, StagePlan, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 use landlock::{
     Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
@@ -13,8 +13,8 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
 /// Fds passed to the child are first duplicated to this number or above: one more
 /// than the highest fd number any plan uses in the child
-/// (`cordon_stage::helper::EXE_FD`).
-const PASS_FD_FLOOR: RawFd = cordon_stage::helper::EXE_FD + 1;
+/// (`cordon_stage::helper::ENV_FD`).
+const PASS_FD_FLOOR: RawFd = cordon_stage::helper::ENV_FD + 1;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -152,6 +152,7 @@ pub fn materialize(
         .iter()
         .map(|a| cstr(a.as_bytes(), || format!("argument `{}`", a.to_string_lossy())))
         .collect::<Result<Vec<_>, _>>()?;
+    let env_pairs = envp;
     let envp = envp
         .iter()
         .map(|(k, v)| {
@@ -248,6 +249,28 @@ pub fn materialize(
         let fd = super::bwrap::seccomp_fd::create(&bytes).map_err(MaterializeError::SeccompFd)?;
         pass_fds.push(pass(fd.as_fd(), s.child_fd, "the seccomp program")?);
     }
+    if let Some(e) = &plan.env_fd {
+        let mut bytes = Vec::new();
+        for (k, v) in env_pairs {
+            match e.format {
+                EnvFdFormat::Entries => {
+                    bytes.extend_from_slice(k.as_bytes());
+                    bytes.push(b'=');
+                    bytes.extend_from_slice(v.as_bytes());
+                    bytes.push(0);
+                }
+                EnvFdFormat::BwrapSetenv => {
+                    for part in [b"--setenv".as_slice(), k.as_bytes(), v.as_bytes()] {
+                        bytes.extend_from_slice(part);
+                        bytes.push(0);
+                    }
+                }
+            }
+        }
+        let fd = super::bwrap::seccomp_fd::sealed_memfd(&bytes)
+            .map_err(|source| MaterializeError::PassFd { what: "the command's environment", source })?;
+        pass_fds.push(pass(fd.as_fd(), e.child_fd, "the command's environment")?);
+    }
     let mut helper_status = None;
     if let Some(h) = &plan.stage_helper {
         use cordon_stage::helper::{EXE_FD, RULESET_FD, STATUS_FD};
@@ -264,7 +287,8 @@ pub fn materialize(
     let stage = StagePlan {
         program,
         argv,
-        envp,
+        // With the environment in an fd, the stage's program gets none of it.
+        envp: if plan.env_fd.is_some() { Vec::new() } else { envp },
         cwd,
         stdio,
         namespaces,
