@@ -278,7 +278,7 @@ fn render(case: &Case, plan: &LaunchPlan) -> String {
         Some(h) => {
             writeln!(out, "# the stage helper bubblewrap executes (Landlock, then seccomp, then the command):")
                 .unwrap();
-            writeln!(out, "helper: {:?}", h.exe).unwrap();
+            writeln!(out, "helper: {:?} supervised {}", h.exe, h.supervised).unwrap();
             let l = &h.landlock;
             writeln!(out, "helper landlock: abi {} restrict_flags {}", l.abi, l.restrict_flags).unwrap();
             writeln!(out, "  read {:?}", l.read).unwrap();

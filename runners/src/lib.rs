@@ -1225,7 +1225,8 @@ fn drop_all_capabilities(p: &Prepared<'_>) {
 /// 4. Landlock: the rules for trees that exist only inside (the private tmpfs) are
 ///    added to the parent's ruleset ([`RULESET_FD`]), then `landlock_restrict_self`;
 /// 5. capabilities dropped and verified (bubblewrap's `--cap-drop ALL` left none);
-/// 6. the seccomp program, last;
+/// 6. the seccomp program, last (with a listener sent to cordon's supervisor on
+///    [`NOTIFY_FD`] and closed, when asked);
 /// 7. a success record on [`STATUS_FD`], then `execve`.
 ///
 /// A failed step writes a [`StageFailure`] record on [`STATUS_FD`] and exits with
@@ -1249,6 +1250,9 @@ pub mod helper {
     /// variables in it, `LD_PRELOAD` and friends would load code into the helper
     /// before it confines itself.
     pub const ENV_FD: RawFd = 7;
+    /// A unix socket to cordon's supervisor: with [`HelperPlan::notify`], the seccomp
+    /// listener is sent on it and closed before `execve` (as in step 12).
+    pub const NOTIFY_FD: RawFd = 8;
 
     /// What the helper does, parsed from its arguments by the caller.
     #[derive(Debug)]
@@ -1261,6 +1265,8 @@ pub mod helper {
         pub program: CString,
         /// The command's `argv`, `argv[0]` included.
         pub argv: Vec<CString>,
+        /// Install the seccomp program with a listener and send it on [`NOTIFY_FD`].
+        pub notify: bool,
     }
 
     fn give_up(step: Step, errno: i32, detail: u32) -> ! {
@@ -1364,7 +1370,7 @@ pub mod helper {
             late_landlock_rules: plan.late_landlock_rules,
             drop_capabilities: true,
             seccomp: vec![program],
-            notify_socket: None,
+            notify_socket: plan.notify.then_some(NOTIFY_FD),
             pass_fds: Vec::new(),
         };
         let mut argv: Vec<*const libc::c_char> = stage.argv.iter().map(|a| a.as_ptr()).collect();

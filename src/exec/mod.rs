@@ -569,9 +569,11 @@ impl Executor {
             ],
         };
         let stdio = [stdin_fd.as_raw_fd(), child_out[0].as_raw_fd(), child_out[1].as_raw_fd()];
-        // The landlock runner hands its seccomp listener to a supervisor in this
-        // process, which records refused network and process syscalls as evidence.
-        let notify_pair = if selection.runner == RunnerKind::Landlock && plan.seccomp.is_some() {
+        // The landlock runner's stage (and the bwrap runner's stage helper) hands its
+        // seccomp listener to a supervisor in this process, which records refused
+        // network and process syscalls as evidence.
+        let helper_supervised = plan.stage_helper.as_ref().is_some_and(|h| h.supervised);
+        let notify_pair = if (selection.runner == RunnerKind::Landlock && plan.seccomp.is_some()) || helper_supervised {
             Some(
                 cordon_stage::notify::socketpair()
                     .map_err(|e| CordonError::io("creating the notification socket", e))?,
@@ -591,6 +593,7 @@ impl Executor {
         let observed = materialized.observed;
         let passed_fds = materialized.keep;
         let helper_status = materialized.helper_status;
+        let helper_notify = materialized.helper_notify;
         let stage_plan = materialized.stage;
 
         // Spawning blocks for the child's stage (well under a millisecond); doing it
@@ -600,10 +603,18 @@ impl Executor {
         drop(stdin_fd);
         drop(child_out);
         drop(passed_fds);
+        let mut helper_socket = None;
         let listener = match notify_pair {
             Some((parent_end, child_end)) if supervised && spawned.is_ok() => {
                 drop(child_end);
                 Some(cordon_stage::notify::recv_fd(parent_end.as_fd()))
+            }
+            // The helper sends its listener only once bubblewrap has built the
+            // sandbox: received by the supervisor task below.
+            Some((parent_end, child_end)) if helper_notify && spawned.is_ok() => {
+                drop(child_end);
+                helper_socket = Some(parent_end);
+                None
             }
             _ => None,
         };
@@ -639,7 +650,8 @@ impl Executor {
                     detail: format!("receiving the seccomp listener: {e}"),
                 });
             }
-            None => None,
+            None => helper_socket
+                .map(|sock| tokio::spawn(crate::denials::receive_and_supervise(sock, observed, denials.clone()))),
         };
         let collectors = readers.into_iter().map(|(fd, cap)| tokio::spawn(drain(fd, cap))).collect();
         let stdin_writer = match (&spec.stdin, stdin_writer_fd) {

@@ -13,7 +13,8 @@
 //! - **cordon's stage** (before `bwrap` runs): parent-death signal, new session,
 //!   only stdio plus the passed fds inherited (the seccomp program as fd 3, the
 //!   command's environment as fd 7 and, with the helper, the Landlock ruleset, the
-//!   helper's status pipe and the cordon executable as fds 4 to 6), `no_new_privs`,
+//!   helper's status pipe and the cordon executable as fds 4 to 6 and the
+//!   supervisor's socket as fd 8), `no_new_privs`,
 //!   an **empty environment** for `bwrap` (the request's variables, `LD_PRELOAD`
 //!   among them, must not act on a process that is not confined yet), and a private
 //!   mount namespace (with a user namespace when not root) whose propagation is private.
@@ -35,8 +36,9 @@
 //!   rules ([`super::landlock::landlock_plan`]; the parent builds the ruleset, the
 //!   helper adds the rules for its private `/tmp` and `/dev/shm`), so a FIFO outside
 //!   the writable roots cannot be opened for writing — a read-only bind does not stop
-//!   that; capabilities verified empty; cordon's seccomp filter last; a success
-//!   record on its status pipe; `execve`. A failed step, or no success record, makes
+//!   that; capabilities verified empty; cordon's seccomp filter last, its listener
+//!   handed to cordon's supervisor (refused network and process syscalls become
+//!   denials with evidence); a success record on its status pipe; `execve`. A failed step, or no success record, makes
 //!   the run `runner_failed`; the command never runs unconfined.
 //!
 //! Without a helper ([`crate::ExecutorConfig::stage_helper`] unset, nothing
@@ -138,7 +140,11 @@ fn stage_helper_plan(policy: &ExecutionPolicy, host: &HostFacts) -> Option<Stage
         return None;
     }
     let exe = host.stage_helper.clone()?;
-    Some(StageHelperPlan { exe, landlock: landlock_plan(policy, host.landlock_abi, PrivateTmp::InChild) })
+    Some(StageHelperPlan {
+        exe,
+        landlock: landlock_plan(policy, host.landlock_abi, PrivateTmp::InChild),
+        supervised: true,
+    })
 }
 
 /// The gaps of the bwrap runner for `policy` on `host` (pure; assumes
@@ -321,6 +327,9 @@ pub fn bwrap_args(input: &PlanInput<'_>) -> Result<Vec<OsString>, PlanError> {
                 args.push("--write-in-child".into());
                 args.push(p.as_os_str().to_owned());
             }
+            if h.supervised {
+                args.push("--notify".into());
+            }
             args.push("--".into());
             args.push(input.program.as_os_str().to_owned());
             args.extend(input.argv.iter().cloned());
@@ -430,12 +439,13 @@ pub enum HelperArgsError {
 }
 
 /// Parse the helper's arguments (everything after [`STAGE_HELPER_ARG`]) into its plan
-/// (pure): `--abi N --restrict-flags F [--write-in-child PATH]... -- PROGRAM ARGV...`.
+/// (pure): `--abi N --restrict-flags F [--write-in-child PATH]... [--notify] --
+/// PROGRAM ARGV...`.
 pub fn parse_helper_args(args: &[OsString]) -> Result<cordon_stage::helper::HelperPlan, HelperArgsError> {
     use std::ffi::CString;
     let cstr = |s: &std::ffi::OsStr| CString::new(s.as_bytes()).map_err(|_| HelperArgsError::Nul);
     let bad = |o: &OsString| HelperArgsError::Option { option: o.to_string_lossy().into_owned() };
-    let (mut abi, mut flags, mut late) = (None, None, Vec::new());
+    let (mut abi, mut flags, mut late, mut notify) = (None, None, Vec::new(), false);
     let mut it = args.iter();
     loop {
         let Some(opt) = it.next() else { return Err(HelperArgsError::NoCommand) };
@@ -447,6 +457,7 @@ pub fn parse_helper_args(args: &[OsString]) -> Result<cordon_stage::helper::Help
                 flags = Some(value()?.to_str().and_then(|v| v.parse::<u32>().ok()).ok_or_else(|| bad(opt))?)
             }
             Some("--write-in-child") => late.push(value()?.clone()),
+            Some("--notify") => notify = true,
             _ => return Err(bad(opt)),
         }
     }
@@ -461,6 +472,7 @@ pub fn parse_helper_args(args: &[OsString]) -> Result<cordon_stage::helper::Help
         late_landlock_rules: late.iter().map(|p| Ok((cstr(p)?, bits))).collect::<Result<_, _>>()?,
         program: cstr(program)?,
         argv: rest[1..].iter().map(|a| cstr(a)).collect::<Result<_, _>>()?,
+        notify,
     })
 }
 

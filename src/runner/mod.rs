@@ -362,6 +362,10 @@ pub struct StageHelperPlan {
     pub exe: PathBuf,
     /// The Landlock rules (the same as the landlock runner's).
     pub landlock: LandlockPlan,
+    /// The helper installs the supervised seccomp program and hands its listener to
+    /// cordon's supervisor (`cordon_stage::helper::NOTIFY_FD`), so refused network and
+    /// process syscalls are reported as denials.
+    pub supervised: bool,
 }
 
 /// A complete, pure description of how to launch one command.

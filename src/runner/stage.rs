@@ -9,12 +9,12 @@ use landlock::{
     RulesetCreatedAttr, Scope, ABI,
 };
 use std::ffi::CString;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 /// Fds passed to the child are first duplicated to this number or above: one more
 /// than the highest fd number any plan uses in the child
-/// (`cordon_stage::helper::ENV_FD`).
-const PASS_FD_FLOOR: RawFd = cordon_stage::helper::ENV_FD + 1;
+/// (`cordon_stage::helper::NOTIFY_FD`).
+const PASS_FD_FLOOR: RawFd = cordon_stage::helper::NOTIFY_FD + 1;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -45,6 +45,10 @@ pub enum MaterializeError {
         /// The error.
         source: std::io::Error,
     },
+    /// The plan's stage helper hands a seccomp listener over, but no notification
+    /// socket was given (its observed syscalls would block with nobody to answer).
+    #[error("the stage helper's seccomp listener needs a notification socket")]
+    NoSupervisor,
     /// The stage helper (the cordon executable) could not be opened.
     #[error("opening the stage helper `{path}`: {source}")]
     StageHelper {
@@ -236,18 +240,25 @@ pub fn materialize(
     // Every passed fd is duplicated above the highest child fd number first, so that
     // no `dup2` in the child's list overwrites a later entry's source.
     let mut keep: Vec<OwnedFd> = Vec::new();
-    let mut pass = |fd: std::os::fd::BorrowedFd<'_>, child_fd: RawFd, what: &'static str| {
-        let dup = cordon_stage::fds::dup_above(fd.as_raw_fd(), PASS_FD_FLOOR)
+    let mut pass = |fd: RawFd, child_fd: RawFd, what: &'static str| {
+        let dup = cordon_stage::fds::dup_above(fd, PASS_FD_FLOOR)
             .map_err(|source| MaterializeError::PassFd { what, source })?;
         let raw = dup.as_raw_fd();
         keep.push(dup);
         Ok::<(RawFd, RawFd), MaterializeError>((raw, child_fd))
     };
     let mut pass_fds = Vec::new();
+    // A supervised stage helper installs the program with a listener it hands back.
+    let helper_notify = plan.stage_helper.as_ref().is_some_and(|h| h.supervised);
+    let mut observed = observed;
     if let Some(s) = &plan.seccomp_fd {
-        let bytes = super::bwrap::program_bytes(&super::seccomp::compile_filter(s.network_allowed)?);
+        let program = super::seccomp::compile_program(s.network_allowed, helper_notify)?;
+        if helper_notify {
+            observed = program.observed.clone();
+        }
+        let bytes = super::bwrap::program_bytes(&program.insns);
         let fd = super::bwrap::seccomp_fd::create(&bytes).map_err(MaterializeError::SeccompFd)?;
-        pass_fds.push(pass(fd.as_fd(), s.child_fd, "the seccomp program")?);
+        pass_fds.push(pass(fd.as_raw_fd(), s.child_fd, "the seccomp program")?);
     }
     if let Some(e) = &plan.env_fd {
         let mut bytes = Vec::new();
@@ -269,7 +280,7 @@ pub fn materialize(
         }
         let fd = super::bwrap::seccomp_fd::sealed_memfd(&bytes)
             .map_err(|source| MaterializeError::PassFd { what: "the command's environment", source })?;
-        pass_fds.push(pass(fd.as_fd(), e.child_fd, "the command's environment")?);
+        pass_fds.push(pass(fd.as_raw_fd(), e.child_fd, "the command's environment")?);
     }
     let mut helper_status = None;
     if let Some(h) = &plan.stage_helper {
@@ -279,10 +290,14 @@ pub fn materialize(
             .map_err(|source| MaterializeError::StageHelper { path: h.exe.clone(), source })?;
         let (status_read, status_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| MaterializeError::PassFd { what: "the helper's status pipe", source: e.into() })?;
-        pass_fds.push(pass(ruleset.as_fd(), RULESET_FD, "the Landlock ruleset")?);
-        pass_fds.push(pass(status_write.as_fd(), STATUS_FD, "the helper's status pipe")?);
-        pass_fds.push(pass(exe.as_fd(), EXE_FD, "the stage helper")?);
+        pass_fds.push(pass(ruleset.as_raw_fd(), RULESET_FD, "the Landlock ruleset")?);
+        pass_fds.push(pass(status_write.as_raw_fd(), STATUS_FD, "the helper's status pipe")?);
+        pass_fds.push(pass(exe.as_raw_fd(), EXE_FD, "the stage helper")?);
         helper_status = Some(status_read);
+        if h.supervised {
+            let Some(sock) = notify_socket else { return Err(MaterializeError::NoSupervisor) };
+            pass_fds.push(pass(sock, cordon_stage::helper::NOTIFY_FD, "the notification socket")?);
+        }
     }
     let stage = StagePlan {
         program,
@@ -301,11 +316,11 @@ pub fn materialize(
         landlock,
         late_landlock_rules,
         pass_fds,
-        notify_socket: if observed.is_empty() { None } else { notify_socket },
+        notify_socket: if observed.is_empty() || helper_notify { None } else { notify_socket },
         drop_capabilities: plan.drop_capabilities,
         seccomp,
     };
-    Ok(Materialized { stage, observed, keep, helper_status })
+    Ok(Materialized { stage, observed, keep, helper_status, helper_notify })
 }
 
 /// A materialized plan and what its seccomp notifications mean.
@@ -320,4 +335,7 @@ pub struct Materialized {
     /// The read end of the stage helper's status pipe (see
     /// `cordon_stage::helper::read_status`), when the plan has a helper.
     pub helper_status: Option<OwnedFd>,
+    /// The stage helper will send its seccomp listener on the notification socket
+    /// once bubblewrap has built the sandbox (later than `spawn` returns).
+    pub helper_notify: bool,
 }
