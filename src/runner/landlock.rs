@@ -65,6 +65,10 @@ pub fn landlock_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restric
                  refuses every cross-directory rename) and read-only mounts do not cover special files"
                     .to_string(),
             ),
+            FsWrite if !ns => Some(format!(
+                "device nodes already inside the writable roots stay usable: without a mount namespace they \
+                 cannot be attached nodev, and Landlock refuses only creating them: {why_ns}"
+            )),
             FsWrite | Network | UnixSockets | ProcessInspection | TerminalInjection | SyscallFilter | Privileges
             | FdIsolation => None,
             FsTruncate if abi < 3 && !ns => Some(format!(
@@ -374,7 +378,7 @@ mod tests {
     fn no_namespaces_names_the_mount_layer_gaps() {
         let e = LandlockRunner.enforcement(&policy(Mode::WorkspaceWrite), &host(7, false));
         let names: Vec<_> = e.gaps.iter().map(|g| g.restriction.as_str()).collect();
-        for want in ["fs-metadata", "protected-paths", "private-tmp", "process-lifetime", "ipc"] {
+        for want in ["fs-write", "fs-metadata", "protected-paths", "private-tmp", "process-lifetime", "ipc"] {
             assert!(names.contains(&want), "{want} missing from {names:?}");
         }
     }
