@@ -1502,6 +1502,47 @@ case!(fs_host_fifo_outside_receives_nothing, |c| {
     }
 });
 
+case!(fs_fifo_in_read_only_workspace_under_tmp_refused_or_declared, |c| {
+    // A read-only workspace under /tmp is attached inside the private tmpfs, where
+    // Landlock grants writes; only its read-only mount stops writes, and that does not
+    // cover a FIFO. Hard mode must refuse (or the FIFO receive nothing); with
+    // --best-effort, bytes may arrive only with the fs-write gap named.
+    let ws = PathBuf::from(format!("/tmp/cordon-tests-{}-{}", std::process::id(), c.unique()));
+    c.mkdir(&ws);
+    struct Rm(PathBuf);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+    let _rm = Rm(ws.clone());
+    let mut fifo = HostFifo::new(c, &ws.join("fifo"));
+    let hard = opts_at(c, READ_ONLY, &ws);
+    match c.probe_or_refusal(&hard, "append", &[s(&fifo.path), "pwned"])? {
+        Err(out) => assert_eq!(out.status.code(), Some(125), "a refusal exits 125: {out:?}"),
+        Ok(r) => {
+            let got = fifo.received();
+            assert!(got.is_empty(), "hard mode ran and the workspace FIFO received {got:?}\n{r:?}");
+        }
+    }
+    let mut be = hard.clone();
+    be.extra_args = vec!["--best-effort".into()];
+    match c.probe_or_refusal(&be, "append", &[s(&fifo.path), "pwned"])? {
+        Err(out) => panic!("--best-effort must run: {out:?}"),
+        Ok(r) => {
+            let got = fifo.received();
+            let gaps = gap_names(r.run.as_ref().unwrap());
+            assert!(
+                got.is_empty() || gaps.iter().any(|g| g == "fs-write"),
+                "bytes arrived without a declared gap: {r:?}"
+            );
+        }
+    }
+    // Control: the FIFO works from the host.
+    c.host_probe("append", &[s(&fifo.path), "x"]).assert_ok("control: write into the FIFO on the host");
+    assert!(!fifo.received().is_empty(), "control: the reader received nothing");
+});
+
 case!(priv_planted_device_nodes_unusable, |c| {
     // Nodes that already exist in the workspace or a writable root (planted by the
     // host's root, or there all along) must not open as devices: every exposed tree

@@ -164,12 +164,13 @@ pub fn bwrap_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restrictio
     let mut gaps = Vec::new();
     for r in Restriction::requested_by(policy) {
         let gap = match r {
-            Restriction::FsWrite => stage_unavailable(host).map(|why| {
-                format!(
+            Restriction::FsWrite => match stage_unavailable(host) {
+                Some(why) => Some(format!(
                     "FIFOs outside the writable roots stay writable (read-only binds do not cover special files) \
                      because {why}"
-                )
-            }),
+                )),
+                None => super::landlock::read_only_workspace_under_private_tmp(policy),
+            },
             Restriction::PrivateTmp => exposed(policy)
                 .into_iter()
                 .find(|(p, _)| PRIVATE_TMPFS.iter().any(|t| Path::new(t).starts_with(p)))

@@ -69,6 +69,7 @@ pub fn landlock_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restric
                 "device nodes already inside the writable roots stay usable: without a mount namespace they \
                  cannot be attached nodev, and Landlock refuses only creating them: {why_ns}"
             )),
+            FsWrite if ns && abi >= 2 => read_only_workspace_under_private_tmp(policy),
             FsWrite | Network | UnixSockets | ProcessInspection | TerminalInjection | SyscallFilter | Privileges
             | FdIsolation => None,
             FsTruncate if abi < 3 && !ns => Some(format!(
@@ -106,6 +107,23 @@ pub fn landlock_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restric
         gaps.push((DenialAudit, format!("Landlock ABI {abi} < 7 cannot log the sandbox's denials")));
     }
     gaps
+}
+
+/// The `fs-write` gap of a read-only workspace that lies under `/tmp` or `/dev/shm`
+/// (pure), for both Linux runners when they apply Landlock over private tmpfs mounts:
+/// Landlock grants writes beneath the private tmpfs and its rules accumulate across
+/// the mount attached there, so only the workspace's read-only mount stops writes,
+/// and a read-only mount does not stop opening an existing FIFO for writing.
+pub fn read_only_workspace_under_private_tmp(policy: &ExecutionPolicy) -> Option<String> {
+    if policy.mode >= crate::mode::Mode::WorkspaceWrite {
+        return None;
+    }
+    let tmpfs = PRIVATE_TMPFS.iter().find(|t| policy.workspace.starts_with(t))?;
+    Some(format!(
+        "FIFOs in the read-only workspace {} stay writable: it lies under the private {tmpfs}, where Landlock \
+         grants writes, and its read-only mount does not cover special files (move the workspace out of {tmpfs})",
+        policy.workspace.display()
+    ))
 }
 
 /// The host paths attached inside the sandbox on top of the read-only tree: the
