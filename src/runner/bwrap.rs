@@ -635,6 +635,56 @@ mod tests {
     }
 
     #[test]
+    fn helper_arguments_round_trip_from_the_plan() {
+        let host = HostFacts {
+            os: "linux",
+            kernel_landlock_abi: 7,
+            landlock_abi: 7,
+            landlock_abi_cap: None,
+            seccomp: true,
+            euid: 1000,
+            egid: 1000,
+            namespaces: Namespaces::UserNamespace,
+            bwrap: Some("/usr/bin/bwrap".into()),
+            disabled_runners: vec![],
+            stage_helper: Some("/opt/cordon".into()),
+        };
+        let policy = ExecutionPolicy {
+            mode: Mode::WorkspaceWrite,
+            workspace: "/home/u/p".into(),
+            writable_roots: vec![],
+            protected: vec![],
+            network: false,
+            best_effort: false,
+        };
+        let input = PlanInput {
+            policy: &policy,
+            host: &host,
+            program: "/bin/echo".into(),
+            argv: vec!["echo".into(), "--".into(), "-x".into()],
+            cwd: "/home/u/p".into(),
+            run_dir: "/tmp/r".into(),
+            new_session: true,
+        };
+        let args = bwrap_args(&input).unwrap();
+        let at = args.iter().position(|a| a == STAGE_HELPER_ARG).unwrap();
+        assert_eq!(args[at - 1], STAGE_HELPER_EXEC);
+        let plan = parse_helper_args(&args[at + 1..]).unwrap();
+        assert_eq!(plan.program.as_bytes(), b"/bin/echo");
+        let argv: Vec<&[u8]> = plan.argv.iter().map(|a| a.as_bytes()).collect();
+        assert_eq!(argv, [&b"echo"[..], b"--", b"-x"], "the caller's argv[0] and a later `--` survive");
+        assert_eq!(plan.restrict_flags, super::super::landlock::LANDLOCK_LOG_NEW_EXEC_ON);
+        let late: Vec<&[u8]> = plan.late_landlock_rules.iter().map(|(p, _)| p.as_bytes()).collect();
+        assert_eq!(late, [&b"/tmp"[..], b"/dev/shm"]);
+        assert!(plan.notify);
+        // Refused: unknown options, a missing command, a missing value.
+        for bad in [&["--bogus", "--", "/bin/x", "x"][..], &["--abi", "7", "--restrict-flags", "0", "--"], &["--abi"]] {
+            let bad: Vec<OsString> = bad.iter().map(OsString::from).collect();
+            assert!(parse_helper_args(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn setup_failure_rests_on_the_unread_program_only() {
         let err = "bwrap: Creating new namespace failed: No space left on device\n";
         assert_eq!(
