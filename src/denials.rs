@@ -201,6 +201,26 @@ fn handle(n: &cordon_stage::notify::Notification, observed: &Observed, listener:
     }
 }
 
+/// Wait for a seccomp listener on `sock` (sent by the bwrap runner's stage helper
+/// once bubblewrap has built the sandbox), then [`supervise`] it. Returns when the
+/// socket closes without one (the helper failed before its seccomp step). Dropping
+/// the socket releases a listener still in flight, so the command's observed calls
+/// then fail with `ENOSYS` instead of waiting.
+pub async fn receive_and_supervise(sock: OwnedFd, observed: BTreeMap<i64, Observed>, sink: DenialSink) {
+    #[allow(deprecated)]
+    let Ok(fd) = tokio::io::unix::AsyncFd::new(sock) else {
+        return;
+    };
+    loop {
+        let Ok(mut guard) = fd.readable().await else { return };
+        match cordon_stage::notify::recv_fd(fd.get_ref().as_fd()) {
+            Ok(listener) => return supervise(listener, observed, sink).await,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => guard.clear_ready(),
+            Err(_) => return,
+        }
+    }
+}
+
 /// Serve seccomp notifications from `listener` until the sandbox is gone (or the task
 /// is aborted). Unknown syscall numbers are refused with `EPERM`.
 pub async fn supervise(listener: OwnedFd, observed: BTreeMap<i64, Observed>, sink: DenialSink) {

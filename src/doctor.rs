@@ -152,6 +152,9 @@ fn next_steps(host: &HostFacts, runners: &[(RunnerKind, ProbeStatus)], apparmor:
     steps
 }
 
+/// Where the canaries' scratch directory is made (outside the private `/tmp`).
+const DOCTOR_SCRATCH_BASE: &str = "/var/tmp";
+
 async fn check_mode(host: &HostFacts, mode: Mode) -> ModeReport {
     let mut report = ModeReport {
         mode,
@@ -162,13 +165,18 @@ async fn check_mode(host: &HostFacts, mode: Mode) -> ModeReport {
         canaries: Vec::new(),
         works: false,
     };
-    let scratch = match tempfile::Builder::new().prefix("cordon-doctor-").tempdir() {
-        Ok(d) => d,
-        Err(e) => {
-            report.error = Some(format!("cannot create a scratch directory: {e}"));
-            return report;
-        }
-    };
+    // Not under /tmp: the sandbox's /tmp is private (an "outside" there would be
+    // unreachable, proving nothing) and a read-only workspace under it is a declared
+    // fs-write gap (see runner::landlock::read_only_workspace_under_private_tmp).
+    let base = [Path::new(DOCTOR_SCRATCH_BASE)].into_iter().find(|p| p.is_dir()).map(Path::to_path_buf);
+    let scratch =
+        match tempfile::Builder::new().prefix("cordon-doctor-").tempdir_in(base.unwrap_or_else(std::env::temp_dir)) {
+            Ok(d) => d,
+            Err(e) => {
+                report.error = Some(format!("cannot create a scratch directory: {e}"));
+                return report;
+            }
+        };
     let workspace = scratch.path().join("workspace");
     let outside = scratch.path().join("outside");
     for d in [&workspace, &outside] {

@@ -68,6 +68,13 @@ pub struct HostFacts {
     pub bwrap: Option<PathBuf>,
     /// Runners disabled by `CORDON_DISABLE_RUNNERS`.
     pub disabled_runners: Vec<RunnerKind>,
+    /// The cordon executable the `bwrap` runner has bubblewrap execute as its stage
+    /// helper (Landlock and seccomp applied inside the sandbox, see
+    /// [`crate::runner::bwrap`]). `detect` fills in the one the running binary
+    /// registered ([`crate::runner::bwrap::register_stage_helper`]); the executor
+    /// takes [`crate::ExecutorConfig::stage_helper`]. `None`: no helper, and the
+    /// `bwrap` runner declares an `fs-write` gap.
+    pub stage_helper: Option<PathBuf>,
 }
 
 fn read_trim(path: &str) -> Option<String> {
@@ -151,6 +158,7 @@ impl HostFacts {
             namespaces,
             bwrap,
             disabled_runners,
+            stage_helper: crate::runner::bwrap::registered_stage_helper(),
         }
     }
 

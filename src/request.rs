@@ -138,6 +138,13 @@ pub struct ExecutorConfig {
     pub state_dir: Option<PathBuf>,
     /// The ambient environment to scrub (default: this process's environment).
     pub ambient_env: Option<Vec<(OsString, OsString)>>,
+    /// The cordon executable that the `bwrap` runner has bubblewrap execute as its
+    /// stage helper (it applies Landlock and seccomp inside the sandbox). Default:
+    /// the one the running binary registered
+    /// ([`crate::runner::bwrap::register_stage_helper`], which the `cordon` CLI
+    /// does); a library user sets it to a `cordon` binary. `None`: the `bwrap`
+    /// runner declares an `fs-write` gap (and hard mode refuses it).
+    pub stage_helper: Option<PathBuf>,
 }
 
 impl Default for ExecutorConfig {
@@ -152,6 +159,7 @@ impl Default for ExecutorConfig {
             shell: PathBuf::from(DEFAULT_SHELL),
             state_dir: None,
             ambient_env: None,
+            stage_helper: crate::runner::bwrap::registered_stage_helper(),
         }
     }
 }

@@ -17,7 +17,7 @@ use cordon::host::{HostFacts, Namespaces};
 use cordon::mode::Mode;
 use cordon::policy::ExecutionPolicy;
 use cordon::runner::bwrap::{BwrapRunner, SECCOMP_CHILD_FD};
-use cordon::runner::{LaunchPlan, MountStep, PlanInput, Runner, RunnerKind, SeccompFd};
+use cordon::runner::{EnvFd, EnvFdFormat, LaunchPlan, MountStep, PlanInput, Runner, RunnerKind, SeccompFd};
 use std::collections::BTreeSet;
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
@@ -31,6 +31,8 @@ use golden_support::updating;
 const MUST_ENFORCE_ENV: &str = "CORDON_MUST_ENFORCE";
 /// The bubblewrap path the golden plans use.
 const BWRAP: &str = "/usr/bin/bwrap";
+/// The cordon executable the golden plans use as the stage helper.
+const STAGE_HELPER: &str = "/opt/cordon/bin/cordon";
 
 fn repo_path(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
@@ -66,6 +68,7 @@ fn user_host() -> HostFacts {
         namespaces: Namespaces::UserNamespace,
         bwrap: Some(BWRAP.into()),
         disabled_runners: vec![],
+        stage_helper: Some(STAGE_HELPER.into()),
     }
 }
 
@@ -179,6 +182,23 @@ fn planned_cases() -> Vec<Case> {
     c.argv = vec!["-my tool".into(), "--".into(), "--ro-bind".into(), "line\none".into()];
     cases.push(c);
 
+    // No stage helper configured (a library user who set none): bubblewrap installs
+    // cordon's filter itself and the report names the fs-write gap (FIFOs).
+    let mut c = Case::new("no_stage_helper", Mode::WorkspaceWrite);
+    c.host.stage_helper = None;
+    cases.push(c);
+
+    // Landlock ABI 1 (or none): the helper is left out, the same gap.
+    let mut c = Case::new("landlock_abi_1", Mode::ReadOnly);
+    c.host.landlock_abi = 1;
+    c.host.landlock_abi_cap = Some(1);
+    cases.push(c);
+
+    // ABI 3: no TCP rule, no scopes, no audit flag; nothing else changes.
+    let mut c = Case::new("landlock_abi_3", Mode::ReadOnly);
+    c.host.landlock_abi = 3;
+    cases.push(c);
+
     cases
 }
 
@@ -253,6 +273,27 @@ fn render(case: &Case, plan: &LaunchPlan) -> String {
     writeln!(out, "landlock: {}", if plan.landlock.is_some() { "yes" } else { "none" }).unwrap();
     writeln!(out, "seccomp installed by the stage: {:?}", plan.seccomp).unwrap();
     writeln!(out, "seccomp passed to bwrap: {:?}", plan.seccomp_fd).unwrap();
+    writeln!(out, "the command's environment: {:?} (bwrap itself gets none)", plan.env_fd).unwrap();
+    match &plan.stage_helper {
+        Some(h) => {
+            writeln!(out, "# the stage helper bubblewrap executes (Landlock, then seccomp, then the command):")
+                .unwrap();
+            writeln!(out, "helper: {:?} supervised {}", h.exe, h.supervised).unwrap();
+            let l = &h.landlock;
+            writeln!(out, "helper landlock: abi {} restrict_flags {}", l.abi, l.restrict_flags).unwrap();
+            writeln!(out, "  read {:?}", l.read).unwrap();
+            writeln!(out, "  write {:?}", l.write).unwrap();
+            writeln!(out, "  write_in_child {:?}", l.write_in_child).unwrap();
+            writeln!(out, "  devices {:?}", l.devices).unwrap();
+            writeln!(
+                out,
+                "  deny_tcp {} scope_abstract_unix {} scope_signals {}",
+                l.deny_tcp, l.scope_abstract_unix, l.scope_signals
+            )
+            .unwrap();
+        }
+        None => writeln!(out, "helper: none").unwrap(),
+    }
     writeln!(out, "cwd: {:?}", plan.cwd).unwrap();
     for (k, v) in &plan.env {
         writeln!(out, "env: {k}={v:?}").unwrap();
@@ -272,7 +313,8 @@ fn render(case: &Case, plan: &LaunchPlan) -> String {
 fn arity(opt: &str) -> Option<usize> {
     Some(match opt {
         "--unshare-all" | "--share-net" | "--die-with-parent" | "--new-session" | "--as-pid-1" => 0,
-        "--cap-drop" | "--seccomp" | "--dev" | "--proc" | "--remount-ro" | "--tmpfs" | "--perms" | "--chdir" => 1,
+        "--cap-drop" | "--seccomp" | "--dev" | "--proc" | "--remount-ro" | "--tmpfs" | "--perms" | "--chdir"
+        | "--args" => 1,
         "--bind" | "--ro-bind" | "--bind-fd" | "--ro-bind-fd" | "--setenv" => 2,
         _ => return None,
     })
@@ -301,8 +343,33 @@ fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
     assert_eq!(plan.program, Path::new(BWRAP), "{name}");
     assert_eq!(plan.argv[0], BWRAP, "{name}");
     let (opts, command) = parse(&plan.argv);
-    assert_eq!(command[0], case.program.as_os_str(), "{name}: the program follows --");
-    assert_eq!(command[1..], case.argv[1..], "{name}: the arguments follow the program");
+    let helper = plan.stage_helper.is_some();
+    let stage_possible = case.host.stage_helper.is_some() && case.host.landlock_abi >= 2;
+    assert_eq!(helper, stage_possible, "{name}: the helper runs iff it exists and Landlock is usable");
+    if helper {
+        // bubblewrap executes the helper, which executes the command with its own argv[0].
+        assert_eq!(command[0], "/proc/self/fd/6", "{name}");
+        assert_eq!(command[1], "__stage", "{name}");
+        let sep = command.iter().skip(2).position(|a| a == "--").expect("helper options end with --") + 2;
+        assert_eq!(command[sep + 1], case.program.as_os_str(), "{name}: the program follows the helper's --");
+        assert_eq!(command[sep + 2..], case.argv[..], "{name}: the whole argv follows the program");
+        let h = plan.stage_helper.as_ref().unwrap();
+        assert_eq!(h.landlock.read, [PathBuf::from("/")], "{name}");
+        assert_eq!(h.landlock.write_in_child, [PathBuf::from("/tmp"), PathBuf::from("/dev/shm")], "{name}");
+        // Only a read-only workspace under the private /tmp leaves FIFOs writable
+        // (Landlock grants writes beneath the tmpfs it is attached in).
+        let ro_under_tmp = case.policy.mode == Mode::ReadOnly
+            && ["/tmp", "/dev/shm"].iter().any(|t| case.policy.workspace.starts_with(t));
+        assert_eq!(
+            plan.enforcement.gaps.iter().any(|g| g.restriction == "fs-write"),
+            ro_under_tmp,
+            "{name}: fs-write gap iff a read-only workspace under a private tmpfs"
+        );
+    } else {
+        assert_eq!(command[0], case.program.as_os_str(), "{name}: the program follows --");
+        assert_eq!(command[1..], case.argv[1..], "{name}: the arguments follow the program");
+        assert!(plan.enforcement.gaps.iter().any(|g| g.restriction == "fs-write"), "{name}: fs-write gap");
+    }
 
     let has = |o: &str, args: &[&str]| {
         opts.iter().any(|(k, v)| k == o && v.iter().map(|a| a.to_str().unwrap_or("")).eq(args.iter().copied()))
@@ -311,11 +378,19 @@ fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
         ("--unshare-all", &[][..]),
         ("--die-with-parent", &[]),
         ("--cap-drop", &["ALL"]),
-        ("--seccomp", &["3"]),
         ("--setenv", &["TMPDIR", "/tmp"]),
     ] {
         assert!(has(o, a), "{name}: missing {o} {a:?}");
     }
+    // Without the helper bubblewrap installs cordon's filter; with it the helper does,
+    // after Landlock (bubblewrap's filter would refuse nothing the helper needs, but
+    // one filter is enough).
+    assert_eq!(has("--seccomp", &["3"]), !helper, "{name}: --seccomp 3 iff no helper");
+    // The command's environment never reaches bubblewrap's or the helper's own
+    // environment: it travels in fd 7 (read by the helper, or `--args 7` for bubblewrap).
+    assert_eq!(has("--args", &["7"]), !helper, "{name}: --args 7 iff no helper");
+    let format = if helper { EnvFdFormat::Entries } else { EnvFdFormat::BwrapSetenv };
+    assert_eq!(plan.env_fd, Some(EnvFd { child_fd: 7, format }), "{name}");
     assert_eq!(has("--share-net", &[]), case.policy.network, "{name}: --share-net iff network");
     assert_eq!(has("--new-session", &[]), case.new_session, "{name}: --new-session iff a new session");
     assert!(!has("--as-pid-1", &[]), "{name}: bubblewrap's pid 1 reaps");
@@ -354,7 +429,7 @@ fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
             let target = PathBuf::from(&v[1]);
             let fd: i32 = v[0].to_str().and_then(|f| f.parse().ok()).unwrap_or_else(|| panic!("{name}: {k} fd"));
             assert!(
-                plan.path_fds.contains(&(target.clone(), fd)),
+                plan.path_fds.iter().any(|(p, f, w)| *p == target && *f == fd && *w == (k == "--bind-fd")),
                 "{name}: {k} {fd} {target:?} is not a pinned fd of the plan: {:?}",
                 plan.path_fds
             );

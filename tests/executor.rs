@@ -1235,3 +1235,105 @@ async fn argument_list_too_long_has_its_own_code() {
         }
     }
 }
+
+// ------------------------------------------------------- the bwrap stage helper
+
+/// A bwrap request, or `None` (after a loud skip) when this host has no bubblewrap.
+fn bwrap_req(test: &str, fx: &Fx, cmd: &str, mode: Mode) -> Option<Request> {
+    if fx.exec.host().bwrap.is_none() {
+        skip_or_fail(test, "bubblewrap is not installed");
+        return None;
+    }
+    let mut r = fx.req(cmd, mode);
+    r.runner = cordon::runner::RunnerChoice::Only(cordon::runner::RunnerKind::Bwrap);
+    Some(r)
+}
+
+/// A FIFO with a reader opened non-blocking; returns the reader.
+fn fifo_with_reader(path: &Path) -> std::fs::File {
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o666)).expect("mkfifo");
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).expect("open the reader")
+}
+
+fn drain(reader: &mut std::fs::File) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 1024];
+    while let Ok(n) = reader.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    out
+}
+
+#[tokio::test]
+async fn bwrap_without_a_stage_helper_declares_the_fs_write_gap() {
+    let test = "bwrap_without_a_stage_helper_declares_the_fs_write_gap";
+    // A library user who configured no helper: FIFOs outside stay writable under
+    // bubblewrap alone, so hard mode refuses and best effort names the gap.
+    let fx = Fx::with("nohelper", |c| c.stage_helper = None);
+    let Some(req) = bwrap_req(test, &fx, "echo ran", Mode::ReadOnly) else { return };
+    match fx.try_run(req.clone()).await {
+        Err(CordonError::SandboxUnavailable { reasons, .. }) => {
+            assert!(reasons.iter().any(|r| r.reason.contains("fs-write")), "{reasons:?}")
+        }
+        other => panic!("hard mode must refuse bwrap without a stage helper: {other:?}"),
+    }
+    let mut be = req;
+    be.policy.best_effort = true;
+    let r = fx.run(be).await;
+    assert_eq!(r.stdout.text, "ran\n", "{r:?}");
+    assert!(r.sandbox.enforcement.gaps.iter().any(|g| g.restriction == "fs-write"), "{r:?}");
+}
+
+#[tokio::test]
+async fn bwrap_stage_helper_refuses_a_host_fifo() {
+    let test = "bwrap_stage_helper_refuses_a_host_fifo";
+    let fx = Fx::with("helper", |c| c.stage_helper = Some(env!("CARGO_BIN_EXE_cordon").into()));
+    let outside = temp_dir("helper-outside");
+    let fifo = outside.path().join("fifo");
+    let mut reader = fifo_with_reader(&fifo);
+    let cmd = format!("echo pwned > '{}'; echo done", fifo.display());
+    let Some(req) = bwrap_req(test, &fx, &cmd, Mode::WorkspaceWrite) else { return };
+    let Some(r) = fx.run_confined(test, req).await else { return };
+    assert_eq!(r.stdout.text, "done\n", "the command ran: {r:?}");
+    assert!(r.stderr.text.contains("Permission denied"), "{r:?}");
+    assert!(drain(&mut reader).is_empty(), "a host FIFO reader received bytes: {r:?}");
+    assert!(!r.sandbox.runner_failed && r.sandbox.enforcement.gaps.is_empty(), "{r:?}");
+    // Control: the same write on the host arrives.
+    std::process::Command::new("/bin/sh").arg("-c").arg(format!("echo x > '{}'", fifo.display())).status().unwrap();
+    assert_eq!(drain(&mut reader), b"x\n");
+}
+
+#[tokio::test]
+async fn bwrap_stage_helper_that_never_confines_fails_the_run() {
+    let test = "bwrap_stage_helper_that_never_confines_fails_the_run";
+    // Not a cordon binary: it exits without the helper's success record, so the run is
+    // runner_failed and the command never ran.
+    let fx = Fx::with("badhelper", |c| c.stage_helper = Some("/bin/true".into()));
+    let Some(req) = bwrap_req(test, &fx, "echo ran", Mode::ReadOnly) else { return };
+    let Some(r) = fx.run_confined(test, req).await else { return };
+    assert!(r.sandbox.runner_failed, "{r:?}");
+    assert!(!r.stdout.text.contains("ran"), "{r:?}");
+}
+
+#[tokio::test]
+async fn bwrap_stage_helper_hands_its_listener_to_the_supervisor() {
+    let test = "bwrap_stage_helper_hands_its_listener_to_the_supervisor";
+    // A refused socket() is reported as a denial with the supervisor's evidence, as
+    // under the landlock runner.
+    let fx = Fx::with("helpernotify", |c| c.stage_helper = Some(env!("CARGO_BIN_EXE_cordon").into()));
+    let probe = "exec 3<>/dev/tcp/127.0.0.1/9; echo after";
+    let Some(req) = bwrap_req(test, &fx, probe, Mode::ReadOnly) else { return };
+    let Some(r) = fx.run_confined(test, req).await else { return };
+    assert!(!r.sandbox.runner_failed, "{r:?}");
+    assert!(
+        r.sandbox
+            .denials
+            .iter()
+            .any(|d| d.kind == cordon::DenialKind::Network && d.evidence.contains("seccomp supervisor")),
+        "no supervisor evidence for a refused socket(): {r:?}"
+    );
+}

@@ -1514,6 +1514,189 @@ case!(priv_existing_device_nodes_not_writable, |c| {
     }
 });
 
+/// A FIFO made on the host by the identity, with a host-side reader opened
+/// non-blocking (so a writer's open inside does not block, and whatever it writes
+/// stays in the pipe for [`HostFifo::received`]).
+struct HostFifo {
+    path: PathBuf,
+    reader: fs::File,
+}
+
+impl HostFifo {
+    fn new(c: &Ctx, path: &Path) -> HostFifo {
+        c.host_sh(&format!("mkfifo -m 0666 '{}'", path.display()));
+        use std::os::unix::fs::OpenOptionsExt;
+        let reader = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .unwrap_or_else(|e| panic!("open the host reader of {}: {e}", path.display()));
+        HostFifo { path: path.to_path_buf(), reader }
+    }
+
+    /// Every byte written into the FIFO so far.
+    fn received(&mut self) -> Vec<u8> {
+        use std::io::Read;
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = self.reader.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+        out
+    }
+}
+
+case!(fs_host_fifo_outside_receives_nothing, |c| {
+    // A read-only bind stops writes to regular files but not opening an existing FIFO
+    // for writing (as root that reaches /run/initctl). Landlock refuses the open.
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        let mut fifo = HostFifo::new(c, &f.out.join("fifo"));
+        let r = attempt(c, how, "append", &[s(&fifo.path), "pwned"])?;
+        let got = fifo.received();
+        if is_control(how, &r, "write into a host FIFO") {
+            assert!(!got.is_empty(), "control: the host reader received nothing");
+            continue;
+        }
+        assert!(
+            got.is_empty(),
+            "a host FIFO reader received {:?} from inside the sandbox ({how})\n{r:?}",
+            String::from_utf8_lossy(&got)
+        );
+        r.assert_refused_with(&["EACCES"], "open a host FIFO outside the writable roots for writing");
+    }
+    // Inside the workspace: usable in workspace-write (the control), refused in read-only.
+    for mode in CONFINED {
+        let f = fx(c, &format!("ws-{mode}"));
+        let mut fifo = HostFifo::new(c, &f.ws.join("fifo"));
+        let r = c.probe(mode, "append", &[s(&fifo.path), "hello"])?;
+        let got = fifo.received();
+        if mode == WORKSPACE_WRITE {
+            r.assert_ok("write into a FIFO inside the workspace in workspace-write");
+            assert!(!got.is_empty(), "the FIFO inside the workspace delivered nothing");
+        } else {
+            assert!(got.is_empty(), "a read-only workspace's FIFO received {got:?}\n{r:?}");
+            r.assert_refused_with(&["EACCES"], "write into a FIFO of a read-only workspace");
+        }
+    }
+});
+
+case!(fs_fifo_in_read_only_workspace_under_tmp_refused_or_declared, |c| {
+    // A read-only workspace under /tmp is attached inside the private tmpfs, where
+    // Landlock grants writes; only its read-only mount stops writes, and that does not
+    // cover a FIFO. Hard mode must refuse (or the FIFO receive nothing); with
+    // --best-effort, bytes may arrive only with the fs-write gap named.
+    let ws = PathBuf::from(format!("/tmp/cordon-tests-{}-{}", std::process::id(), c.unique()));
+    c.mkdir(&ws);
+    struct Rm(PathBuf);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+    let _rm = Rm(ws.clone());
+    let mut fifo = HostFifo::new(c, &ws.join("fifo"));
+    let hard = opts_at(c, READ_ONLY, &ws);
+    match c.probe_or_refusal(&hard, "append", &[s(&fifo.path), "pwned"])? {
+        Err(out) => assert_eq!(out.status.code(), Some(125), "a refusal exits 125: {out:?}"),
+        Ok(r) => {
+            let got = fifo.received();
+            assert!(got.is_empty(), "hard mode ran and the workspace FIFO received {got:?}\n{r:?}");
+        }
+    }
+    let mut be = hard.clone();
+    be.extra_args = vec!["--best-effort".into()];
+    match c.probe_or_refusal(&be, "append", &[s(&fifo.path), "pwned"])? {
+        Err(out) => panic!("--best-effort must run: {out:?}"),
+        Ok(r) => {
+            let got = fifo.received();
+            let gaps = gap_names(r.run.as_ref().unwrap());
+            assert!(
+                got.is_empty() || gaps.iter().any(|g| g == "fs-write"),
+                "bytes arrived without a declared gap: {r:?}"
+            );
+        }
+    }
+    // Control: the FIFO works from the host.
+    c.host_probe("append", &[s(&fifo.path), "x"]).assert_ok("control: write into the FIFO on the host");
+    assert!(!fifo.received().is_empty(), "control: the reader received nothing");
+});
+
+case!(priv_planted_device_nodes_unusable, |c| {
+    // Nodes that already exist in the workspace or a writable root (planted by the
+    // host's root, or there all along) must not open as devices: every exposed tree
+    // is nodev. A null-like node (c 1:3) and a kmsg-like one (c 1:11); the probe only
+    // opens them for writing and never writes.
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(Skip("creating device nodes on the host needs the suite to run as root".into()));
+    }
+    let wr = c.outside.join("writable-root");
+    c.mkdir(&wr);
+    let mut nodes = Vec::new();
+    for dir in [&c.ws, &wr] {
+        for (name, minor) in [("null-like", "3"), ("kmsg-like", "11")] {
+            let node = dir.join(name);
+            let st =
+                std::process::Command::new("mknod").args(["-m", "0666"]).arg(&node).args(["c", "1", minor]).status();
+            assert!(st.is_ok_and(|s| s.success()), "mknod {}", node.display());
+            c.chown_to_me(&node);
+            c.host_probe("open-w", &[s(&node)]).assert_ok("control: the node opens for writing on the host");
+            nodes.push(node);
+        }
+    }
+    for mode in CONFINED {
+        let o = RunOpts { writable: vec![wr.clone()], ..c.opts(mode) };
+        for node in &nodes {
+            c.probe_with(&o, "open-w", &[s(node)])?.assert_refused_with(
+                &["EACCES", "EPERM"],
+                &format!("open the planted node {} ({mode})", node.display()),
+            );
+        }
+    }
+});
+
+case!(priv_loader_env_reaches_only_confined_processes, |c| {
+    // The request's environment is the command's. A process that acts on loader
+    // variables before it is confined (bubblewrap, as root with every capability; a
+    // stage helper before Landlock and seccomp) would run the caller's code outside
+    // the sandbox. Under bwrap the environment travels in an fd for that reason.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/probe/preload.c");
+    let lib = c.root.join("preload.so");
+    let st = std::process::Command::new("cc").args(["-shared", "-fPIC", "-O2", "-o"]).arg(&lib).arg(&src).status();
+    assert!(st.is_ok_and(|s| s.success()), "compile {}", src.display());
+    set_mode(&lib, 0o755);
+    for how in BOTH_AND_HOST {
+        let f = fx(c, how);
+        let mark = f.out.join("mark");
+        let mut fifo = HostFifo::new(c, &f.out.join("fifo"));
+        let vars = [
+            format!("LD_PRELOAD={}", lib.display()),
+            format!("PRELOAD_MARK_FILE={}", mark.display()),
+            format!("PRELOAD_MARK_FIFO={}", fifo.path.display()),
+        ];
+        if how == HOST {
+            let out = c.host_cmd("/bin/true").envs(vars.iter().map(|v| v.split_once('=').unwrap())).output().unwrap();
+            assert!(out.status.success());
+            assert!(mark.exists(), "control: the preloaded library left no file mark on the host");
+            assert!(!fifo.received().is_empty(), "control: the preloaded library wrote nothing into the FIFO");
+            continue;
+        }
+        let mut o = c.opts(how);
+        for v in &vars {
+            o.extra_args.extend(["--env".to_string(), v.clone()]);
+        }
+        let out = c.cordon(&o, &["/bin/true"])?;
+        assert_eq!(out.exit_code(), Some(0), "the command itself must still run ({how}): {out:?}");
+        assert!(!mark.exists(), "the caller's LD_PRELOAD ran unconfined and created {} ({how})", mark.display());
+        let got = fifo.received();
+        assert!(got.is_empty(), "the caller's LD_PRELOAD wrote {got:?} into a host FIFO ({how})");
+    }
+});
+
 // =====================================================================================
 // 9. Leaks across the boundary: inherited fds, host /tmp and /dev/shm, SysV/POSIX IPC,
 //    $HOME dotfiles.
@@ -1869,6 +2052,12 @@ fn degraded_battery(
     let r = run!(o, "overwrite", &[s(&sent.path), "pwned"]);
     if sent.check().is_err() {
         bad.push(("fs-write", format!("{r:?}")));
+    }
+    // fs-write through a special file: a FIFO outside with a host reader.
+    let mut fifo = HostFifo::new(c, &out_dir.join("fs-write-fifo"));
+    let r = run!(o, "append", &[s(&fifo.path), "pwned"]);
+    if !fifo.received().is_empty() {
+        bad.push(("fs-write", format!("a host FIFO received bytes: {r:?}")));
     }
     // fs-truncate
     let sent = c.sentinel(&out_dir.join("fs-truncate"));

@@ -347,6 +347,8 @@ fn resolve_program(argv0: &OsStr, env: &[(OsString, OsString)], cwd: &Path) -> R
 /// Everything a started process needs to finish its run.
 struct Launched {
     pid: i32,
+    /// The bwrap stage helper's status pipe (see `cordon_stage::helper`).
+    helper_status: Option<OwnedFd>,
     exit_status: Option<OwnedFd>,
     supervisor: Option<tokio::task::JoinHandle<()>>,
     denials: crate::denials::DenialSink,
@@ -371,8 +373,11 @@ impl Executor {
     }
 
     /// An executor with explicit host facts (tests, `CORDON_*` knobs already applied).
-    pub fn with_host(config: ExecutorConfig, host: HostFacts) -> Result<Executor, CordonError> {
+    /// The bwrap runner's stage helper comes from `config` (see
+    /// [`ExecutorConfig::stage_helper`]), overriding the facts' own.
+    pub fn with_host(config: ExecutorConfig, mut host: HostFacts) -> Result<Executor, CordonError> {
         cordon_stage::signals::ignore_sigpipe();
+        host.stage_helper = config.stage_helper.clone();
         let base = config.state_dir.clone().unwrap_or_else(std::env::temp_dir);
         let state_dir = private_state_dir(&base, host.euid)?;
         Ok(Executor { config, host, state_dir, registry: Arc::default(), next_id: AtomicU64::new(1) })
@@ -567,9 +572,11 @@ impl Executor {
             ],
         };
         let stdio = [stdin_fd.as_raw_fd(), child_out[0].as_raw_fd(), child_out[1].as_raw_fd()];
-        // The landlock runner hands its seccomp listener to a supervisor in this
-        // process, which records refused network and process syscalls as evidence.
-        let notify_pair = if selection.runner == RunnerKind::Landlock && plan.seccomp.is_some() {
+        // The landlock runner's stage (and the bwrap runner's stage helper) hands its
+        // seccomp listener to a supervisor in this process, which records refused
+        // network and process syscalls as evidence.
+        let helper_supervised = plan.stage_helper.as_ref().is_some_and(|h| h.supervised);
+        let notify_pair = if (selection.runner == RunnerKind::Landlock && plan.seccomp.is_some()) || helper_supervised {
             Some(
                 cordon_stage::notify::socketpair()
                     .map_err(|e| CordonError::io("creating the notification socket", e))?,
@@ -588,21 +595,31 @@ impl Executor {
         .map_err(|e| CordonError::RunnerFailed { runner: selection.runner, detail: e.to_string() })?;
         let supervised = materialized.stage.notify_socket.is_some();
         let observed = materialized.observed;
+        let passed_fds = materialized.keep;
+        let helper_status = materialized.helper_status;
+        let helper_notify = materialized.helper_notify;
         let stage_plan = materialized.stage;
-        let held_fds = materialized.held;
 
         // Spawning blocks for the child's stage (well under a millisecond); doing it
         // inline avoids a thread hop per run.
         let spawned = cordon_stage::spawn(stage_plan);
         // The child has its copies now (or failed); close ours.
-        drop(held_fds);
         drop(pins);
         drop(stdin_fd);
         drop(child_out);
+        drop(passed_fds);
+        let mut helper_socket = None;
         let listener = match notify_pair {
             Some((parent_end, child_end)) if supervised && spawned.is_ok() => {
                 drop(child_end);
                 Some(cordon_stage::notify::recv_fd(parent_end.as_fd()))
+            }
+            // The helper sends its listener only once bubblewrap has built the
+            // sandbox: received by the supervisor task below.
+            Some((parent_end, child_end)) if helper_notify && spawned.is_ok() => {
+                drop(child_end);
+                helper_socket = Some(parent_end);
+                None
             }
             _ => None,
         };
@@ -638,7 +655,8 @@ impl Executor {
                     detail: format!("receiving the seccomp listener: {e}"),
                 });
             }
-            None => None,
+            None => helper_socket
+                .map(|sock| tokio::spawn(crate::denials::receive_and_supervise(sock, observed, denials.clone()))),
         };
         let collectors = readers.into_iter().map(|(fd, cap)| tokio::spawn(drain(fd, cap))).collect();
         let stdin_writer = match (&spec.stdin, stdin_writer_fd) {
@@ -655,6 +673,7 @@ impl Executor {
         };
         Ok(Launched {
             pid,
+            helper_status,
             exit_status: exit_status_fd,
             supervisor,
             denials,
@@ -780,6 +799,13 @@ async fn finish(
     if let Some(dir) = &l.run_dir {
         let _ = std::fs::remove_dir_all(dir);
     }
+    // The bwrap stage helper confined itself and executed the command only if it said
+    // so before `execve`; anything else (a failed step, bubblewrap dying first) means
+    // the command never ran in the complete sandbox.
+    let runner_failed = match &l.helper_status {
+        Some(fd) => cordon_stage::helper::read_status(fd.as_fd()) != cordon_stage::helper::HelperStatus::Executed,
+        None => false,
+    };
     RunResult {
         exit_code,
         signal,
@@ -794,7 +820,7 @@ async fn finish(
             denied: !denials.is_empty(),
             denials,
             enforcement: l.enforcement,
-            runner_failed: false,
+            runner_failed,
             writable_roots: if mode.is_confined() { l.policy.writable() } else { vec![PathBuf::from("/")] },
             protected: l.policy.protected.clone(),
             skipped: l.selection.skipped,

@@ -1,7 +1,9 @@
-//! The `bwrap` runner (Linux fallback): bubblewrap with cordon's seccomp filter.
+//! The `bwrap` runner (Linux fallback): bubblewrap, then cordon's stage helper inside it.
 //!
 //! cordon's child stage executes `bwrap` (found on `PATH` by the host facts) as the
-//! program; bubblewrap builds the sandbox and then executes the command. Planning
+//! program; bubblewrap builds the sandbox and then executes cordon's **stage helper**
+//! (the `cordon` binary, [`STAGE_HELPER_ARG`]), which applies Landlock and cordon's
+//! seccomp filter inside the finished sandbox and executes the command. Planning
 //! ([`bwrap_args`], [`BwrapRunner::plan`]) is pure and golden-tested
 //! (`tests/bwrap_golden.rs`); `docs/bwrap.md` explains every argument and each
 //! restriction's verdict.
@@ -9,37 +11,59 @@
 //! # Layers
 //!
 //! - **cordon's stage** (before `bwrap` runs): parent-death signal, new session,
-//!   only stdio plus the seccomp fd inherited, `no_new_privs`, and a private mount
-//!   namespace (with a user namespace when not root) whose propagation is private.
+//!   only stdio plus the passed fds inherited (the seccomp program as fd 3, the
+//!   command's environment as fd 7 and, with the helper, the Landlock ruleset, the
+//!   helper's status pipe and the cordon executable as fds 4 to 6 and the
+//!   supervisor's socket as fd 8), `no_new_privs`,
+//!   an **empty environment** for `bwrap` (the request's variables, `LD_PRELOAD`
+//!   among them, must not act on a process that is not confined yet), and a private
+//!   mount namespace (with a user namespace when not root) whose propagation is private.
 //!   The last point matters: bubblewrap marks its mounts as *slaves* of the host's,
 //!   so on a host with shared mounts (every systemd host) a filesystem mounted on the
 //!   host during the run would appear inside the sandbox, writable. Behind cordon's
 //!   private namespace nothing propagates in. The stage neither drops capabilities
-//!   (bubblewrap running as root needs them to build its namespaces) nor installs
+//!   (bubblewrap running as root needs them to build its namespaces) nor applies
+//!   Landlock (it refuses mount operations to a restricted task) nor installs
 //!   seccomp (the filter refuses the `mount`/`unshare` calls bubblewrap makes).
 //! - **bubblewrap**: `--unshare-all` (user, ipc, pid, net, uts, cgroup namespaces;
 //!   `--share-net` keeps the network only when the policy allows it), the whole tree
 //!   read-only (`--ro-bind / /`, every bind `nodev`), a minimal `/dev`, a fresh
 //!   read-only `/proc`, private tmpfs on `/tmp` and `/dev/shm`, the workspace and writable roots
 //!   bound writable on top (shallow first), protected paths re-bound read-only last,
-//!   `--cap-drop ALL`, `--die-with-parent`, `--new-session`, and cordon's compiled
-//!   filter (`--seccomp FD`) installed right before the command's `execve`.
+//!   `--cap-drop ALL`, `--die-with-parent`, `--new-session`; then it executes
+//!   `/proc/self/fd/6` (the cordon executable, so it need not be visible inside).
+//! - **the stage helper** (`cordon_stage::helper`): the landlock runner's Landlock
+//!   rules ([`super::landlock::landlock_plan`]; the parent builds the ruleset, the
+//!   helper adds the rules for its private `/tmp` and `/dev/shm`), so a FIFO outside
+//!   the writable roots cannot be opened for writing — a read-only bind does not stop
+//!   that; capabilities verified empty; cordon's seccomp filter last, its listener
+//!   handed to cordon's supervisor (refused network and process syscalls become
+//!   denials with evidence); a success record on its status pipe; `execve`. A failed step, or no success record, makes
+//!   the run `runner_failed`; the command never runs unconfined.
+//!
+//! Without a helper ([`crate::ExecutorConfig::stage_helper`] unset, nothing
+//! registered) or below Landlock ABI [`STAGE_MIN_LANDLOCK_ABI`], bubblewrap installs
+//! the filter itself (`--seccomp 3`), executes the command directly, and the runner
+//! declares an `fs-write` gap, so hard mode refuses it.
 //!
 //! # What it does not do
 //!
-//! - No Landlock: refusals leave no kernel audit record (`denial-audit` is a promise of
-//!   the landlock runner only, see `Restriction::DenialAudit`).
-//! - Setup happens after `bwrap` was executed: a bubblewrap failure (no namespaces,
-//!   a bind source that vanished) is reported by bubblewrap on the command's stderr
-//!   as `bwrap: ...` with exit status 1, after the executor considers the command
-//!   started. See `docs/bwrap.md` for how the executor can tell the two apart.
+//! - `denial-audit` is not promised (see `Restriction::DenialAudit`): most refusals come
+//!   from read-only binds and seccomp, which leave no kernel audit record.
+//! - Without the helper, setup happens after `bwrap` was executed: a bubblewrap failure
+//!   (no namespaces, a bind source that vanished) is reported by bubblewrap on the
+//!   command's stderr as `bwrap: ...` with exit status 1, after the executor considers
+//!   the command started. See `docs/bwrap.md` for how the executor can tell the two
+//!   apart. (With the helper, its missing success record says so.)
 //! - bubblewrap reports a command killed by signal N as exit status 128+N.
-//! - The command's `argv[0]` is its absolute path (bubblewrap 0.8 has no `--argv0`).
+//! - Without the helper the command's `argv[0]` is its absolute path (bubblewrap 0.8
+//!   has no `--argv0`); the helper passes the caller's `argv[0]`.
 //! - It does not hide files from reading, nor limit CPU, memory or disk use.
 
+use super::landlock::{landlock_plan, PrivateTmp};
 use super::{
-    enforcement_from_gaps, LaunchPlan, MountStep, NamespacePlan, PlanError, PlanInput, ProbeStatus, Restriction,
-    Runner, RunnerKind, SeccompFd,
+    enforcement_from_gaps, EnvFd, EnvFdFormat, LaunchPlan, MountStep, NamespacePlan, PlanError, PlanInput, ProbeStatus,
+    Restriction, Runner, RunnerKind, SeccompFd, StageHelperPlan,
 };
 use crate::host::{HostFacts, Namespaces};
 use crate::mode::Mode;
@@ -51,6 +75,10 @@ use std::path::{Component, Path, PathBuf};
 
 /// The fd number of the seccomp program in the child (the first fd after stdio).
 pub const SECCOMP_CHILD_FD: i32 = 3;
+
+/// The fd number of the command's environment in the child (`cordon_stage::helper::ENV_FD`;
+/// without the helper, bubblewrap's `--args` fd).
+pub const ENV_CHILD_FD: i32 = 7;
 
 /// `TMPDIR` inside the sandbox: its private tmpfs.
 pub const SANDBOX_TMPDIR: &str = "/tmp";
@@ -65,17 +93,84 @@ pub const INSTALL_HINT: &str = "install bubblewrap (apt-get install bubblewrap)"
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BwrapRunner;
 
-/// The gaps of the bwrap runner for `policy` (pure; assumes [`BwrapRunner::probe`]
-/// passed, i.e. namespaces and seccomp are available and bubblewrap is installed).
+/// The hidden first argument that makes the `cordon` binary act as the stage helper.
+pub const STAGE_HELPER_ARG: &str = "__stage";
+
+/// How bubblewrap executes the helper: the cordon executable inherited at
+/// `cordon_stage::helper::EXE_FD`, through the sandbox's own fresh `/proc`.
+pub const STAGE_HELPER_EXEC: &str = "/proc/self/fd/6";
+
+/// The lowest Landlock ABI the helper applies: ABI 1 refuses every cross-directory
+/// rename and link once filesystem rights are handled (see the landlock runner).
+pub const STAGE_MIN_LANDLOCK_ABI: u32 = 2;
+
+static STAGE_HELPER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Declare `exe` (a `cordon` binary that dispatches [`STAGE_HELPER_ARG`] to
+/// [`stage_helper_main`]) as this process's stage helper; the `cordon` CLI registers
+/// itself at startup. The first registration wins.
+pub fn register_stage_helper(exe: PathBuf) {
+    let _ = STAGE_HELPER.set(exe);
+}
+
+/// The registered stage helper, if any (the default of
+/// [`crate::ExecutorConfig::stage_helper`]).
+pub fn registered_stage_helper() -> Option<PathBuf> {
+    STAGE_HELPER.get().cloned()
+}
+
+/// Why the helper cannot apply Landlock inside bubblewrap on `host`, if it cannot.
+fn stage_unavailable(host: &HostFacts) -> Option<String> {
+    if host.stage_helper.is_none() {
+        return Some("no cordon stage helper is configured to apply Landlock inside bubblewrap".into());
+    }
+    let abi = host.landlock_abi;
+    match abi {
+        0 => Some("this host has no usable Landlock to apply inside bubblewrap".into()),
+        a if a < STAGE_MIN_LANDLOCK_ABI => Some(format!(
+            "Landlock ABI {a} < {STAGE_MIN_LANDLOCK_ABI} is left out (it refuses every cross-directory rename)"
+        )),
+        _ => None,
+    }
+}
+
+/// The stage helper's plan on `host`, when it can run (pure).
+fn stage_helper_plan(policy: &ExecutionPolicy, host: &HostFacts) -> Option<StageHelperPlan> {
+    if stage_unavailable(host).is_some() {
+        return None;
+    }
+    let exe = host.stage_helper.clone()?;
+    Some(StageHelperPlan {
+        exe,
+        landlock: landlock_plan(policy, host.landlock_abi, PrivateTmp::InChild),
+        supervised: true,
+    })
+}
+
+/// The gaps of the bwrap runner for `policy` on `host` (pure; assumes
+/// [`BwrapRunner::probe`] passed, i.e. namespaces and seccomp are available and
+/// bubblewrap is installed).
 ///
-/// Every restriction is enforced except `private-tmp`: a gap when the workspace or a writable root is `/tmp`,
-/// `/dev/shm` or one of their ancestors, since binding it exposes the host's
-/// directory over the private tmpfs. (`denial-audit` is the landlock runner's own
-/// promise and not requested here.)
-pub fn bwrap_gaps(policy: &ExecutionPolicy) -> Vec<(Restriction, String)> {
+/// - `fs-write` without the stage helper (none configured, or Landlock below ABI
+///   [`STAGE_MIN_LANDLOCK_ABI`], which `CORDON_LANDLOCK_ABI_MAX` emulates): a
+///   read-only bind stops writes to regular files but not opening an existing FIFO
+///   for writing, so bytes reach a host reader (as root, `/run/initctl`).
+/// - `private-tmp` when the workspace or a writable root is `/tmp`, `/dev/shm` or one
+///   of their ancestors, since binding it exposes the host's directory over the
+///   private tmpfs.
+///
+/// (`denial-audit` is the landlock runner's own promise and not requested here.)
+pub fn bwrap_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restriction, String)> {
     let mut gaps = Vec::new();
     for r in Restriction::requested_by(policy) {
         let gap = match r {
+            Restriction::FsWrite => match stage_unavailable(host) {
+                Some(why) => Some(format!(
+                    "FIFOs outside the writable roots stay writable (read-only binds do not cover special files) \
+                     because {why}"
+                )),
+                None => super::landlock::read_only_workspace_under_private_tmp(policy),
+            },
             Restriction::PrivateTmp => exposed(policy)
                 .into_iter()
                 .find(|(p, _)| PRIVATE_TMPFS.iter().any(|t| Path::new(t).starts_with(p)))
@@ -135,7 +230,7 @@ fn push(args: &mut Vec<OsString>, items: &[&str]) {
 }
 
 /// The first fd number of the bind sources in the child (after the seccomp program).
-pub const BIND_FD_BASE: i32 = SECCOMP_CHILD_FD + 1;
+pub const BIND_FD_BASE: i32 = cordon_stage::helper::CHECKS_FD + 1;
 
 /// Every bind on top of the read-only root, in bubblewrap's order, with the fd number
 /// its source has in the child and whether it is writable (pure): the exposed paths
@@ -159,7 +254,7 @@ pub fn binds(policy: &ExecutionPolicy) -> Vec<(PathBuf, i32, bool)> {
 ///
 /// 1. namespaces and process options (`--unshare-all`, `--share-net` with network,
 ///    `--die-with-parent`, `--new-session` unless the caller keeps its session,
-///    `--cap-drop ALL`, `--seccomp 3`);
+///    `--cap-drop ALL`, and `--seccomp 3` only without the stage helper);
 /// 2. `--ro-bind / /`, `--dev /dev`, `--proc /proc`, `--remount-ro /proc` (see
 ///    [`bwrap_args`]'s note on `/proc/sys`);
 /// 3. `--perms 1777 --tmpfs /tmp`, `--perms 1777 --tmpfs /dev/shm`;
@@ -167,7 +262,10 @@ pub fn binds(policy: &ExecutionPolicy) -> Vec<(PathBuf, i32, bool)> {
 ///    lives under `/tmp` is bound onto a mount point bubblewrap creates there;
 /// 5. protected paths read-only, shallow first, after every writable bind (4 and 5
 ///    bind the parent's pinned fds, `--bind-fd N P` / `--ro-bind-fd N P`: see [`binds`]);
-/// 6. `--chdir`, `--setenv TMPDIR /tmp`, `--`, the program, its arguments.
+/// 6. `--chdir`, `--setenv TMPDIR /tmp`, `--`, then with the helper
+///    `/proc/self/fd/6 __stage --abi N --restrict-flags F --write-in-child /tmp
+///    --write-in-child /dev/shm -- PROGRAM ARGV...` (the whole argv, `argv[0]`
+///    included), without it the program and its arguments.
 ///
 /// `--remount-ro /proc` closes a root escape: bubblewrap's fresh procfs is writable
 /// and its own cover of `/proc/sys` is skipped (the directory answers `EACCES` to its
@@ -213,7 +311,13 @@ pub fn bwrap_args(input: &PlanInput<'_>) -> Result<Vec<OsString>, PlanError> {
     if input.new_session {
         push(&mut args, &["--new-session"]);
     }
-    push(&mut args, &["--cap-drop", "ALL", "--seccomp", &SECCOMP_CHILD_FD.to_string()]);
+    let helper = stage_helper_plan(policy, input.host);
+    push(&mut args, &["--cap-drop", "ALL"]);
+    if helper.is_none() {
+        // bubblewrap installs the filter, and sets the command's environment from
+        // `--setenv` arguments it reads (and closes) from the fd.
+        push(&mut args, &["--seccomp", &SECCOMP_CHILD_FD.to_string(), "--args", &ENV_CHILD_FD.to_string()]);
+    }
     push(&mut args, &["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--remount-ro", "/proc"]);
     for t in PRIVATE_TMPFS {
         push(&mut args, &["--perms", "1777", "--tmpfs", t]);
@@ -226,8 +330,27 @@ pub fn bwrap_args(input: &PlanInput<'_>) -> Result<Vec<OsString>, PlanError> {
     args.push("--chdir".into());
     args.push(input.cwd.as_os_str().to_owned());
     push(&mut args, &["--setenv", "TMPDIR", SANDBOX_TMPDIR, "--"]);
-    args.push(input.program.as_os_str().to_owned());
-    args.extend(input.argv.iter().skip(1).cloned());
+    match &helper {
+        Some(h) => {
+            push(&mut args, &[STAGE_HELPER_EXEC, STAGE_HELPER_ARG]);
+            push(&mut args, &["--abi", &h.landlock.abi.to_string()]);
+            push(&mut args, &["--restrict-flags", &h.landlock.restrict_flags.to_string()]);
+            for p in &h.landlock.write_in_child {
+                args.push("--write-in-child".into());
+                args.push(p.as_os_str().to_owned());
+            }
+            if h.supervised {
+                args.push("--notify".into());
+            }
+            args.push("--".into());
+            args.push(input.program.as_os_str().to_owned());
+            args.extend(input.argv.iter().cloned());
+        }
+        None => {
+            args.push(input.program.as_os_str().to_owned());
+            args.extend(input.argv.iter().skip(1).cloned());
+        }
+    }
     Ok(args)
 }
 
@@ -257,8 +380,8 @@ impl Runner for BwrapRunner {
         ProbeStatus::Available
     }
 
-    fn enforcement(&self, policy: &ExecutionPolicy, _host: &HostFacts) -> Enforcement {
-        enforcement_from_gaps(bwrap_gaps(policy))
+    fn enforcement(&self, policy: &ExecutionPolicy, host: &HostFacts) -> Enforcement {
+        enforcement_from_gaps(bwrap_gaps(policy, host))
     }
 
     fn plan(&self, input: &PlanInput<'_>) -> Result<LaunchPlan, PlanError> {
@@ -290,13 +413,94 @@ impl Runner for BwrapRunner {
             landlock: None,
             seccomp: None,
             seccomp_fd: Some(SeccompFd { network_allowed: policy.network, child_fd: SECCOMP_CHILD_FD }),
-            path_fds: binds(policy).into_iter().map(|(p, fd, _)| (p, fd)).collect(),
+            path_fds: binds(policy),
+            stage_helper: stage_helper_plan(policy, input.host),
+            env_fd: Some(EnvFd {
+                child_fd: ENV_CHILD_FD,
+                format: if stage_helper_plan(policy, input.host).is_some() {
+                    EnvFdFormat::Entries
+                } else {
+                    EnvFdFormat::BwrapSetenv
+                },
+            }),
             drop_capabilities: false,
             no_new_privs: true,
             new_session: input.new_session,
             needs_run_dir: false,
             enforcement: self.enforcement(policy, input.host),
         })
+    }
+}
+
+/// Why the helper's arguments were refused (they come from cordon's own plan, so
+/// this only happens when the binary is run by hand).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HelperArgsError {
+    /// An option the helper does not know, or one without its value.
+    #[error("stage helper: bad or incomplete option `{option}`")]
+    Option {
+        /// The option.
+        option: String,
+    },
+    /// No command after `--`.
+    #[error("stage helper: no command after `--`")]
+    NoCommand,
+    /// A NUL byte in an argument.
+    #[error("stage helper: an argument contains a NUL byte")]
+    Nul,
+}
+
+/// Parse the helper's arguments (everything after [`STAGE_HELPER_ARG`]) into its plan
+/// (pure): `--abi N --restrict-flags F [--write-in-child PATH]... [--notify] --
+/// PROGRAM ARGV...`.
+pub fn parse_helper_args(args: &[OsString]) -> Result<cordon_stage::helper::HelperPlan, HelperArgsError> {
+    use std::ffi::CString;
+    let cstr = |s: &std::ffi::OsStr| CString::new(s.as_bytes()).map_err(|_| HelperArgsError::Nul);
+    let bad = |o: &OsString| HelperArgsError::Option { option: o.to_string_lossy().into_owned() };
+    let (mut abi, mut flags, mut late, mut notify) = (None, None, Vec::new(), false);
+    let mut it = args.iter();
+    loop {
+        let Some(opt) = it.next() else { return Err(HelperArgsError::NoCommand) };
+        let mut value = || it.next().ok_or_else(|| bad(opt));
+        match opt.to_str() {
+            Some("--") => break,
+            Some("--abi") => abi = Some(value()?.to_str().and_then(|v| v.parse::<u32>().ok()).ok_or_else(|| bad(opt))?),
+            Some("--restrict-flags") => {
+                flags = Some(value()?.to_str().and_then(|v| v.parse::<u32>().ok()).ok_or_else(|| bad(opt))?)
+            }
+            Some("--write-in-child") => late.push(value()?.clone()),
+            Some("--notify") => notify = true,
+            _ => return Err(bad(opt)),
+        }
+    }
+    let (Some(abi), Some(restrict_flags)) = (abi, flags) else {
+        return Err(HelperArgsError::Option { option: "--abi/--restrict-flags".into() });
+    };
+    let rest: Vec<&OsString> = it.collect();
+    let (Some(program), Some(_)) = (rest.first(), rest.get(1)) else { return Err(HelperArgsError::NoCommand) };
+    let bits = super::stage::write_access(abi).bits();
+    Ok(cordon_stage::helper::HelperPlan {
+        restrict_flags,
+        late_landlock_rules: late.iter().map(|p| Ok((cstr(p)?, bits))).collect::<Result<_, _>>()?,
+        program: cstr(program)?,
+        argv: rest[1..].iter().map(|a| cstr(a)).collect::<Result<_, _>>()?,
+        notify,
+    })
+}
+
+/// The stage helper's entry point: the `cordon` binary calls it when its first
+/// argument is [`STAGE_HELPER_ARG`]. Applies Landlock, the capability check and
+/// cordon's seccomp filter inside the finished sandbox, then executes the command
+/// (see `cordon_stage::helper`). Never returns; on any failure it reports on the
+/// status pipe and exits with `cordon_stage::STAGE_SETUP_FAILED_EXIT`.
+pub fn stage_helper_main(args: Vec<OsString>) -> ! {
+    match parse_helper_args(&args) {
+        Ok(plan) => cordon_stage::helper::run(plan),
+        Err(e) => {
+            eprintln!("cordon: {e}");
+            cordon_stage::helper::refuse_arguments()
+        }
     }
 }
 
@@ -348,7 +552,7 @@ pub fn program_bytes(program: &[libc::sock_filter]) -> Vec<u8> {
 /// leaves its memfd open here. Once the stage plan owns its passed fds this goes.
 pub mod seccomp_fd {
     use std::io::{Seek, SeekFrom, Write};
-    use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+    use std::os::fd::OwnedFd;
     use std::sync::Mutex;
 
     /// memfds handed to children and not yet fully read, with their lengths.
@@ -381,10 +585,10 @@ pub mod seccomp_fd {
     }
 
     /// Put `bytes` into a [`sealed_memfd`], keep it open until consumed, and return
-    /// its fd number for `StagePlan::pass_fds`.
-    pub fn create(bytes: &[u8]) -> std::io::Result<RawFd> {
+    /// a duplicate (sharing its open file description) to pass to the child.
+    pub fn create(bytes: &[u8]) -> std::io::Result<OwnedFd> {
         let fd = sealed_memfd(bytes)?;
-        let raw = fd.as_raw_fd();
+        let raw = fd.try_clone()?;
         let mut pending = PENDING.lock().unwrap_or_else(|p| p.into_inner());
         close_consumed(&mut pending);
         pending.push((fd, bytes.len() as u64));
@@ -443,6 +647,56 @@ mod tests {
     }
 
     #[test]
+    fn helper_arguments_round_trip_from_the_plan() {
+        let host = HostFacts {
+            os: "linux",
+            kernel_landlock_abi: 7,
+            landlock_abi: 7,
+            landlock_abi_cap: None,
+            seccomp: true,
+            euid: 1000,
+            egid: 1000,
+            namespaces: Namespaces::UserNamespace,
+            bwrap: Some("/usr/bin/bwrap".into()),
+            disabled_runners: vec![],
+            stage_helper: Some("/opt/cordon".into()),
+        };
+        let policy = ExecutionPolicy {
+            mode: Mode::WorkspaceWrite,
+            workspace: "/home/u/p".into(),
+            writable_roots: vec![],
+            protected: vec![],
+            network: false,
+            best_effort: false,
+        };
+        let input = PlanInput {
+            policy: &policy,
+            host: &host,
+            program: "/bin/echo".into(),
+            argv: vec!["echo".into(), "--".into(), "-x".into()],
+            cwd: "/home/u/p".into(),
+            run_dir: "/tmp/r".into(),
+            new_session: true,
+        };
+        let args = bwrap_args(&input).unwrap();
+        let at = args.iter().position(|a| a == STAGE_HELPER_ARG).unwrap();
+        assert_eq!(args[at - 1], STAGE_HELPER_EXEC);
+        let plan = parse_helper_args(&args[at + 1..]).unwrap();
+        assert_eq!(plan.program.as_bytes(), b"/bin/echo");
+        let argv: Vec<&[u8]> = plan.argv.iter().map(|a| a.as_bytes()).collect();
+        assert_eq!(argv, [&b"echo"[..], b"--", b"-x"], "the caller's argv[0] and a later `--` survive");
+        assert_eq!(plan.restrict_flags, super::super::landlock::LANDLOCK_LOG_NEW_EXEC_ON);
+        let late: Vec<&[u8]> = plan.late_landlock_rules.iter().map(|(p, _)| p.as_bytes()).collect();
+        assert_eq!(late, [&b"/tmp"[..], b"/dev/shm"]);
+        assert!(plan.notify);
+        // Refused: unknown options, a missing command, a missing value.
+        for bad in [&["--bogus", "--", "/bin/x", "x"][..], &["--abi", "7", "--restrict-flags", "0", "--"], &["--abi"]] {
+            let bad: Vec<OsString> = bad.iter().map(OsString::from).collect();
+            assert!(parse_helper_args(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn setup_failure_rests_on_the_unread_program_only() {
         let err = "bwrap: Creating new namespace failed: No space left on device\n";
         assert_eq!(
@@ -470,6 +724,7 @@ mod tests {
             namespaces: Namespaces::UserNamespace,
             bwrap: Some("/usr/bin/bwrap".into()),
             disabled_runners: vec![],
+            stage_helper: None,
         };
         assert_eq!(BwrapRunner.probe(&host), ProbeStatus::Available);
         host.namespaces = Namespaces::Unavailable { reason: "blocked".into() };

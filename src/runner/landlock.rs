@@ -65,8 +65,13 @@ pub fn landlock_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restric
                  refuses every cross-directory rename) and read-only mounts do not cover special files"
                     .to_string(),
             ),
-            FsWrite | Network | UnixSockets | HostUnixSockets | ProcessInspection | TerminalInjection
-            | SyscallFilter | Privileges | FdIsolation => None,
+            FsWrite if !ns => Some(format!(
+                "device nodes already inside the writable roots stay usable: without a mount namespace they \
+                 cannot be attached nodev, and Landlock refuses only creating them: {why_ns}"
+            )),
+            FsWrite if ns && abi >= 2 => read_only_workspace_under_private_tmp(policy),
+            FsWrite | Network | UnixSockets | HostUnixSockets | ProcessInspection | TerminalInjection | SyscallFilter | Privileges
+            | FdIsolation => None,
             FsTruncate if abi < 3 && !ns => Some(format!(
                 "Landlock ABI {abi} < 3 cannot restrict truncate, and the read-only mount layer is unavailable: {why_ns}"
             )),
@@ -102,6 +107,23 @@ pub fn landlock_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restric
         gaps.push((DenialAudit, format!("Landlock ABI {abi} < 7 cannot log the sandbox's denials")));
     }
     gaps
+}
+
+/// The `fs-write` gap of a read-only workspace that lies under `/tmp` or `/dev/shm`
+/// (pure), for both Linux runners when they apply Landlock over private tmpfs mounts:
+/// Landlock grants writes beneath the private tmpfs and its rules accumulate across
+/// the mount attached there, so only the workspace's read-only mount stops writes,
+/// and a read-only mount does not stop opening an existing FIFO for writing.
+pub fn read_only_workspace_under_private_tmp(policy: &ExecutionPolicy) -> Option<String> {
+    if policy.mode >= crate::mode::Mode::WorkspaceWrite {
+        return None;
+    }
+    let tmpfs = PRIVATE_TMPFS.iter().find(|t| policy.workspace.starts_with(t))?;
+    Some(format!(
+        "FIFOs in the read-only workspace {} stay writable: it lies under the private {tmpfs}, where Landlock \
+         grants writes, and its read-only mount does not cover special files (move the workspace out of {tmpfs})",
+        policy.workspace.display()
+    ))
 }
 
 /// The host paths attached inside the sandbox on top of the read-only tree: the
@@ -177,27 +199,8 @@ impl Runner for LandlockRunner {
             }
         }
         let tmpdir = if ns { PathBuf::from("/tmp") } else { input.run_tmp() };
-        let mut write = policy.writable();
-        let mut write_in_child = Vec::new();
-        if ns {
-            write_in_child.extend([PathBuf::from("/tmp"), PathBuf::from("/dev/shm")]);
-        } else {
-            write.push(input.run_tmp());
-            write.push(input.run_shm());
-        }
-        let landlock = LandlockPlan {
-            abi,
-            read: vec![PathBuf::from("/")],
-            write,
-            write_in_child,
-            devices: WRITABLE_DEVICES.iter().map(PathBuf::from).collect(),
-            deny_tcp: policy.network_restricted() && abi >= 4,
-            // In every confined mode: with the network on, seccomp refuses unix sockets
-            // too (`host_unix_closed`); the scope is the kernel's own second layer.
-            scope_abstract_unix: abi >= 6,
-            scope_signals: abi >= 6,
-            restrict_flags: if abi >= 7 { LANDLOCK_LOG_NEW_EXEC_ON } else { 0 },
-        };
+        let private = if ns { PrivateTmp::InChild } else { PrivateTmp::Host(input.run_tmp(), input.run_shm()) };
+        let landlock = landlock_plan(policy, abi, private);
         Ok(LaunchPlan {
             runner: RunnerKind::Landlock,
             program: input.program.clone(),
@@ -210,12 +213,52 @@ impl Runner for LandlockRunner {
             seccomp: Some(policy.network || !policy.mode.is_confined()),
             seccomp_fd: None,
             path_fds: Vec::new(),
+            stage_helper: None,
+            env_fd: None,
             drop_capabilities: true,
             no_new_privs: true,
             new_session: input.new_session,
             needs_run_dir: !ns,
             enforcement: self.enforcement(policy, host),
         })
+    }
+}
+
+/// Where a run's private temp directories are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrivateTmp {
+    /// Fresh tmpfs mounts on `/tmp` and `/dev/shm` that exist only inside the child:
+    /// their rules are added there (`LandlockPlan::write_in_child`).
+    InChild,
+    /// Per-run host directories (`tmp`, `shm`) standing in for them.
+    Host(PathBuf, PathBuf),
+}
+
+/// The Landlock rules of a confined run (pure), shared by both Linux runners (the
+/// `bwrap` runner applies them in its stage helper): read and execute everywhere;
+/// write beneath the writable roots, the private temp directories and the
+/// [`WRITABLE_DEVICES`]; TCP denied with the network off (ABI 4); abstract unix
+/// sockets (network off) and signals scoped (ABI 6); audit logging (ABI 7). This
+/// is the one place rule paths come from.
+pub fn landlock_plan(policy: &ExecutionPolicy, abi: u32, private: PrivateTmp) -> LandlockPlan {
+    let mut write = policy.writable();
+    let mut write_in_child = Vec::new();
+    match private {
+        PrivateTmp::InChild => write_in_child.extend(PRIVATE_TMPFS.iter().map(PathBuf::from)),
+        PrivateTmp::Host(tmp, shm) => write.extend([tmp, shm]),
+    }
+    LandlockPlan {
+        abi,
+        read: vec![PathBuf::from("/")],
+        write,
+        write_in_child,
+        devices: WRITABLE_DEVICES.iter().map(PathBuf::from).collect(),
+        deny_tcp: policy.network_restricted() && abi >= 4,
+        // In every confined mode: with the network on, seccomp refuses unix sockets
+        // too (`host_unix_closed`); the scope is the kernel's own second layer.
+        scope_abstract_unix: abi >= 6,
+        scope_signals: abi >= 6,
+        restrict_flags: if abi >= 7 { LANDLOCK_LOG_NEW_EXEC_ON } else { 0 },
     }
 }
 
@@ -227,7 +270,8 @@ pub const PRIVATE_TMPFS: [&str; 2] = ["/tmp", "/dev/shm"];
 ///    taken before anything is hidden; 3. a fresh `/proc`; 4. fresh tmpfs on `/tmp`
 ///    and `/dev/shm`, with mount points for exposed paths that lived there; 5. the
 ///    exposed paths (shallow first), then protected paths on top; 6. everything
-///    read-only; 7. the private tmpfs mounts and the writable roots writable again.
+///    read-only, and every exposed tree `nodev,nosuid` (the private tmpfs mounts are
+///    mounted so); 7. the private tmpfs mounts and the writable roots writable again.
 ///
 /// Note: Landlock grants the private `/tmp` write access beneath it, and Landlock
 /// rules accumulate across mount points, so a read-only workspace attached under
@@ -263,6 +307,12 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
     steps.extend(dirs.into_iter().map(|path| MountStep::Mkdir { path }));
     steps.extend(attach);
     steps.push(MountStep::ReadOnlyRecursive);
+    // The attached trees keep their host mounts' flags: a host filesystem mounted
+    // without nodev would let a device node in a writable root be opened (Landlock
+    // grants writes there, and mknod's refusal does not cover nodes that already exist).
+    for p in &exposed {
+        steps.push(MountStep::NoDevNoSuid { target: p.clone() });
+    }
     for t in PRIVATE_TMPFS {
         steps.push(MountStep::Writable { target: PathBuf::from(t) });
     }
@@ -313,6 +363,7 @@ mod tests {
             },
             bwrap: None,
             disabled_runners: vec![],
+            stage_helper: None,
         }
     }
 
@@ -348,7 +399,7 @@ mod tests {
     fn no_namespaces_names_the_mount_layer_gaps() {
         let e = LandlockRunner.enforcement(&policy(Mode::WorkspaceWrite), &host(7, false));
         let names: Vec<_> = e.gaps.iter().map(|g| g.restriction.as_str()).collect();
-        for want in ["fs-metadata", "protected-paths", "private-tmp", "process-lifetime", "ipc"] {
+        for want in ["fs-write", "fs-metadata", "protected-paths", "private-tmp", "process-lifetime", "ipc"] {
             assert!(names.contains(&want), "{want} missing from {names:?}");
         }
     }

@@ -88,6 +88,8 @@ impl Runner for SeatbeltRunner {
             seccomp: None,
             seccomp_fd: None,
             path_fds: Vec::new(),
+            stage_helper: None,
+            env_fd: None,
             drop_capabilities: false,
             no_new_privs: false,
             new_session: input.new_session,

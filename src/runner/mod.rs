@@ -273,6 +273,13 @@ pub enum MountStep {
     },
     /// Everything read-only, recursively.
     ReadOnlyRecursive,
+    /// `nodev` and `nosuid` on the tree attached at `target`, recursively: a device
+    /// node planted in (or already inside) an exposed path cannot be opened as a
+    /// device, and no set-id bit takes effect there.
+    NoDevNoSuid {
+        /// Target path (an attached exposed path).
+        target: PathBuf,
+    },
     /// Make the mount at `target` writable again (non-recursive).
     Writable {
         /// Target path.
@@ -326,6 +333,46 @@ pub struct SeccompFd {
     pub child_fd: i32,
 }
 
+/// How the command's environment reaches it when it does not travel in the stage's
+/// own `execve`: a sealed memfd the child inherits as `child_fd`. The stage then
+/// executes its program (bubblewrap) with an empty environment, so no variable of the
+/// request (`LD_PRELOAD`, `GLIBC_TUNABLES`, ...) is acted on by a process that is not
+/// yet confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct EnvFd {
+    /// The fd number in the child (above 2).
+    pub child_fd: i32,
+    /// What the memfd holds.
+    pub format: EnvFdFormat,
+}
+
+/// The content of an [`EnvFd`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EnvFdFormat {
+    /// `NAME=value` entries, each ending in NUL (read by cordon's stage helper).
+    Entries,
+    /// bubblewrap arguments `--setenv NAME value`, NUL-separated (`--args FD`).
+    BwrapSetenv,
+}
+
+/// cordon's stage helper, executed by bubblewrap inside the finished sandbox: the
+/// parent builds the Landlock ruleset from `landlock` and passes it, the seccomp
+/// program ([`LaunchPlan::seccomp_fd`]), a status pipe and the executable `exe` as
+/// inherited fds (numbers in `cordon_stage::helper`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StageHelperPlan {
+    /// The cordon executable (opened by the parent; bubblewrap executes it through
+    /// `/proc/self/fd/N`, so it need not be visible inside).
+    pub exe: PathBuf,
+    /// The Landlock rules (the same as the landlock runner's).
+    pub landlock: LandlockPlan,
+    /// The helper installs the supervised seccomp program and hands its listener to
+    /// cordon's supervisor (`cordon_stage::helper::NOTIFY_FD`), so refused network and
+    /// process syscalls are reported as denials.
+    pub supervised: bool,
+}
+
 /// A complete, pure description of how to launch one command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LaunchPlan {
@@ -351,9 +398,15 @@ pub struct LaunchPlan {
     /// filter is compiled into a sealed memfd that the child inherits as `child_fd`
     /// (bubblewrap's `--seccomp FD`).
     pub seccomp_fd: Option<SeccompFd>,
-    /// Pinned paths whose fds the child inherits at the given numbers (above 2, after
-    /// any `seccomp_fd`): a helper binds exactly those files (bubblewrap's `--bind-fd`).
-    pub path_fds: Vec<(PathBuf, i32)>,
+    /// Pinned paths whose fds the child inherits at the given numbers, and whether
+    /// each is bound writable: a helper binds exactly those files (bubblewrap's
+    /// `--bind-fd`), and the stage helper inside verifies each destination.
+    pub path_fds: Vec<(PathBuf, i32, bool)>,
+    /// The command's environment through an inherited fd instead of `execve`.
+    pub env_fd: Option<EnvFd>,
+    /// A confinement stage applied by cordon's helper inside bubblewrap, after
+    /// bubblewrap built the sandbox (see [`bwrap`]).
+    pub stage_helper: Option<StageHelperPlan>,
     /// Drop all capabilities.
     pub drop_capabilities: bool,
     /// Set `no_new_privs`.

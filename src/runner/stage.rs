@@ -2,7 +2,7 @@
 //! Landlock ruleset, compile the seccomp filters, create mount points, convert paths
 //! to C strings. This is the I/O half of planning; nothing here decides policy.
 
-use super::{LandlockPlan, LaunchPlan, MountStep};
+use super::{EnvFdFormat, LandlockPlan, LaunchPlan, MountStep};
 use crate::pin::{open_no_symlinks, Pins};
 use cordon_stage::{IdMaps, MountOp, StagePlan, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 use landlock::{
@@ -11,6 +11,11 @@ use landlock::{
 };
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+/// Fds passed to the child are first duplicated to this number or above: one more
+/// than the highest fd number any plan uses in the child
+/// (`cordon_stage::helper::NOTIFY_FD`).
+const PASS_FD_FLOOR: RawFd = cordon_stage::helper::NOTIFY_FD + 1;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -40,10 +45,22 @@ pub enum MaterializeError {
         /// The path.
         path: PathBuf,
     },
-    /// A pinned fd could not be duplicated for the child.
-    #[error("passing the pinned `{path}` to the child: {source}")]
+    /// An fd for the child could not be prepared.
+    #[error("passing {what} to the sandbox: {source}")]
     PassFd {
-        /// The path.
+        /// Which fd.
+        what: &'static str,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The plan's stage helper hands a seccomp listener over, but no notification
+    /// socket was given (its observed syscalls would block with nobody to answer).
+    #[error("the stage helper's seccomp listener needs a notification socket")]
+    NoSupervisor,
+    /// The stage helper (the cordon executable) could not be opened.
+    #[error("opening the stage helper `{path}`: {source}")]
+    StageHelper {
+        /// Its path.
         path: PathBuf,
         /// The error.
         source: std::io::Error,
@@ -67,7 +84,7 @@ fn cpath(p: &Path) -> Result<CString, MaterializeError> {
 }
 
 /// Everything beneath a writable root except creating device nodes.
-fn write_access(abi: u32) -> landlock::BitFlags<AccessFs> {
+pub(crate) fn write_access(abi: u32) -> landlock::BitFlags<AccessFs> {
     AccessFs::from_all(ABI::from(abi as i32)) & !(AccessFs::MakeChar | AccessFs::MakeBlock)
 }
 
@@ -158,6 +175,7 @@ pub fn materialize(
         .iter()
         .map(|a| cstr(a.as_bytes(), || format!("argument `{}`", a.to_string_lossy())))
         .collect::<Result<Vec<_>, _>>()?;
+    let env_pairs = envp;
     let envp = envp
         .iter()
         .map(|(k, v)| {
@@ -226,19 +244,18 @@ pub fn materialize(
             MountStep::ReadOnlyRecursive => {
                 MountOp::SetAttr { target: c"/".to_owned(), recursive: true, set: MOUNT_ATTR_RDONLY, clear: 0 }
             }
-            // An attached root: its attributes are set through the tree's fd. Writable
-            // roots are nodev and nosuid throughout (a device node or setuid file that
-            // sits in a workspace stays inert), and writable at their top mount only.
-            MountStep::Writable { target } => match attached_slot(target) {
+            // Attached roots: attributes are set through the tree's fd, never a path a
+            // concurrent command could have swapped. Exposed trees are nodev and nosuid
+            // throughout (a device node or setuid file sitting in a workspace stays
+            // inert), and writable roots writable at their top mount only.
+            MountStep::NoDevNoSuid { target } => match attached_slot(target) {
                 Some(slot) => {
-                    mounts.push(MountOp::SetAttrSlot {
-                        slot,
-                        recursive: true,
-                        set: MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
-                        clear: 0,
-                    });
-                    MountOp::SetAttrSlot { slot, recursive: false, set: 0, clear: MOUNT_ATTR_RDONLY }
+                    MountOp::SetAttrSlot { slot, recursive: true, set: MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID, clear: 0 }
                 }
+                None => return Err(MaterializeError::Unpinned { path: target.clone() }),
+            },
+            MountStep::Writable { target } => match attached_slot(target) {
+                Some(slot) => MountOp::SetAttrSlot { slot, recursive: false, set: 0, clear: MOUNT_ATTR_RDONLY },
                 // The private tmpfs mounts (already nodev, nosuid), in this fresh
                 // namespace before anything else runs there.
                 None => MountOp::SetAttr { target: cpath(target)?, recursive: false, set: 0, clear: MOUNT_ATTR_RDONLY },
@@ -265,27 +282,96 @@ pub fn materialize(
         }
         None => (Vec::new(), Default::default()),
     };
+    // Every passed fd is duplicated above the highest child fd number first, so that
+    // no `dup2` in the child's list overwrites a later entry's source.
+    let floor = plan.path_fds.iter().map(|(_, fd, _)| *fd + 1).max().unwrap_or(0).max(PASS_FD_FLOOR);
+    let mut keep: Vec<OwnedFd> = Vec::new();
+    let mut pass = |fd: RawFd, child_fd: RawFd, what: &'static str| {
+        let dup =
+            cordon_stage::fds::dup_above(fd, floor).map_err(|source| MaterializeError::PassFd { what, source })?;
+        let raw = dup.as_raw_fd();
+        keep.push(dup);
+        Ok::<(RawFd, RawFd), MaterializeError>((raw, child_fd))
+    };
     let mut pass_fds = Vec::new();
+    // A supervised stage helper installs the program with a listener it hands back.
+    let helper_notify = plan.stage_helper.as_ref().is_some_and(|h| h.supervised);
+    let mut observed = observed;
     if let Some(s) = &plan.seccomp_fd {
-        let bytes = super::bwrap::program_bytes(&super::seccomp::compile_filter(s.network_allowed)?);
+        let program = super::seccomp::compile_program(s.network_allowed, helper_notify)?;
+        if helper_notify {
+            observed = program.observed.clone();
+        }
+        let bytes = super::bwrap::program_bytes(&program.insns);
         let fd = super::bwrap::seccomp_fd::create(&bytes).map_err(MaterializeError::SeccompFd)?;
-        pass_fds.push((fd, s.child_fd));
+        pass_fds.push(pass(fd.as_raw_fd(), s.child_fd, "the seccomp program")?);
     }
-    // Pinned sources, duplicated above every child fd number so no `dup2` in the
-    // child overwrites a source it still needs.
-    let above = plan.path_fds.iter().map(|(_, fd)| *fd).max().unwrap_or(2) + 1;
-    let mut held = Vec::new();
-    for (path, child_fd) in &plan.path_fds {
+    if let Some(e) = &plan.env_fd {
+        let mut bytes = Vec::new();
+        for (k, v) in env_pairs {
+            match e.format {
+                EnvFdFormat::Entries => {
+                    bytes.extend_from_slice(k.as_bytes());
+                    bytes.push(b'=');
+                    bytes.extend_from_slice(v.as_bytes());
+                    bytes.push(0);
+                }
+                EnvFdFormat::BwrapSetenv => {
+                    for part in [b"--setenv".as_slice(), k.as_bytes(), v.as_bytes()] {
+                        bytes.extend_from_slice(part);
+                        bytes.push(0);
+                    }
+                }
+            }
+        }
+        let fd = super::bwrap::seccomp_fd::sealed_memfd(&bytes)
+            .map_err(|source| MaterializeError::PassFd { what: "the command's environment", source })?;
+        pass_fds.push(pass(fd.as_raw_fd(), e.child_fd, "the command's environment")?);
+    }
+    let mut helper_status = None;
+    if let Some(h) = &plan.stage_helper {
+        use cordon_stage::helper::{EXE_FD, RULESET_FD, STATUS_FD};
+        let ruleset = build_ruleset(&h.landlock, &inherited_terminals(&stdio), pins)?;
+        let exe = std::fs::File::open(&h.exe)
+            .map_err(|source| MaterializeError::StageHelper { path: h.exe.clone(), source })?;
+        let (status_read, status_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| MaterializeError::PassFd { what: "the helper's status pipe", source: e.into() })?;
+        pass_fds.push(pass(ruleset.as_raw_fd(), RULESET_FD, "the Landlock ruleset")?);
+        pass_fds.push(pass(status_write.as_raw_fd(), STATUS_FD, "the helper's status pipe")?);
+        pass_fds.push(pass(exe.as_raw_fd(), EXE_FD, "the stage helper")?);
+        // What the helper verifies inside, once bubblewrap has resolved every bind
+        // destination and the working directory itself.
+        let mut checks = Vec::new();
+        for (path, _, writable) in &plan.path_fds {
+            let id = pins.id(path).ok_or_else(|| MaterializeError::Unpinned { path: path.clone() })?;
+            checks
+                .extend_from_slice(format!("{} {} {} ", if *writable { 'w' } else { 'r' }, id.dev, id.ino).as_bytes());
+            checks.extend_from_slice(path.as_os_str().as_bytes());
+            checks.push(0);
+        }
+        if let Some(id) = pins.id(&plan.cwd) {
+            checks.extend_from_slice(format!("c {} {} .", id.dev, id.ino).as_bytes());
+            checks.push(0);
+        }
+        let checks_fd = super::bwrap::seccomp_fd::sealed_memfd(&checks)
+            .map_err(|source| MaterializeError::PassFd { what: "the helper's checks", source })?;
+        pass_fds.push(pass(checks_fd.as_raw_fd(), cordon_stage::helper::CHECKS_FD, "the helper's checks")?);
+        helper_status = Some(status_read);
+        if h.supervised {
+            let Some(sock) = notify_socket else { return Err(MaterializeError::NoSupervisor) };
+            pass_fds.push(pass(sock, cordon_stage::helper::NOTIFY_FD, "the notification socket")?);
+        }
+    }
+    // Pinned bind sources (bubblewrap's `--bind-fd`).
+    for (path, child_fd, _) in &plan.path_fds {
         let fd = pins.fd(path).ok_or_else(|| MaterializeError::Unpinned { path: path.clone() })?;
-        let owned = cordon_stage::fds::dup_cloexec_above(fd.as_raw_fd(), above)
-            .map_err(|source| MaterializeError::PassFd { path: path.clone(), source })?;
-        pass_fds.push((owned.as_raw_fd(), *child_fd));
-        held.push(owned);
+        pass_fds.push(pass(fd.as_raw_fd(), *child_fd, "a pinned bind source")?);
     }
     let stage = StagePlan {
         program,
         argv,
-        envp,
+        // With the environment in an fd, the stage's program gets none of it.
+        envp: if plan.env_fd.is_some() { Vec::new() } else { envp },
         cwd,
         cwd_expect: pins.id(&plan.cwd),
         stdio,
@@ -299,11 +385,11 @@ pub fn materialize(
         landlock,
         late_landlock_rules,
         pass_fds,
-        notify_socket: if observed.is_empty() { None } else { notify_socket },
+        notify_socket: if observed.is_empty() || helper_notify { None } else { notify_socket },
         drop_capabilities: plan.drop_capabilities,
         seccomp,
     };
-    Ok(Materialized { stage, observed, held })
+    Ok(Materialized { stage, observed, keep, helper_status, helper_notify })
 }
 
 /// A materialized plan and what its seccomp notifications mean.
@@ -313,6 +399,12 @@ pub struct Materialized {
     pub stage: StagePlan,
     /// Observed syscalls (empty when no supervisor is attached).
     pub observed: std::collections::BTreeMap<i64, super::seccomp::Observed>,
-    /// The fds `stage.pass_fds` names, kept open until the child is spawned.
-    pub held: Vec<OwnedFd>,
+    /// The sources of `stage.pass_fds`: keep them open until `spawn` returned.
+    pub keep: Vec<OwnedFd>,
+    /// The read end of the stage helper's status pipe (see
+    /// `cordon_stage::helper::read_status`), when the plan has a helper.
+    pub helper_status: Option<OwnedFd>,
+    /// The stage helper will send its seccomp listener on the notification socket
+    /// once bubblewrap has built the sandbox (later than `spawn` returns).
+    pub helper_notify: bool,
 }
