@@ -642,6 +642,10 @@ pub struct CeilingArgs {
     /// An extra writable root requests may use (absolute path; repeatable).
     #[arg(long = "writable", value_name = "DIR")]
     pub writable: Vec<PathBuf>,
+    /// Allow a writable root (or workspace) that is, lies inside or contains a system
+    /// directory such as /etc, /usr or /var/lib; requests inherit it and cannot set it.
+    #[arg(long)]
+    pub allow_system_root: bool,
     /// Allow requests to turn the network on in confined modes.
     #[arg(long)]
     pub network: bool,
@@ -653,7 +657,14 @@ pub struct CeilingArgs {
 impl Default for CeilingArgs {
     /// The same defaults as the command line: `workspace-write` in the current directory.
     fn default() -> Self {
-        CeilingArgs { mode: Mode::WorkspaceWrite, cwd: None, writable: Vec::new(), network: false, best_effort: false }
+        CeilingArgs {
+            mode: Mode::WorkspaceWrite,
+            cwd: None,
+            writable: Vec::new(),
+            allow_system_root: false,
+            network: false,
+            best_effort: false,
+        }
     }
 }
 
@@ -675,6 +686,9 @@ pub struct Ceiling {
     pub network: bool,
     /// Runs may proceed with enforcement gaps (never settable by a request).
     pub best_effort: bool,
+    /// Writable roots may be system directories (`--allow-system-root`; never settable
+    /// by a request, which inherits it).
+    pub allow_system_root: bool,
 }
 
 impl Ceiling {
@@ -689,6 +703,7 @@ impl Ceiling {
             writable_roots: args.writable.clone(),
             network: args.network,
             best_effort: args.best_effort,
+            allow_system_root: args.allow_system_root,
             ..PolicyRequest::default()
         };
         let policy = resolve_policy(&req, &cwd)?;
@@ -698,6 +713,7 @@ impl Ceiling {
             writable_roots: policy.writable_roots,
             network: policy.network,
             best_effort: policy.best_effort,
+            allow_system_root: args.allow_system_root,
         })
     }
 
@@ -735,6 +751,7 @@ impl Ceiling {
             writable_roots: self.writable_roots.clone(),
             network: self.network,
             best_effort: self.best_effort,
+            allow_system_root: self.allow_system_root,
             ..PolicyRequest::default()
         };
         resolve_policy(&req, &self.workspace)
@@ -829,8 +846,14 @@ impl Ceiling {
             None => Stdin::Null,
         };
         req.env = params.env;
-        req.policy =
-            PolicyRequest { mode, writable_roots, network, best_effort: self.best_effort, ..PolicyRequest::default() };
+        req.policy = PolicyRequest {
+            mode,
+            writable_roots,
+            network,
+            best_effort: self.best_effort,
+            allow_system_root: self.allow_system_root,
+            ..PolicyRequest::default()
+        };
         Ok(req)
     }
 
