@@ -1010,6 +1010,25 @@ mod tests {
     }
 
     #[test]
+    fn allow_system_root_is_a_ceiling_flag_requests_inherit_and_cannot_set() {
+        let dir = tempfile::tempdir().unwrap();
+        for allow in [false, true] {
+            let args = CeilingArgs { cwd: Some(dir.path().into()), allow_system_root: allow, ..CeilingArgs::default() };
+            let c = Ceiling::from_args(&args).unwrap();
+            assert_eq!(c.allow_system_root, allow);
+            assert_eq!(c.to_json()["allow_system_root"], allow);
+            assert_eq!(c.clamp(params("true")).unwrap().policy.allow_system_root, allow);
+        }
+        let e = line(r#"{"id":1,"method":"run","params":{"command":"x","allow_system_root":true}}"#).unwrap_err();
+        assert_eq!(e.error.data["field"], "allow_system_root");
+        // A system directory as the ceiling's root is refused without the flag.
+        let args =
+            CeilingArgs { cwd: Some(dir.path().into()), writable: vec!["/etc".into()], ..CeilingArgs::default() };
+        let err = Ceiling::from_args(&args).unwrap_err();
+        assert!(matches!(err, CordonError::InvalidPolicy(crate::error::PolicyError::TooWide { .. })), "{err}");
+    }
+
+    #[test]
     fn clamp_defaults_to_the_ceiling_and_refuses_widening() {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
