@@ -351,13 +351,13 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
         let mut budget = MAX_DISCOVERY_ENTRIES;
         for base in writable.iter().filter(|b| !writable.iter().any(|o| o != *b && b.starts_with(o))) {
             discover_git_dirs(base, &mut budget, &mut protected)?;
+            protected.sort();
+            protected.dedup();
             if protected.len() > MAX_PROTECTED {
                 return Err(PolicyError::TooManyProtected { root: base.to_path_buf(), limit: MAX_PROTECTED });
             }
         }
         protected.retain(|p: &PathBuf| writable.iter().any(|w| p.starts_with(w)));
-        protected.sort();
-        protected.dedup();
         for w in &writable {
             if let Some(p) = protected.iter().find(|p| w.starts_with(p)) {
                 return Err(PolicyError::RootInsideProtected { root: w.to_path_buf(), protected: p.clone() });
@@ -756,9 +756,14 @@ mod tests {
         std::os::unix::fs::symlink(dir.path().join("elsewhere"), ws.join("pkg/.git")).unwrap();
         assert!(matches!(resolve_policy(&req(Mode::WorkspaceWrite), &ws), Err(PolicyError::ProtectedSymlink { .. })));
         std::fs::remove_file(ws.join("pkg/.git")).unwrap();
-        for i in 0..=MAX_PROTECTED {
+        // The workspace's own .git is found twice (default `protected` and the search)
+        // but counts once.
+        std::fs::create_dir_all(ws.join(".git")).unwrap();
+        for i in 1..MAX_PROTECTED {
             std::fs::create_dir_all(ws.join(format!("r{i}/.git"))).unwrap();
         }
+        assert_eq!(resolve_policy(&req(Mode::WorkspaceWrite), &ws).unwrap().protected.len(), MAX_PROTECTED);
+        std::fs::create_dir_all(ws.join("one-more/.git")).unwrap();
         assert!(matches!(resolve_policy(&req(Mode::WorkspaceWrite), &ws), Err(PolicyError::TooManyProtected { .. })));
     }
 
