@@ -52,7 +52,39 @@ pub enum PolicyError {
         /// The canonical path.
         path: PathBuf,
         /// What it would expose.
-        why: &'static str,
+        why: WidthReason,
+    },
+    /// Looking for git directories under a writable root failed; nothing ran, because
+    /// a repository that was not found could not be protected.
+    #[error("cannot search writable root `{root}` for git directories: `{path}`: {source}")]
+    Discovery {
+        /// The writable root being searched.
+        root: PathBuf,
+        /// The entry that could not be read.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A writable root holds more entries than the git-directory search visits.
+    #[error(
+        "writable root `{root}` holds more than {limit} entries to search for git directories; \
+         pass a narrower directory"
+    )]
+    DiscoveryLimit {
+        /// The writable root being searched when the bound was reached.
+        root: PathBuf,
+        /// The bound (entries visited per call).
+        limit: usize,
+    },
+    /// More protected paths than a run can attach read-only.
+    #[error(
+        "writable root `{root}` holds more than {limit} git directories to keep read-only; pass a narrower directory"
+    )]
+    TooManyProtected {
+        /// The writable root whose search crossed the bound.
+        root: PathBuf,
+        /// The bound.
+        limit: usize,
     },
     /// A writable root lies inside a protected subpath.
     #[error("writable root `{root}` lies inside protected path `{protected}`")]
@@ -87,6 +119,53 @@ pub enum PolicyError {
         /// The symlink.
         path: PathBuf,
     },
+}
+
+/// Why a path cannot be a writable root (see `crate::policy` for the rules).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WidthReason {
+    /// `/`.
+    FilesystemRoot,
+    /// The path is a home directory or one of its ancestors.
+    ContainsHome {
+        /// The home directory.
+        home: PathBuf,
+    },
+    /// The path is or lies inside a configuration location of a home directory.
+    HomeConfig {
+        /// The configuration location (`~/.ssh`, `~/bin`, ...).
+        dir: PathBuf,
+    },
+    /// The path is, lies inside or contains a system directory.
+    SystemDir {
+        /// The system directory.
+        dir: PathBuf,
+    },
+}
+
+impl std::fmt::Display for WidthReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WidthReason::FilesystemRoot => write!(f, "it is the root of the filesystem"),
+            WidthReason::ContainsHome { home } => write!(
+                f,
+                "it is or contains the home directory `{}` (dotfiles there configure other programs)",
+                home.display()
+            ),
+            WidthReason::HomeConfig { dir } => write!(
+                f,
+                "it is or lies inside `{}`, where shell, ssh, git or desktop configuration lives",
+                dir.display()
+            ),
+            WidthReason::SystemDir { dir } => write!(
+                f,
+                "it is, lies inside or contains the system directory `{}` (pass --allow-system-root, or set \
+                 `allow_system_root`, if that is really meant)",
+                dir.display()
+            ),
+        }
+    }
 }
 
 /// Every error cordon returns.

@@ -35,7 +35,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Sub {
     /// Run a command under a sandbox mode.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Manage a session's mode override (an append-only event log; docs/escalation.md).
     #[command(subcommand)]
     Session(SessionCmd),
@@ -94,6 +94,10 @@ struct RunArgs {
     /// An extra writable root (absolute path; repeatable).
     #[arg(long = "writable", value_name = "DIR")]
     writable: Vec<PathBuf>,
+    /// Allow a writable root (or workspace) that is, lies inside or contains a system
+    /// directory such as /etc, /usr or /var/lib (refused otherwise).
+    #[arg(long)]
+    allow_system_root: bool,
     /// Allow network access in confined modes.
     #[arg(long)]
     network: bool,
@@ -210,7 +214,7 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Sub::Run(args) => run(args),
+        Sub::Run(args) => run(*args),
         Sub::Probe { json } => probe(json),
         Sub::Session(cmd) => session_cmd(cmd),
         Sub::Doctor { json } => doctor(json),
@@ -260,6 +264,7 @@ fn run(args: RunArgs) -> ExitCode {
         writable_roots: args.writable,
         network: args.network,
         best_effort: args.best_effort,
+        allow_system_root: args.allow_system_root,
         ..PolicyRequest::default()
     };
     if governance.active() {

@@ -16,23 +16,111 @@
 //!   resolved paths (`sandbox.writable_roots`, `sandbox.protected`); serve and mcp
 //!   also require it to resolve inside the ceiling. Callers that take a working
 //!   directory from a model should pass a canonical path or use a ceiling.
-//! - `/` can never be writable, nor the home directory itself; a workspace of `/` or
-//!   `$HOME` is refused in `workspace-write`.
-//! - Protected subpaths default to `.git`. For a `.git` pointer file (worktrees,
-//!   submodules) the file and the directory it points to (and that directory's
-//!   `commondir`) are protected. A protected path that is a symlink is refused in
-//!   `workspace-write` (the link itself could be replaced).
-//! - A writable root inside a protected path is refused.
+//! - How wide a writable root may be ([`too_wide`], a pure function of the path, the
+//!   home directories and the flag; the same rule for the workspace in
+//!   `workspace-write`):
+//!   1. never `/`;
+//!   2. never a home directory or an ancestor of one. The homes are the caller's
+//!      (`$HOME` and the password database's entry for the effective uid, both
+//!      canonical) and, from `/etc/passwd`, uid 0's and every account whose shell is
+//!      not `nologin`/`false` ([`passwd_homes`]);
+//!   3. never a configuration location of one of those homes, or anything inside one:
+//!      every top-level dot-directory (`~/.ssh`, `~/.config`, `~/.local`, `~/.gnupg`,
+//!      `~/.bashrc.d`, ...) plus `~/bin` (on `PATH` by default) and `~/Library`
+//!      (macOS launch agents) ([`HOME_CONFIG_DIRS`]);
+//!   4. unless [`PolicyRequest::allow_system_root`] is set, never a system directory
+//!      ([`SYSTEM_DIRS`]), anything inside one or anything containing one. `/tmp`,
+//!      `/var/tmp` and their subdirectories are not system directories. A path inside
+//!      the caller's own password-database home (`/root/project` for uid 0) is exempt
+//!      from this rule only (rules 2 and 3 still apply).
 //!
-//! What it does not do: it does not decide how a runner enforces the policy.
+//!   Accounts known only to other NSS sources (LDAP, systemd-homed) count through the
+//!   caller's own entry only.
+//! - Protected paths, in `workspace-write` only: each relative path of
+//!   [`PolicyRequest::protected`] (default `.git`) under each writable root, plus every
+//!   git directory and gitfile found under each writable root when the call is
+//!   resolved ([`MAX_DISCOVERY_ENTRIES`] bounds the search). What counts: any entry
+//!   named `.git` (a directory, or a gitfile together with the directory its
+//!   `gitdir:` line names and that directory's `commondir`: submodules, linked
+//!   worktrees, `--separate-git-dir`), and any directory holding `HEAD`, `objects/`
+//!   and `refs/` (a bare repository). The search reads directories without following
+//!   symlinks and does not descend into a git directory it found; it skips a
+//!   directory the caller cannot search (nothing under it is reachable by the command,
+//!   which runs as the same user without capabilities) and fails closed on any other
+//!   error. A protected path that is a symlink is refused (the link itself could be
+//!   replaced).
+//! - A writable root (or the workspace, in `workspace-write`) that is or lies inside a
+//!   protected path or a git directory is refused, as is a policy with more than
+//!   [`MAX_PROTECTED`] protected paths.
+//!
+//! What it does not do: it does not decide how a runner enforces the policy, and it
+//! cannot protect a repository the command creates during the run (that is the
+//! command's own content; `git` run later in such a directory reads its config).
 
-use crate::error::PolicyError;
+use crate::error::{PolicyError, WidthReason};
 use crate::mode::Mode;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
 
 /// The default protected subpaths of a workspace.
 pub const DEFAULT_PROTECTED: [&str; 1] = [".git"];
+
+/// Entries the git-directory search visits per call, over all writable roots. A
+/// bound on the time a policy takes to resolve (about 1 µs per entry measured by
+/// `bench/policy_walk.py`, see docs/architecture.md); past it the call fails closed with
+/// [`PolicyError::DiscoveryLimit`] naming the root.
+pub const MAX_DISCOVERY_ENTRIES: usize = 1_000_000;
+
+/// Protected paths per policy. The landlock runner holds one detached mount (an open
+/// file descriptor) per protected path until it attaches them all, so the bound keeps
+/// well under the common 1024-descriptor soft limit.
+pub const MAX_PROTECTED: usize = 256;
+
+/// Directories of a home that configure programs the user runs later (besides every
+/// top-level dot-directory): `bin` is on `PATH` in the default shell profiles,
+/// `Library` holds macOS launch agents.
+pub const HOME_CONFIG_DIRS: [&str; 2] = ["bin", "Library"];
+
+/// System directories (canonical spellings, Linux and macOS) that no writable root may
+/// be, lie inside or contain unless [`PolicyRequest::allow_system_root`] is set: code
+/// and configuration the host runs, its state, and the kernel's interfaces.
+pub const SYSTEM_DIRS: [&str; 34] = [
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/nix",
+    "/opt",
+    "/proc",
+    "/root",
+    "/run",
+    "/sbin",
+    "/snap",
+    "/sys",
+    "/usr",
+    "/var/backups",
+    "/var/cache",
+    "/var/db",
+    "/var/lib",
+    "/var/local",
+    "/var/lock",
+    "/var/log",
+    "/var/mail",
+    "/var/opt",
+    "/var/run",
+    "/var/spool",
+    "/Applications",
+    "/Library",
+    "/System",
+    "/private/etc",
+    "/private/var/db",
+    "/private/var/root",
+];
 
 /// What the caller asks for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,6 +136,9 @@ pub struct PolicyRequest {
     pub best_effort: bool,
     /// Protected subpaths, relative to the workspace (default `.git`).
     pub protected: Vec<PathBuf>,
+    /// Allow a writable root that is, lies inside or contains a system directory
+    /// ([`SYSTEM_DIRS`]). The home-directory rules still apply.
+    pub allow_system_root: bool,
 }
 
 impl Default for PolicyRequest {
@@ -58,6 +149,7 @@ impl Default for PolicyRequest {
             network: false,
             best_effort: false,
             protected: DEFAULT_PROTECTED.iter().map(PathBuf::from).collect(),
+            allow_system_root: false,
         }
     }
 }
@@ -73,7 +165,7 @@ pub struct ExecutionPolicy {
     /// in `read-only`.
     pub writable_roots: Vec<PathBuf>,
     /// Canonical protected paths that lie inside a writable root (others are read-only
-    /// anyway).
+    /// anyway): directories and files (gitfiles).
     pub protected: Vec<PathBuf>,
     /// Network allowed.
     pub network: bool,
@@ -124,21 +216,123 @@ pub fn real_writable_path(given: &Path, canonical: &Path) -> Result<(), PolicyEr
     Ok(())
 }
 
-fn home_dir() -> Option<PathBuf> {
-    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from).and_then(|h| h.canonicalize().ok())
+/// The home directories the width rules compare against (canonical where they exist).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Homes {
+    /// `$HOME` of the caller.
+    pub env: Option<PathBuf>,
+    /// The password database's home of the effective uid.
+    pub account: Option<PathBuf>,
+    /// uid 0's and every login account's home from `/etc/passwd`.
+    pub others: Vec<PathBuf>,
 }
 
-fn too_wide(path: &Path, home: Option<&Path>) -> Option<&'static str> {
+impl Homes {
+    /// Read `$HOME`, the password database and `/etc/passwd`.
+    pub fn detect() -> Homes {
+        let env = std::env::var_os("HOME").and_then(|h| canonical_home(Path::new(&h)));
+        let account =
+            nix::unistd::User::from_uid(nix::unistd::geteuid()).ok().flatten().and_then(|u| canonical_home(&u.dir));
+        let others = std::fs::read("/etc/passwd")
+            .map(|text| passwd_homes(&text).iter().filter_map(|h| canonical_home(h)).collect())
+            .unwrap_or_default();
+        Homes { env, account, others }
+    }
+
+    fn all(&self) -> impl Iterator<Item = &Path> {
+        self.env.iter().chain(self.account.iter()).chain(self.others.iter()).map(PathBuf::as_path)
+    }
+}
+
+/// An absolute home, canonical when it exists (lexical otherwise: a home that does not
+/// exist yet still must not become writable); `None` for `/`, empty or relative.
+fn canonical_home(h: &Path) -> Option<PathBuf> {
+    if !h.is_absolute() {
+        return None;
+    }
+    let p = h.canonicalize().unwrap_or_else(|_| lexical(h));
+    (p != Path::new("/")).then_some(p)
+}
+
+/// `path` without `.` components, `..` applied lexically.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The homes of uid 0 and of every login account (shell not `nologin` or `false`; an
+/// empty shell means `/bin/sh`) in `/etc/passwd` text (pure).
+pub fn passwd_homes(text: &[u8]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for line in text.split(|b| *b == b'\n') {
+        let fields: Vec<&[u8]> = line.split(|b| *b == b':').collect();
+        let [name, _, uid, _, _, home, shell] = fields[..] else { continue };
+        if name.starts_with(b"#") || home.is_empty() {
+            continue;
+        }
+        let shell_name = shell.rsplit(|b| *b == b'/').next().unwrap_or_default();
+        let login = !matches!(shell_name, b"nologin" | b"false");
+        if uid == b"0" || login {
+            let home = PathBuf::from(std::ffi::OsStr::from_bytes(home));
+            if !out.contains(&home) {
+                out.push(home);
+            }
+        }
+    }
+    out
+}
+
+/// Why `path` (canonical) is too wide to be writable, or `None` (pure; the rules are
+/// in the module docs).
+pub fn too_wide(path: &Path, homes: &Homes, allow_system_root: bool) -> Option<WidthReason> {
     if path == Path::new("/") {
-        return Some("it is the root of the filesystem");
+        return Some(WidthReason::FilesystemRoot);
     }
-    if Some(path) == home {
-        return Some("it is the home directory (dotfiles there configure other programs)");
+    if let Some(home) = homes.all().find(|h| h.starts_with(path)) {
+        return Some(WidthReason::ContainsHome { home: home.to_path_buf() });
     }
-    None
+    for home in homes.all() {
+        let Ok(rel) = path.strip_prefix(home) else { continue };
+        if let Some(Component::Normal(first)) = rel.components().next() {
+            let config = first.as_bytes().starts_with(b".") || HOME_CONFIG_DIRS.iter().any(|d| first == *d);
+            if config {
+                return Some(WidthReason::HomeConfig { dir: home.join(first) });
+            }
+        }
+    }
+    if allow_system_root || homes.account.as_deref().is_some_and(|h| path.starts_with(h)) {
+        return None;
+    }
+    SYSTEM_DIRS
+        .iter()
+        .map(Path::new)
+        .find(|d| path.starts_with(d) || d.starts_with(path))
+        .map(|d| WidthReason::SystemDir { dir: d.to_path_buf() })
 }
 
-/// Resolve a request against the filesystem (canonicalizes paths; reads `.git` files).
+/// The git directory `path` (canonical) is or lies inside, if any: an ancestor named
+/// `.git` or one holding `HEAD`, `objects/` and `refs/`.
+fn enclosing_git_dir(path: &Path) -> Option<PathBuf> {
+    path.ancestors().find(|a| a.file_name().is_some_and(|n| n == ".git") || is_bare_git_dir(a)).map(Path::to_path_buf)
+}
+
+fn is_bare_git_dir(dir: &Path) -> bool {
+    std::fs::symlink_metadata(dir.join("HEAD")).is_ok_and(|m| !m.is_dir())
+        && dir.join("objects").is_dir()
+        && dir.join("refs").is_dir()
+}
+
+/// Resolve a request against the filesystem (canonicalizes paths; reads the password
+/// database, `.git` files and the writable roots' directories).
 pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<ExecutionPolicy, PolicyError> {
     let ws =
         workspace.canonicalize().map_err(|source| PolicyError::Workspace { path: workspace.to_path_buf(), source })?;
@@ -148,10 +342,10 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
             source: std::io::Error::from_raw_os_error(libc::ENOTDIR),
         });
     }
-    let home = home_dir();
+    let homes = Homes::detect();
     let writes = req.mode >= Mode::WorkspaceWrite;
     if writes && req.mode.is_confined() {
-        if let Some(why) = too_wide(&ws, home.as_deref()) {
+        if let Some(why) = too_wide(&ws, &homes, req.allow_system_root) {
             return Err(PolicyError::TooWide { path: ws, why });
         }
     }
@@ -169,7 +363,7 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
                 source: std::io::Error::from_raw_os_error(libc::ENOTDIR),
             });
         }
-        if let Some(why) = too_wide(&canon, home.as_deref()) {
+        if let Some(why) = too_wide(&canon, &homes, req.allow_system_root) {
             return Err(PolicyError::TooWide { path: canon, why });
         }
         if canon != ws && !roots.contains(&canon) {
@@ -181,17 +375,29 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
     let mut protected = Vec::new();
     if writes && req.mode.is_confined() {
         let writable: Vec<&Path> = std::iter::once(ws.as_path()).chain(roots.iter().map(|r| r.as_path())).collect();
+        for w in &writable {
+            if let Some(git) = enclosing_git_dir(w) {
+                return Err(PolicyError::RootInsideProtected { root: w.to_path_buf(), protected: git });
+            }
+        }
         for base in &writable {
             for rel in &req.protected {
                 collect_protected(&base.join(rel), &mut protected)?;
             }
         }
+        let mut budget = MAX_DISCOVERY_ENTRIES;
+        for base in writable.iter().filter(|b| !writable.iter().any(|o| o != *b && b.starts_with(o))) {
+            discover_git_dirs(base, &mut budget, &mut protected)?;
+            protected.sort();
+            protected.dedup();
+            if protected.len() > MAX_PROTECTED {
+                return Err(PolicyError::TooManyProtected { root: base.to_path_buf(), limit: MAX_PROTECTED });
+            }
+        }
         protected.retain(|p: &PathBuf| writable.iter().any(|w| p.starts_with(w)));
-        protected.sort();
-        protected.dedup();
-        for root in &roots {
-            if let Some(p) = protected.iter().find(|p| root.starts_with(p)) {
-                return Err(PolicyError::RootInsideProtected { root: root.clone(), protected: p.clone() });
+        for w in &writable {
+            if let Some(p) = protected.iter().find(|p| w.starts_with(p)) {
+                return Err(PolicyError::RootInsideProtected { root: w.to_path_buf(), protected: p.clone() });
             }
         }
     }
@@ -228,6 +434,72 @@ fn collect_protected(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), PolicyEr
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// An error that means the entry went away while it was being read (nothing to protect).
+fn vanished(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR))
+}
+
+/// Whether the caller (effective ids, ACLs included) may search `dir`.
+fn searchable(dir: &Path) -> bool {
+    nix::unistd::faccessat(nix::fcntl::AT_FDCWD, dir, nix::unistd::AccessFlags::X_OK, nix::fcntl::AtFlags::AT_EACCESS)
+        .is_ok()
+}
+
+/// Walk `root` for git directories and gitfiles (what counts: the module docs), adding
+/// them to `out`. Every directory entry read costs one unit of `budget`.
+fn discover_git_dirs(root: &Path, budget: &mut usize, out: &mut Vec<PathBuf>) -> Result<(), PolicyError> {
+    let fail =
+        |path: &Path, source| PolicyError::Discovery { root: root.to_path_buf(), path: path.to_path_buf(), source };
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd,
+            Err(e) if vanished(&e) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && !searchable(&dir) => continue,
+            Err(e) => return Err(fail(&dir, e)),
+        };
+        let mut subdirs = Vec::new();
+        let (mut head, mut objects, mut refs) = (false, false, false);
+        for entry in entries {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) if vanished(&e) => continue,
+                Err(e) => return Err(fail(&dir, e)),
+            };
+            if *budget == 0 {
+                return Err(PolicyError::DiscoveryLimit { root: root.to_path_buf(), limit: MAX_DISCOVERY_ENTRIES });
+            }
+            *budget -= 1;
+            let name = entry.file_name();
+            let file_type = match entry.file_type() {
+                Ok(t) => t,
+                Err(e) if vanished(&e) => continue,
+                Err(e) => return Err(fail(&dir.join(&name), e)),
+            };
+            match name.as_bytes() {
+                b".git" => {
+                    collect_protected(&dir.join(&name), out)?;
+                    continue;
+                }
+                b"HEAD" => head = !file_type.is_dir(),
+                b"objects" => objects = file_type.is_dir(),
+                b"refs" => refs = file_type.is_dir(),
+                _ => {}
+            }
+            if file_type.is_dir() {
+                subdirs.push(name);
+            }
+        }
+        if head && objects && refs {
+            // A bare repository (or a git directory under another name): keep it whole.
+            out.push(dir);
+            continue;
+        }
+        stack.extend(subdirs.into_iter().map(|n| dir.join(n)));
     }
     Ok(())
 }
@@ -319,5 +591,242 @@ mod tests {
         std::os::unix::fs::symlink(&elsewhere, ws.join(".git")).unwrap();
         assert!(matches!(resolve_policy(&req(Mode::WorkspaceWrite), &ws), Err(PolicyError::ProtectedSymlink { .. })));
         assert!(resolve_policy(&req(Mode::ReadOnly), &ws).is_ok());
+    }
+
+    fn homes(env: &str, account: &str, others: &[&str]) -> Homes {
+        Homes {
+            env: (!env.is_empty()).then(|| env.into()),
+            account: (!account.is_empty()).then(|| account.into()),
+            others: others.iter().map(PathBuf::from).collect(),
+        }
+    }
+
+    fn why(path: &str, h: &Homes, allow: bool) -> Option<WidthReason> {
+        too_wide(Path::new(path), h, allow)
+    }
+
+    #[test]
+    fn width_refuses_root_homes_and_their_ancestors() {
+        let h = homes("/var/tmp/h/u", "/home/u", &["/root", "/home/alice"]);
+        assert_eq!(why("/", &h, true), Some(WidthReason::FilesystemRoot));
+        for (path, home) in [
+            ("/var/tmp/h/u", "/var/tmp/h/u"),
+            ("/var/tmp/h", "/var/tmp/h/u"),
+            ("/var/tmp", "/var/tmp/h/u"),
+            ("/home/u", "/home/u"),
+            ("/home", "/home/u"),
+            ("/home/alice", "/home/alice"),
+        ] {
+            // The flag never lifts the home rules.
+            for allow in [false, true] {
+                assert_eq!(why(path, &h, allow), Some(WidthReason::ContainsHome { home: home.into() }), "{path}");
+            }
+        }
+        // Inside a home, outside its configuration: fine.
+        for ok in ["/home/u/src", "/home/u/src/.hidden-in-project", "/var/tmp/h/u/proj", "/home/alice/work"] {
+            assert_eq!(why(ok, &h, false), None, "{ok}");
+        }
+        // Without $HOME the account's home still counts.
+        let h = homes("", "/home/u", &[]);
+        assert_eq!(why("/home", &h, false), Some(WidthReason::ContainsHome { home: "/home/u".into() }));
+    }
+
+    #[test]
+    fn width_refuses_home_configuration_locations() {
+        let h = homes("/home/u", "/home/u", &["/home/alice"]);
+        for (path, dir) in [
+            ("/home/u/.ssh", "/home/u/.ssh"),
+            ("/home/u/.config", "/home/u/.config"),
+            ("/home/u/.config/systemd/user", "/home/u/.config"),
+            ("/home/u/.local/bin", "/home/u/.local"),
+            ("/home/u/.gnupg", "/home/u/.gnupg"),
+            ("/home/u/bin", "/home/u/bin"),
+            ("/home/u/Library/LaunchAgents", "/home/u/Library"),
+            ("/home/alice/.ssh", "/home/alice/.ssh"),
+        ] {
+            assert_eq!(why(path, &h, true), Some(WidthReason::HomeConfig { dir: dir.into() }), "{path}");
+        }
+    }
+
+    #[test]
+    fn width_refuses_system_directories_unless_allowed() {
+        let h = homes("/home/u", "/home/u", &[]);
+        for (path, dir) in [
+            ("/etc", "/etc"),
+            ("/etc/cron.d", "/etc"),
+            ("/usr/local/src", "/usr"),
+            ("/var", "/var/backups"),
+            ("/var/lib/app", "/var/lib"),
+            ("/var/spool/cron", "/var/spool"),
+            ("/root", "/root"),
+            ("/root/x", "/root"),
+            ("/dev/shm", "/dev"),
+            ("/proc", "/proc"),
+            ("/sys/fs/cgroup", "/sys"),
+            ("/run/user/1000", "/run"),
+            ("/lib64", "/lib64"),
+            ("/boot", "/boot"),
+            ("/private", "/private/etc"),
+        ] {
+            assert_eq!(why(path, &h, false), Some(WidthReason::SystemDir { dir: dir.into() }), "{path}");
+            assert_eq!(why(path, &h, true), None, "{path} with the flag");
+        }
+        for ok in ["/tmp", "/tmp/x", "/var/tmp", "/var/tmp/build", "/srv/data", "/work/repo", "/private/tmp"] {
+            assert_eq!(why(ok, &h, false), None, "{ok}");
+        }
+    }
+
+    #[test]
+    fn width_exempts_only_the_callers_account_home_from_the_system_rule() {
+        // uid 0 working in /root/project: the system rule yields, the home rules do not.
+        let root = homes("", "/root", &["/root"]);
+        assert_eq!(why("/root/project", &root, false), None);
+        assert_eq!(why("/root", &root, false), Some(WidthReason::ContainsHome { home: "/root".into() }));
+        assert_eq!(why("/root/.ssh", &root, false), Some(WidthReason::HomeConfig { dir: "/root/.ssh".into() }));
+        // Another user: /root/project is a system location.
+        let user = homes("/home/u", "/home/u", &["/root"]);
+        assert_eq!(why("/root/project", &user, false), Some(WidthReason::SystemDir { dir: "/root".into() }));
+        // $HOME alone does not exempt (an account's home inside /var/lib stays refused).
+        let odd = homes("/var/lib/svc", "/home/u", &[]);
+        assert_eq!(why("/var/lib/svc/data", &odd, false), Some(WidthReason::SystemDir { dir: "/var/lib".into() }));
+    }
+
+    #[test]
+    fn passwd_homes_keep_root_and_login_accounts() {
+        let text = b"root:x:0:0:root:/root:/bin/bash\n\
+            daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n\
+            sync:x:4:65534:sync:/bin:/bin/sync\n\
+            nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n\
+            svc:x:997:997::/var/lib/svc:/bin/false\n\
+            alice:x:1000:1000::/home/alice:/bin/zsh\n\
+            old:x:1001:1001::/home/old:\n\
+            # comment\n\
+            broken:line\n";
+        assert_eq!(
+            passwd_homes(text),
+            ["/root", "/bin", "/home/alice", "/home/old"].iter().map(PathBuf::from).collect::<Vec<_>>()
+        );
+    }
+
+    /// A directory that looks like a git directory to the search.
+    fn fake_git_dir(dir: &Path) {
+        std::fs::create_dir_all(dir.join("objects")).unwrap();
+        std::fs::create_dir_all(dir.join("refs")).unwrap();
+        std::fs::create_dir_all(dir.join("hooks")).unwrap();
+        std::fs::write(dir.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    }
+
+    #[test]
+    fn protects_every_git_dir_and_gitfile_under_each_writable_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let ws = base.join("ws");
+        fake_git_dir(&ws.join(".git"));
+        fake_git_dir(&ws.join(".git/modules/sub"));
+        fake_git_dir(&ws.join("pkg/.git"));
+        fake_git_dir(&ws.join("deep/a/b/c/.git"));
+        fake_git_dir(&ws.join("vendor/lib.git")); // bare
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::write(ws.join("sub/.git"), "gitdir: ../.git/modules/sub\n").unwrap();
+        // A linked worktree whose gitdir lives in another writable root.
+        let other = base.join("other");
+        fake_git_dir(&other.join("repo/.git"));
+        fake_git_dir(&other.join("repo/.git/worktrees/wt"));
+        std::fs::write(other.join("repo/.git/worktrees/wt/commondir"), "../..\n").unwrap();
+        std::fs::create_dir_all(ws.join("wt")).unwrap();
+        std::fs::write(ws.join("wt/.git"), format!("gitdir: {}\n", other.join("repo/.git/worktrees/wt").display()))
+            .unwrap();
+        // Not followed: a symlink to a directory holding a repository outside every root.
+        fake_git_dir(&base.join("outside/.git"));
+        std::os::unix::fs::symlink(base.join("outside"), ws.join("link")).unwrap();
+
+        let mut r = req(Mode::WorkspaceWrite);
+        r.writable_roots = vec![other.clone()];
+        let p = resolve_policy(&r, &ws).unwrap();
+        let want: Vec<PathBuf> = [
+            "other/repo/.git",
+            "other/repo/.git/worktrees/wt",
+            "ws/.git",
+            "ws/.git/modules/sub",
+            "ws/deep/a/b/c/.git",
+            "ws/pkg/.git",
+            "ws/sub/.git",
+            "ws/vendor/lib.git",
+            "ws/wt/.git",
+        ]
+        .iter()
+        .map(|p| base.join(p))
+        .collect();
+        assert_eq!(p.protected, want);
+        // Read-only mode protects nothing (nothing is writable).
+        assert!(resolve_policy(&req(Mode::ReadOnly), &ws).unwrap().protected.is_empty());
+    }
+
+    #[test]
+    fn search_does_not_descend_into_git_dirs_and_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        fake_git_dir(&root.join("a/.git"));
+        for i in 0..50 {
+            std::fs::write(root.join("a/.git/objects").join(i.to_string()), "").unwrap();
+        }
+        std::fs::create_dir_all(root.join("b")).unwrap();
+        for i in 0..10 {
+            std::fs::write(root.join("b").join(i.to_string()), "").unwrap();
+        }
+        // root: a, b; a: .git; b: 10 files. The 50 objects are never visited.
+        let mut budget = 13;
+        let mut out = Vec::new();
+        discover_git_dirs(&root, &mut budget, &mut out).unwrap();
+        assert_eq!((budget, out), (0, vec![root.join("a/.git")]));
+        let mut budget = 12;
+        let err = discover_git_dirs(&root, &mut budget, &mut Vec::new()).unwrap_err();
+        assert!(matches!(&err, PolicyError::DiscoveryLimit { root: r, .. } if *r == root), "{err}");
+    }
+
+    #[test]
+    fn refuses_nested_symlinked_git_and_too_many_repositories() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("pkg")).unwrap();
+        fake_git_dir(&dir.path().join("elsewhere"));
+        std::os::unix::fs::symlink(dir.path().join("elsewhere"), ws.join("pkg/.git")).unwrap();
+        assert!(matches!(resolve_policy(&req(Mode::WorkspaceWrite), &ws), Err(PolicyError::ProtectedSymlink { .. })));
+        std::fs::remove_file(ws.join("pkg/.git")).unwrap();
+        // The workspace's own .git is found twice (default `protected` and the search)
+        // but counts once.
+        std::fs::create_dir_all(ws.join(".git")).unwrap();
+        for i in 1..MAX_PROTECTED {
+            std::fs::create_dir_all(ws.join(format!("r{i}/.git"))).unwrap();
+        }
+        assert_eq!(resolve_policy(&req(Mode::WorkspaceWrite), &ws).unwrap().protected.len(), MAX_PROTECTED);
+        std::fs::create_dir_all(ws.join("one-more/.git")).unwrap();
+        assert!(matches!(resolve_policy(&req(Mode::WorkspaceWrite), &ws), Err(PolicyError::TooManyProtected { .. })));
+    }
+
+    #[test]
+    fn refuses_roots_that_are_or_lie_inside_git_dirs() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        fake_git_dir(&ws.join(".git"));
+        fake_git_dir(&dir.path().join("bare.git"));
+        for cwd in
+            [ws.join(".git"), ws.join(".git/hooks"), dir.path().join("bare.git"), dir.path().join("bare.git/refs")]
+        {
+            let err = resolve_policy(&req(Mode::WorkspaceWrite), &cwd).unwrap_err();
+            assert!(matches!(err, PolicyError::RootInsideProtected { .. }), "{}: {err}", cwd.display());
+            assert!(resolve_policy(&req(Mode::ReadOnly), &cwd).is_ok());
+        }
+        let mut r = req(Mode::WorkspaceWrite);
+        r.writable_roots = vec![dir.path().join("bare.git")];
+        assert!(matches!(resolve_policy(&r, &ws), Err(PolicyError::RootInsideProtected { .. })));
+        // A gitfile pointing at the workspace itself cannot turn it read-only silently.
+        let ws2 = dir.path().join("ws2");
+        std::fs::create_dir_all(ws2.join("sub")).unwrap();
+        std::fs::write(ws2.join("sub/.git"), "gitdir: ..\n").unwrap();
+        assert!(matches!(
+            resolve_policy(&req(Mode::WorkspaceWrite), &ws2),
+            Err(PolicyError::RootInsideProtected { .. })
+        ));
     }
 }

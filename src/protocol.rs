@@ -715,6 +715,10 @@ pub struct CeilingArgs {
     /// An extra writable root requests may use (absolute path; repeatable).
     #[arg(long = "writable", value_name = "DIR")]
     pub writable: Vec<PathBuf>,
+    /// Allow a writable root (or workspace) that is, lies inside or contains a system
+    /// directory such as /etc, /usr or /var/lib; requests inherit it and cannot set it.
+    #[arg(long)]
+    pub allow_system_root: bool,
     /// Allow requests to turn the network on in confined modes.
     #[arg(long)]
     pub network: bool,
@@ -726,7 +730,14 @@ pub struct CeilingArgs {
 impl Default for CeilingArgs {
     /// The same defaults as the command line: `workspace-write` in the current directory.
     fn default() -> Self {
-        CeilingArgs { mode: Mode::WorkspaceWrite, cwd: None, writable: Vec::new(), network: false, best_effort: false }
+        CeilingArgs {
+            mode: Mode::WorkspaceWrite,
+            cwd: None,
+            writable: Vec::new(),
+            allow_system_root: false,
+            network: false,
+            best_effort: false,
+        }
     }
 }
 
@@ -748,6 +759,9 @@ pub struct Ceiling {
     pub network: bool,
     /// Runs may proceed with enforcement gaps (never settable by a request).
     pub best_effort: bool,
+    /// Writable roots may be system directories (`--allow-system-root`; never settable
+    /// by a request, which inherits it).
+    pub allow_system_root: bool,
 }
 
 impl Ceiling {
@@ -762,6 +776,7 @@ impl Ceiling {
             writable_roots: args.writable.clone(),
             network: args.network,
             best_effort: args.best_effort,
+            allow_system_root: args.allow_system_root,
             ..PolicyRequest::default()
         };
         let policy = resolve_policy(&req, &cwd)?;
@@ -771,6 +786,7 @@ impl Ceiling {
             writable_roots: policy.writable_roots,
             network: policy.network,
             best_effort: policy.best_effort,
+            allow_system_root: args.allow_system_root,
         })
     }
 
@@ -808,6 +824,7 @@ impl Ceiling {
             writable_roots: self.writable_roots.clone(),
             network: self.network,
             best_effort: self.best_effort,
+            allow_system_root: self.allow_system_root,
             ..PolicyRequest::default()
         };
         resolve_policy(&req, &self.workspace)
@@ -904,8 +921,14 @@ impl Ceiling {
             None => Stdin::Null,
         };
         req.env = params.env;
-        req.policy =
-            PolicyRequest { mode, writable_roots, network, best_effort: self.best_effort, ..PolicyRequest::default() };
+        req.policy = PolicyRequest {
+            mode,
+            writable_roots,
+            network,
+            best_effort: self.best_effort,
+            allow_system_root: self.allow_system_root,
+            ..PolicyRequest::default()
+        };
         Ok(req)
     }
 
@@ -1073,6 +1096,25 @@ mod tests {
 
     fn params(cmd: &str) -> RunParams {
         RunParams { command: Some(Command::Shell(cmd.into())), ..RunParams::default() }
+    }
+
+    #[test]
+    fn allow_system_root_is_a_ceiling_flag_requests_inherit_and_cannot_set() {
+        let dir = tempfile::tempdir().unwrap();
+        for allow in [false, true] {
+            let args = CeilingArgs { cwd: Some(dir.path().into()), allow_system_root: allow, ..CeilingArgs::default() };
+            let c = Ceiling::from_args(&args).unwrap();
+            assert_eq!(c.allow_system_root, allow);
+            assert_eq!(c.to_json()["allow_system_root"], allow);
+            assert_eq!(c.clamp(params("true")).unwrap().policy.allow_system_root, allow);
+        }
+        let e = line(r#"{"id":1,"method":"run","params":{"command":"x","allow_system_root":true}}"#).unwrap_err();
+        assert_eq!(e.error.data["field"], "allow_system_root");
+        // A system directory as the ceiling's root is refused without the flag.
+        let args =
+            CeilingArgs { cwd: Some(dir.path().into()), writable: vec!["/etc".into()], ..CeilingArgs::default() };
+        let err = Ceiling::from_args(&args).unwrap_err();
+        assert!(matches!(err, CordonError::InvalidPolicy(crate::error::PolicyError::TooWide { .. })), "{err}");
     }
 
     #[test]

@@ -791,6 +791,133 @@ case!(git_symlinked_dotgit_refused_or_protected, |c| {
     assert!(fs::read_link(ws.join(".git")).is_ok(), "the .git symlink was replaced by a directory: {out:?}");
 });
 
+/// errnos for a refused write into a protected tree (read-only mount, Landlock).
+const WRITE_REFUSED: &[&str] = &["EROFS", "EACCES", "EPERM"];
+/// errnos for a refused rename/unlink of a protected mount point (or into it).
+const MOVE_REFUSED: &[&str] = &["EBUSY", "EXDEV", "EROFS", "EACCES", "EPERM"];
+
+/// The attacks on one git directory `git` (run with `o`): rewrite its config, plant a
+/// hook, move it away, swap a prepared fake in. Effect: the tree is unchanged.
+fn attack_git_dir(c: &Ctx, o: &RunOpts, git: &Path, what: &str) -> Result<(), Skip> {
+    let before = tree(git);
+    let fake = c.ws.join(format!("fake-{}", c.unique()));
+    c.mkdir(&fake);
+    c.file(&fake.join("config"), "[core]\n\tfsmonitor = touch /tmp/pwned\n");
+    c.probe_with(o, "overwrite", &[s(&git.join("config")), "[core]\n\tfsmonitor = touch /tmp/pwned\n"])?
+        .assert_refused_with(WRITE_REFUSED, &format!("rewrite {what}/config"));
+    c.probe_with(o, "create", &[s(&git.join("hooks/pre-commit"))])?
+        .assert_refused_with(WRITE_REFUSED, &format!("plant a hook in {what}"));
+    c.probe_with(o, "rename", &[s(git), s(&fake.join("moved"))])?
+        .assert_refused_with(MOVE_REFUSED, &format!("rename {what} away"));
+    c.probe_with(o, "exchange", &[s(&fake), s(git)])?
+        .assert_refused_with(MOVE_REFUSED, &format!("RENAME_EXCHANGE a fake with {what}"));
+    c.probe_with(o, "rename", &[s(&fake.join("config")), s(&git.join("config"))])?
+        .assert_refused_with(MOVE_REFUSED, &format!("rename a file over {what}/config"));
+    let g = s(git);
+    let out =
+        c.sh(o, &format!("mv '{g}' '{g}.old'; rm -rf '{g}'; mkdir -p '{g}' && cp -r '{}'/. '{g}'/; true", s(&fake)))?;
+    assert_tree_unchanged(&before, git, &format!("{what}: {out:?}"));
+    assert_absent(&git.join("hooks/pre-commit"), &format!("hook planted in {what}"));
+    assert_absent(Path::new(&format!("{g}.old")), &format!("{what} moved away"));
+    Ok(())
+}
+
+/// The positive controls in repository `repo`: edit a tracked file, `git status` and
+/// `git log` inside.
+fn git_repo_still_works(c: &Ctx, o: &RunOpts, repo: &Path) -> Result<(), Skip> {
+    c.probe_with(o, "write", &[s(&repo.join("README")), "edited\n"])?.assert_ok("edit a tracked file of the repo");
+    let out = c.sh(o, &format!("cd '{}' && git status --porcelain && git log --oneline", s(repo)))?;
+    out.assert_success();
+    assert!(out.out().contains("initial commit") && out.out().contains(" M README"), "git inside {repo:?}: {out:?}");
+    Ok(())
+}
+
+case!(git_nested_repo_protected, |c| {
+    // A repository inside the workspace, not the workspace's own: its .git configures
+    // the `git` the user runs there later, so it is protected like the top one.
+    let pkg = git_ws(c, "pkg");
+    let o = c.opts(WORKSPACE_WRITE);
+    attack_git_dir(c, &o, &pkg.join(".git"), "ws/pkg/.git")?;
+    // Deeper, and with the workspace being a repository itself.
+    c.git_init();
+    let deep = git_ws(c, "vendor/lib");
+    attack_git_dir(c, &o, &deep.join(".git"), "ws/vendor/lib/.git")?;
+    git_repo_still_works(c, &o, &pkg)?;
+    git_repo_still_works(c, &o, &deep)?;
+});
+
+case!(git_submodule_gitfile_protected, |c| {
+    // A submodule: `ws/sub/.git` is a gitfile naming `ws/.git/modules/sub`. Replacing
+    // the gitfile with one naming a planted gitdir would run the planted
+    // `core.fsmonitor` on the host at the user's next `git status`.
+    let src = c.root.join("subsrc");
+    c.mkdir(&src);
+    c.file(&src.join("README"), "hello\n");
+    c.host_sh(&format!(
+        "cd '{}' && git init -q -b main . && git add README && git commit -q -m 'initial commit'",
+        s(&src)
+    ));
+    c.git_init();
+    c.host_sh(&format!(
+        "git -c protocol.file.allow=always submodule --quiet add '{}' sub && git commit -q -m 'add sub'",
+        s(&src)
+    ));
+    let sub = c.ws.join("sub");
+    let gitfile = sub.join(".git");
+    let modules = c.ws.join(".git/modules/sub");
+    assert!(gitfile.is_file() && modules.is_dir(), "submodule layout");
+    let ptr = Sentinel::record(&gitfile);
+    let before = tree(&modules);
+    let marker = c.outside.join(format!("fsmonitor-ran-{}", c.unique()));
+    let o = c.opts(WORKSPACE_WRITE);
+    let planted = c.ws.join("planted");
+    let plant = format!(
+        "mkdir -p planted && cp -r .git/modules/sub/. planted/ && git config -f planted/config core.fsmonitor 'touch {m}' \
+         && git config -f planted/config --unset core.worktree; ",
+        m = s(&marker)
+    );
+    let evil = format!("gitdir: {}\n", s(&planted));
+    c.sh(&o, &plant)?;
+    c.probe_with(&o, "overwrite", &[s(&gitfile), &evil])?.assert_refused_with(WRITE_REFUSED, "rewrite sub/.git");
+    c.probe_with(&o, "unlink", &[s(&gitfile)])?.assert_refused_with(MOVE_REFUSED, "delete sub/.git");
+    let fake = c.file(&c.ws.join("fake-gitfile"), &evil);
+    c.probe_with(&o, "rename", &[s(&fake), s(&gitfile)])?
+        .assert_refused_with(MOVE_REFUSED, "rename a fake over sub/.git");
+    c.probe_with(&o, "rename", &[s(&gitfile), s(&c.ws.join("moved"))])?
+        .assert_refused_with(MOVE_REFUSED, "rename sub/.git away");
+    let out = c.sh(&o, &format!("cd sub && rm -f .git; printf '{}' > .git; true", evil.trim_end()))?;
+    ptr.assert_unchanged(&format!("sub/.git gitfile: {out:?}"));
+    attack_git_dir(c, &o, &modules, "ws/.git/modules/sub")?;
+    assert_tree_unchanged(&before, &modules, "the submodule's gitdir");
+    // The effect that matters: the user's next `git status` runs nothing planted.
+    let _ = c.host_cmd("git").args(["-C", s(&sub), "status", "--porcelain"]).output();
+    let _ = c.host_cmd("git").args(["status", "--porcelain"]).output();
+    assert_absent(&marker, "planted core.fsmonitor ran on the host");
+    // Controls: the submodule's work tree stays editable and git works inside.
+    git_repo_still_works(c, &o, &sub)?;
+});
+
+case!(git_repos_under_extra_writable_root_protected, |c| {
+    // `--writable <dir>` holding repositories (like `--writable ~/src`): each one's git
+    // directory stays read-only, a bare repository included.
+    let src = c.outside.join("src");
+    c.mkdir(&src);
+    let a = src.join("a");
+    c.mkdir(&a);
+    c.file(&a.join("README"), "hello\n");
+    c.host_sh(&format!(
+        "cd '{}' && git init -q -b main . && git add README && git commit -q -m 'initial commit'",
+        s(&a)
+    ));
+    c.host_sh(&format!("git clone -q --bare '{}' '{}'", s(&a), s(&src.join("b.git"))));
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.writable.push(src.clone());
+    attack_git_dir(c, &o, &a.join(".git"), "<writable>/a/.git")?;
+    attack_git_dir(c, &o, &src.join("b.git"), "<writable>/b.git (bare)")?;
+    git_repo_still_works(c, &o, &a)?;
+    c.probe_with(&o, "create", &[s(&src.join("new-file"))])?.assert_ok("the writable root stays writable");
+});
+
 // =====================================================================================
 // 4. Network: TCP/UDP over v4/v6/v4-mapped, MPTCP, raw/packet, DNS, listening, unix.
 // =====================================================================================
@@ -1915,6 +2042,128 @@ case!(policy_dangerous_roots_refused, |c| {
         let out = c.cordon(&o, &[s(&c.suite.probe), "create", s(&target)])?;
         assert_absent(&target, &format!("{what}: {out:?}"));
     }
+});
+
+/// The password database's home of `uid`.
+fn passwd_home(uid: u32) -> Option<PathBuf> {
+    // SAFETY: getpwuid returns a pointer to static storage or null; read immediately.
+    unsafe {
+        let pw = libc::getpwuid(uid);
+        if pw.is_null() || (*pw).pw_dir.is_null() {
+            return None;
+        }
+        Some(PathBuf::from(std::ffi::CStr::from_ptr((*pw).pw_dir).to_string_lossy().into_owned()))
+    }
+}
+
+/// `o` must be refused before anything runs: exit 125, INVALID_POLICY naming `path`.
+#[track_caller]
+fn assert_policy_refused(c: &Ctx, o: &RunOpts, path: &Path, target: &Path, what: &str) -> Result<(), Skip> {
+    let mut o = o.clone();
+    o.expect_error = true;
+    let out = c.cordon(&o, &[s(&c.suite.probe), "create", s(target)])?;
+    let _ = fs::remove_file(target);
+    assert_eq!(out.status.code(), Some(125), "{what}: must be refused before running: {out:?}");
+    assert_eq!(out.j()["error"]["code"], "INVALID_POLICY", "{what}: {out:?}");
+    let msg = out.j()["error"]["message"].as_str().unwrap_or("");
+    assert!(msg.contains(s(path)), "{what}: the error should name {path:?}: {out:?}");
+    assert!(!out.stdout.contains("\"exit_code\""), "{what}: the command ran: {out:?}");
+    Ok(())
+}
+
+case!(policy_home_ancestors_refused, |c| {
+    // A writable root (or workspace) that contains the home directory would let the
+    // command plant ~/.bashrc. The suite's HOME lies in the suite dir, so use one
+    // nested like `/var/tmp/h/u` and ask for its parent.
+    let parent = c.root.join("h");
+    let home = parent.join("u");
+    c.mkdir(&home);
+    let rc = home.join(".bashrc");
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.env.push(("HOME".into(), s(&home).into()));
+    assert_policy_refused(
+        c,
+        &RunOpts { writable: vec![parent.clone()], ..o.clone() },
+        &parent,
+        &rc,
+        "--writable ~/..",
+    )?;
+    assert_absent(&rc, "--writable ~/..");
+    assert_policy_refused(c, &RunOpts { cwd: Some(parent.clone()), ..o.clone() }, &parent, &rc, "--cwd ~/..")?;
+    assert_absent(&rc, "--cwd ~/..");
+    let ssh = home.join(".ssh");
+    c.mkdir(&ssh);
+    let keys = ssh.join("authorized_keys");
+    assert_policy_refused(c, &RunOpts { writable: vec![ssh.clone()], ..o.clone() }, &ssh, &keys, "--writable ~/.ssh")?;
+    assert_absent(&keys, "--writable ~/.ssh");
+    // Positive control: a project inside the home is fine.
+    let proj = home.join("proj");
+    c.mkdir(&proj);
+    c.probe_with(&RunOpts { writable: vec![proj.clone()], ..o }, "create", &[s(&proj.join("f"))])?
+        .assert_ok("a project directory inside the home");
+});
+
+case!(policy_passwd_home_refused_without_home_env, |c| {
+    // With HOME unset, the password database still names the home (for root /root,
+    // for the unprivileged identity /home/<name>): neither it nor /home may be writable.
+    let home = passwd_home(c.id.uid).expect("the identity has a passwd entry");
+    assert!(home.is_dir(), "passwd home {home:?} of {} should exist", c.id.name);
+    let target = home.join(format!(".cordon-pwned-{}", c.unique()));
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.env_remove.push("HOME".into());
+    assert_policy_refused(c, &RunOpts { cwd: Some(home.clone()), ..o.clone() }, &home, &target, "--cwd <passwd home>")?;
+    assert_absent(&target, "--cwd <passwd home>, HOME unset");
+    assert_policy_refused(
+        c,
+        &RunOpts { writable: vec![home.clone()], ..o.clone() },
+        &home,
+        &target,
+        "--writable <passwd home>",
+    )?;
+    assert_absent(&target, "--writable <passwd home>, HOME unset");
+    let up = home.parent().unwrap().to_path_buf();
+    assert_policy_refused(
+        c,
+        &RunOpts { writable: vec![up.clone()], ..o },
+        &up,
+        &target,
+        "--writable <passwd home>/..",
+    )?;
+    assert_absent(&target, "--writable <passwd home>/.., HOME unset");
+});
+
+case!(policy_system_dirs_refused_without_flag, |c| {
+    let tag = c.unique();
+    let etc_target = PathBuf::from(format!("/etc/cordon-pwned-{tag}"));
+    let o = c.opts(WORKSPACE_WRITE);
+    assert_policy_refused(
+        c,
+        &RunOpts { writable: vec!["/etc".into()], ..o.clone() },
+        Path::new("/etc"),
+        &etc_target,
+        "--writable /etc",
+    )?;
+    assert_absent(&etc_target, "--writable /etc");
+    // A directory the identity owns inside /var/lib: refused without the flag (so DAC is
+    // not what stops it), writable with --allow-system-root (the positive control).
+    let dir = PathBuf::from(format!("/var/lib/cordon-test-{tag}"));
+    c.mkdir(&dir);
+    struct Cleanup(PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+    let _cleanup = Cleanup(dir.clone());
+    let f = dir.join("f");
+    assert_policy_refused(c, &RunOpts { writable: vec![dir.clone()], ..o.clone() }, &dir, &f, "--writable /var/lib/x")?;
+    assert_absent(&f, "--writable /var/lib/x");
+    assert_policy_refused(c, &RunOpts { cwd: Some(dir.clone()), ..o.clone() }, &dir, &f, "--cwd /var/lib/x")?;
+    assert_absent(&f, "--cwd /var/lib/x");
+    let mut allowed = RunOpts { writable: vec![dir.clone()], ..o };
+    allowed.extra_args.push("--allow-system-root".into());
+    c.probe_with(&allowed, "create", &[s(&f)])?.assert_ok("--writable /var/lib/x --allow-system-root");
+    assert!(f.is_file(), "the flag should make the system directory writable");
 });
 
 // =====================================================================================

@@ -341,6 +341,7 @@ impl Session {
             writable_roots: self.ceiling.writable_roots.clone(),
             network: self.ceiling.network,
             best_effort: self.ceiling.best_effort,
+            allow_system_root: self.ceiling.allow_system_root,
             ..PolicyRequest::default()
         };
         let selected = resolve_policy(&req, &self.ceiling.workspace)

@@ -454,6 +454,9 @@ impl Ctx {
         for (k, v) in &opts.env {
             cmd.env(k, v);
         }
+        for k in &opts.env_remove {
+            cmd.env_remove(k);
+        }
         cmd.current_dir(opts.process_cwd.as_ref().unwrap_or(&self.ws));
         match opts.stdin.as_ref() {
             Some(fd) => cmd.stdin(Stdio::from(fd.try_clone().unwrap())),
@@ -608,6 +611,8 @@ pub struct RunOpts {
     pub writable: Vec<PathBuf>,
     pub network: bool,
     pub env: Vec<(String, String)>,
+    /// Variables removed from cordon's environment (after `env` and the identity's HOME).
+    pub env_remove: Vec<String>,
     pub extra_args: Vec<String>,
     /// (source fd in the test process, fd number in cordon) kept without CLOEXEC.
     pub inherit_fds: Vec<(RawFd, RawFd)>,
