@@ -729,6 +729,41 @@ case!(git_pointer_file_target_protected, |c| {
     ptr.assert_unchanged(".git pointer file");
 });
 
+// Known gap (review1 report, finding 1): on Linux only the protected path itself is a
+// read-only mount point, so a run may rename a directory ON THE WAY to a pointer target
+// (`meta` for `meta/repo.git`); the next run resolves the pointer to a missing path,
+// silently drops it from the protected set, writes the real gitdir under its new name
+// and moves it back. Un-ignore with the fix (pin the ancestors, as the Seatbelt plan
+// does with `protected-ancestors.sb`, or refuse such layouts).
+#[test]
+#[ignore = "known gap: ancestors of a protected pointer target can be renamed (review1 finding 1)"]
+fn git_pointer_target_survives_a_rename_of_its_ancestor() {
+    each_identity("git_pointer_target_survives_a_rename_of_its_ancestor", |c: &Ctx| -> Result<(), Skip> {
+        let ws = c.ws.join("linked");
+        c.mkdir(&ws);
+        c.mkdir(&ws.join("meta"));
+        c.file(&ws.join("README"), "hello\n");
+        let real = ws.join("meta/repo.git");
+        c.host_sh(&format!(
+            "cd '{}' && git init -q -b main --separate-git-dir='{}' . && git add README && git commit -q -m init",
+            ws.display(),
+            real.display()
+        ));
+        let before = tree(&real);
+        let o = opts_at(c, WORKSPACE_WRITE, &ws);
+        // Control: the target itself is protected, and the workspace stays writable.
+        c.probe_with(&o, "create", &[s(&real.join("hooks/pre-commit"))])?.assert_refused("create a hook in the target");
+        c.probe_with(&o, "write", &["README", "edited\n"])?.assert_ok("the rest stays writable");
+        // The attack: three ordinary runs, no race.
+        let stash = ws.join("stash");
+        let _ = c.probe_with(&o, "rename", &[s(&ws.join("meta")), s(&stash)])?;
+        let _ = c.probe_with(&o, "create", &[s(&stash.join("repo.git/hooks/pre-commit"))])?;
+        let _ = c.probe_with(&o, "rename", &[s(&stash), s(&ws.join("meta"))])?;
+        assert_tree_unchanged(&before, &real, "pointer target after a rename of its parent");
+        Ok(())
+    });
+}
+
 case!(git_mount_tricks_do_not_unprotect, |c| {
     let ws = git_ws(c, "repo");
     let git = ws.join(".git");
