@@ -2880,3 +2880,81 @@ case!(toctou_serve_swaps_during_setup_never_reach_outside, |c| {
     assert!(real.join("control").exists(), "control: the request did not run in the real `sub`: {r}");
     eprintln!("toctou serve race: {ran}/{REQUESTS} requests ran during the swaps, 0 outside");
 });
+
+// Known gap (review1 report, finding 2): bubblewrap resolves bind DESTINATIONS itself,
+// following symlinks, and creates a missing one (`mkdir`, or an empty file for a file
+// bind) before mounting. While it builds the sandbox its process root is its own tmpfs
+// with the host's root at `/oldroot`, so a destination `ws/a/b` whose `a` was swapped
+// (after the pin) for a symlink to `/oldroot/<outside>` makes bubblewrap create
+// `<outside>/b` on the host. Racy (a few hits per hundred requests); ignored until fixed.
+#[test]
+#[ignore = "known gap: bubblewrap creates bind destinations through swapped symlinks (review1 finding 2)"]
+fn toctou_serve_bwrap_destination_swaps_never_create_outside() {
+    each_identity("toctou_serve_bwrap_destination_swaps_never_create_outside", |c: &Ctx| -> Result<(), Skip> {
+        const REQUESTS: usize = 300;
+        let real = c.ws.join("a");
+        let link = c.ws.join("alink");
+        c.mkdir(&real.join("b"));
+        c.symlink(&Path::new("/oldroot").join(c.outside.strip_prefix("/").unwrap()), &link);
+        let mut cmd = std::process::Command::new(&c.suite.cordon);
+        cmd.env_clear().env("PATH", PATH_ENV).env("LANG", "C");
+        c.id.apply(&mut cmd);
+        if c.runner != "landlock" {
+            cmd.env("CORDON_DISABLE_RUNNERS", "landlock");
+        }
+        cmd.args(["serve", "--mode", "workspace-write", "--cwd"]).arg(&c.ws);
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        cmd.current_dir(&c.ws);
+        let mut child = cmd.spawn().expect("spawn cordon serve");
+        let mut stdin = child.stdin.take().unwrap();
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        use std::io::{BufRead, Write};
+        let mut call = |id: usize, method: &str, params: serde_json::Value| -> serde_json::Value {
+            let req = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+            writeln!(stdin, "{req}").unwrap();
+            loop {
+                let line = lines.next().expect("serve closed its output").unwrap();
+                let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+                if v["id"] == id {
+                    return v;
+                }
+            }
+        };
+        let flip = call(
+            0,
+            "start",
+            serde_json::json!({"argv": [s(&c.suite.probe), "flip", s(&real), s(&link), "60", "1000"], "timeout_ms": 90000}),
+        );
+        assert!(flip.get("result").is_some(), "the flipper did not start: {flip}");
+        for i in 1..=REQUESTS {
+            let _ = call(
+                i,
+                "run",
+                serde_json::json!({"argv": [s(&c.suite.probe), "create", format!("m{i}")], "workdir": "a/b"}),
+            );
+            if !names_in(&c.outside).is_empty() {
+                break;
+            }
+        }
+        let handle = flip["result"]["handle"].clone();
+        let _ = call(REQUESTS + 1, "kill", serde_json::json!({"handle": handle}));
+        let _ = call(REQUESTS + 2, "read", serde_json::json!({"handle": handle}));
+        if !fs::symlink_metadata(&real).map(|m| m.is_dir()).unwrap_or(false) {
+            c.host_sh(&format!("mv {0} {0}.tmp && mv {1} {0} && mv {0}.tmp {1}", s(&real), s(&link)));
+        }
+        // Control: without the flipper the request runs and writes in the real `a/b`.
+        let r = call(
+            REQUESTS + 3,
+            "run",
+            serde_json::json!({"argv": [s(&c.suite.probe), "create", "control"], "workdir": "a/b"}),
+        );
+        drop(stdin);
+        let _ = child.wait();
+        let leaked = names_in(&c.outside);
+        assert!(leaked.is_empty(), "bubblewrap created entries outside the ceiling: {leaked:?}");
+        assert!(real.join("b/control").exists(), "control: the request did not run in the real `a/b`: {r}");
+        Ok(())
+    });
+}
