@@ -19,9 +19,11 @@
 //!    receives the sources as fds (`--bind-fd`).
 //!
 //! What it does not do: it does not decide what may be writable (that is
-//! [`crate::policy`]); and a rename of real directories (no symlink) inside a checked
-//! tree only ever yields another directory inside that same tree, which the check
-//! already allowed.
+//! [`crate::policy`]). A rename of real directories (no symlink) inside a checked tree
+//! only ever yields another directory inside that same tree, which the check already
+//! allowed; protected paths are the exception, which is why every git directory
+//! under a writable root is found by a walk at each resolution rather than trusted by
+//! name (a gitdir moved aside by an earlier run is still found and protected).
 
 use crate::error::PolicyError;
 use crate::policy::ExecutionPolicy;

@@ -8,10 +8,11 @@
 //! Decisions (tested below and documented in docs/architecture.md):
 //! - Writable roots must be absolute, existing directories; duplicates (after
 //!   canonicalization, including the workspace itself) are merged silently.
-//! - A writable root given through a symlink is refused (`SymlinkRoot`,
-//!   [`real_writable_path`]; serve/mcp apply the same check to request roots): a link
-//!   inside a workspace may have been planted by an earlier sandboxed run to redirect
-//!   the grant. The workspace (the working directory) may be reached through a
+//! - A writable root whose resolution follows a symlink lying inside the workspace or
+//!   another writable root is refused (`SymlinkRoot`, [`real_writable_path`];
+//!   serve/mcp apply the same check against the ceiling): such a link may have been
+//!   planted by an earlier sandboxed run to redirect the grant. Host symlinks outside
+//!   every writable location (`/home -> /var/home`) are followed. The workspace (the working directory) may be reached through a
 //!   symlink, as shells do: it is resolved once, pinned, and the result reports the
 //!   resolved paths (`sandbox.writable_roots`, `sandbox.protected`); serve and mcp
 //!   also require it to resolve inside the ceiling. Callers that take a working
@@ -206,14 +207,53 @@ pub fn lexical_absolute(path: &Path) -> PathBuf {
     out
 }
 
-/// Canonicalize a path that will become writable, refusing one that passes through a
-/// symlink: a link inside a workspace may have been planted by an earlier sandboxed
-/// run to redirect the grant (the same rule for the CLI, the library, serve and mcp).
-pub fn real_writable_path(given: &Path, canonical: &Path) -> Result<(), PolicyError> {
-    if lexical_absolute(given) != canonical {
-        return Err(PolicyError::SymlinkRoot { path: given.to_path_buf(), resolved: canonical.to_path_buf() });
+/// Refuse a path that will become writable when resolving it follows a symlink that
+/// lies inside `writable` (directories a sandboxed run could write: the workspace, the
+/// other requested roots, a server's ceiling). Such a link may have been planted by an
+/// earlier run to redirect the grant (`--writable ws/build/out` with `build/out ->
+/// /elsewhere`). Links elsewhere (host layout such as `/home -> /var/home`, or
+/// macOS's `/tmp -> /private/tmp`) are followed: no sandboxed run could have made
+/// them. The same rule for the CLI, the library, serve and mcp.
+pub fn real_writable_path(given: &Path, canonical: &Path, writable: &[PathBuf]) -> Result<(), PolicyError> {
+    if lexical_absolute(given) == canonical {
+        return Ok(());
+    }
+    let refuse = || PolicyError::SymlinkRoot { path: given.to_path_buf(), resolved: canonical.to_path_buf() };
+    let mut cur = PathBuf::from("/");
+    for c in lexical_components(given) {
+        match c {
+            std::path::Component::ParentDir => {
+                cur.pop();
+            }
+            std::path::Component::Normal(n) => {
+                let next = cur.join(n);
+                match std::fs::symlink_metadata(&next) {
+                    Ok(m) if m.file_type().is_symlink() => {
+                        if writable.iter().any(|w| cur.starts_with(w)) {
+                            return Err(refuse());
+                        }
+                        cur = next.canonicalize().map_err(|_| refuse())?;
+                    }
+                    _ => cur = next,
+                }
+            }
+            _ => {}
+        }
     }
     Ok(())
+}
+
+/// The components of `path` made absolute against the working directory (`..` kept:
+/// they are resolved physically by [`real_writable_path`]).
+fn lexical_components(path: &Path) -> Vec<std::path::Component<'_>> {
+    let mut v = Vec::new();
+    if !path.is_absolute() {
+        // Relative paths are resolved by the caller before they get here; treat
+        // them as below `/` so that nothing is skipped.
+        v.push(std::path::Component::RootDir);
+    }
+    v.extend(path.components());
+    v
 }
 
 /// The home directories the width rules compare against (canonical where they exist).
@@ -356,7 +396,10 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
             return Err(PolicyError::RelativeRoot { path: root.clone() });
         }
         let canon = root.canonicalize().map_err(|source| PolicyError::Root { path: root.clone(), source })?;
-        real_writable_path(root, &canon)?;
+        let writable: Vec<PathBuf> = std::iter::once(ws.clone())
+            .chain(req.writable_roots.iter().filter(|r| *r != root).filter_map(|r| r.canonicalize().ok()))
+            .collect();
+        real_writable_path(root, &canon, &writable)?;
         if !canon.is_dir() {
             return Err(PolicyError::Root {
                 path: root.clone(),
@@ -507,6 +550,32 @@ fn discover_git_dirs(root: &Path, budget: &mut usize, out: &mut Vec<PathBuf>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn symlinked_roots_refused_only_when_the_link_is_in_a_writable_location() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(base.join("real/ws/out")).unwrap();
+        std::fs::create_dir_all(base.join("elsewhere")).unwrap();
+        // A host-layout link above everything writable (`/home -> /var/home`).
+        std::os::unix::fs::symlink(base.join("real"), base.join("home")).unwrap();
+        let given = base.join("home/ws/out");
+        let canon = given.canonicalize().unwrap();
+        assert!(real_writable_path(&given, &canon, &[base.join("real/ws")]).is_ok());
+        // A link inside the workspace (planted by an earlier run).
+        std::os::unix::fs::symlink(base.join("elsewhere"), base.join("real/ws/planted")).unwrap();
+        let given = base.join("real/ws/planted");
+        let canon = given.canonicalize().unwrap();
+        assert!(matches!(
+            real_writable_path(&given, &canon, &[base.join("real/ws")]),
+            Err(PolicyError::SymlinkRoot { .. })
+        ));
+        // The same link through the host-layout prefix is still refused.
+        let given = base.join("home/ws/planted");
+        assert!(real_writable_path(&given, &canon, &[base.join("real/ws")]).is_err());
+        // And allowed when nothing around it is writable.
+        assert!(real_writable_path(&base.join("real/ws/planted"), &canon, &[]).is_ok());
+    }
 
     fn req(mode: Mode) -> PolicyRequest {
         PolicyRequest { mode, ..PolicyRequest::default() }

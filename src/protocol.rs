@@ -903,7 +903,7 @@ impl Ceiling {
                             format!("`{}` lies inside protected path `{}`", canon.display(), p.display()),
                         ));
                     }
-                    crate::policy::real_writable_path(&joined, &canon)
+                    crate::policy::real_writable_path(&joined, &canon, &self.writable_set().unwrap_or_default())
                         .map_err(|e| RpcError::cordon(&CordonError::InvalidPolicy(e)))?;
                     out.push(canon);
                 }

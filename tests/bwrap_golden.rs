@@ -465,7 +465,22 @@ fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
     assert!(pos("--chdir", None) > binds.last().map_or(0, |b| b.0), "{name}: --chdir after the mounts");
 
     // What cordon's stage does before bubblewrap.
-    assert_eq!(plan.mounts, [MountStep::MakeRootPrivate], "{name}");
+    assert_eq!(plan.mounts, cordon::runner::bwrap::stage_mounts(&case.policy), "{name}");
+    assert_eq!(plan.mounts.first(), Some(&MountStep::MakeRootPrivate), "{name}");
+    let ro = plan.mounts.iter().position(|m| *m == MountStep::ReadOnlyRecursive).expect("the tree read-only");
+    for (i, m) in plan.mounts.iter().enumerate() {
+        match m {
+            MountStep::Clone { source, .. } => assert!(
+                binds.iter().any(|(_, _, b)| b == source) && i < ro,
+                "{name}: the stage clones only bound paths, before the tree goes read-only"
+            ),
+            MountStep::Writable { target } => assert!(
+                i > ro && (target == Path::new("/proc") || binds.iter().any(|(_, f, b)| b == target && *f == "--bind")),
+                "{name}: only /proc and writable binds are writable again: {target:?}"
+            ),
+            _ => {}
+        }
+    }
     assert!(plan.namespaces.mount && !plan.namespaces.pid && !plan.namespaces.ipc, "{name}");
     assert_eq!(plan.namespaces.user, case.host.namespaces == Namespaces::UserNamespace, "{name}");
     assert!(plan.landlock.is_none() && plan.seccomp.is_none(), "{name}: the stage installs nothing");

@@ -736,7 +736,6 @@ case!(git_pointer_file_target_protected, |c| {
 // and moves it back. Un-ignore with the fix (pin the ancestors, as the Seatbelt plan
 // does with `protected-ancestors.sb`, or refuse such layouts).
 #[test]
-#[ignore = "known gap: ancestors of a protected pointer target can be renamed (review1 finding 1)"]
 fn git_pointer_target_survives_a_rename_of_its_ancestor() {
     each_identity("git_pointer_target_survives_a_rename_of_its_ancestor", |c: &Ctx| -> Result<(), Skip> {
         let ws = c.ws.join("linked");
@@ -2888,7 +2887,6 @@ case!(toctou_serve_swaps_during_setup_never_reach_outside, |c| {
 // (after the pin) for a symlink to `/oldroot/<outside>` makes bubblewrap create
 // `<outside>/b` on the host. Racy (a few hits per hundred requests); ignored until fixed.
 #[test]
-#[ignore = "known gap: bubblewrap creates bind destinations through swapped symlinks (review1 finding 2)"]
 fn toctou_serve_bwrap_destination_swaps_never_create_outside() {
     each_identity("toctou_serve_bwrap_destination_swaps_never_create_outside", |c: &Ctx| -> Result<(), Skip> {
         const REQUESTS: usize = 300;

@@ -201,6 +201,43 @@ pub fn exposed(policy: &ExecutionPolicy) -> Vec<(PathBuf, bool)> {
     out
 }
 
+/// What cordon's stage mounts before it executes bubblewrap (pure), in its private
+/// mount namespace: private propagation; identity-checked clones of every exposed
+/// and protected path attached over themselves (shallow first, protected last);
+/// then the whole tree read-only except `/proc` (bubblewrap writes its user
+/// namespace's id maps there) and the writable roots (nodev, nosuid).
+///
+/// bubblewrap resolves its bind destinations itself, following symlinks, and creates
+/// the missing ones (a directory, or an empty file for a file bind) through its view
+/// of the old root. A concurrent run that swaps a workspace directory for a symlink
+/// to `/oldroot/...` between cordon's check and bubblewrap's setup could otherwise
+/// make bubblewrap create entries anywhere on the host. With the tree read-only
+/// here, such a creation fails (`EROFS`) and bubblewrap gives up before the command
+/// runs; inside the writable roots it can only create what the command could.
+pub fn stage_mounts(policy: &ExecutionPolicy) -> Vec<MountStep> {
+    let mut protected = policy.protected.clone();
+    protected.sort_by_key(|p| p.components().count());
+    let exposed = exposed(policy);
+    let mut steps = vec![MountStep::MakeRootPrivate];
+    let mut attach = Vec::new();
+    for (slot, p) in exposed.iter().map(|(p, _)| p).chain(protected.iter()).enumerate() {
+        steps.push(MountStep::Clone { source: p.clone(), slot });
+        attach.push(MountStep::Attach { slot, target: p.clone() });
+    }
+    steps.extend(attach);
+    steps.push(MountStep::ReadOnlyRecursive);
+    steps.push(MountStep::Writable { target: PathBuf::from("/proc") });
+    for (p, _) in &exposed {
+        steps.push(MountStep::NoDevNoSuid { target: p.clone() });
+    }
+    for (p, writable) in &exposed {
+        if *writable && !protected.iter().any(|q| p.starts_with(q)) {
+            steps.push(MountStep::Writable { target: p.clone() });
+        }
+    }
+    steps
+}
+
 /// A path bubblewrap may be given: absolute, normalized (no `.`, `..`, `//` or
 /// trailing `/`), without NUL. Any other byte (spaces, quotes, a leading `-` in a
 /// component, newlines, non-UTF-8) is fine: each path is one argv element, never
@@ -409,7 +446,7 @@ impl Runner for BwrapRunner {
                 pid: false,
                 ipc: false,
             },
-            mounts: vec![MountStep::MakeRootPrivate],
+            mounts: stage_mounts(policy),
             landlock: None,
             seccomp: None,
             seccomp_fd: Some(SeccompFd { network_allowed: policy.network, child_fd: SECCOMP_CHILD_FD }),

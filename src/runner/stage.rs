@@ -213,10 +213,19 @@ pub fn materialize(
     // Every clone source must be the pinned file; every attach target too, except
     // mount points the plan itself creates inside a fresh private tmpfs.
     let pinned = |p: &Path| pins.id(p).ok_or_else(|| MaterializeError::Unpinned { path: p.to_path_buf() });
+    // A mount point the plan created in a fresh tmpfs needs no check, unless a tree
+    // attached earlier covers it (then the path resolves through that tree, which a
+    // concurrent command can change).
+    let attach_targets: Vec<&Path> = plan
+        .mounts
+        .iter()
+        .filter_map(|m| if let MountStep::Attach { target, .. } = m { Some(target.as_path()) } else { None })
+        .collect();
     let created: Vec<&Path> = plan
         .mounts
         .iter()
         .filter_map(|m| if let MountStep::Mkdir { path } = m { Some(path.as_path()) } else { None })
+        .filter(|p| !attach_targets.iter().any(|t| p != t && p.starts_with(t)))
         .collect();
     let attached_slot = |target: &Path| {
         plan.mounts.iter().find_map(|m| match m {
