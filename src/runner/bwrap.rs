@@ -440,10 +440,16 @@ impl Runner for BwrapRunner {
             cwd: input.cwd.clone(),
             // Cut mount propagation from the host before bubblewrap runs (see the
             // module docs); a user namespace provides the right to do so when not root.
+            // A pid namespace with cordon's init as its pid 1: bubblewrap's monitor
+            // exits as soon as the command does, while its own init may still be
+            // tearing the sandbox down (and, killed by its parent-death signal, would
+            // be left as a zombie for the host's init). cordon's init exits with the
+            // monitor, and the kernel then ends everything below it before cordon
+            // reaps the init: nothing of the run outlives the result.
             namespaces: NamespacePlan {
                 user: matches!(input.host.namespaces, Namespaces::UserNamespace),
                 mount: true,
-                pid: false,
+                pid: true,
                 ipc: false,
             },
             mounts: stage_mounts(policy),
