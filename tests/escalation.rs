@@ -504,6 +504,7 @@ fn prompt_escapes_hostile_command_text() {
         },
         env_names: vec![],
         fingerprint: "fnv1a128:0".into(),
+        bound_files: vec![],
     };
     let p = escalation::terminal_prompt(&req);
     assert!(!p.contains('\x1b') && !p.contains('\r') && !p.contains('\x07'), "{p:?}");
