@@ -836,25 +836,25 @@ pub struct ProgramApprover {
     program: PathBuf,
     canonical: PathBuf,
     interpreters: Vec<PathBuf>,
-    pins: Vec<Pin_>,
+    pins: Vec<FilePin>,
     timeout: Duration,
 }
 
 /// A file the approver depends on, by canonical path and identity.
 #[derive(Debug, Clone)]
-struct Pin_ {
+struct FilePin {
     kind: GoverningKind,
     canonical: PathBuf,
     dev: u64,
     ino: u64,
 }
 
-impl Pin_ {
-    fn new(kind: GoverningKind, path: &Path) -> std::io::Result<Pin_> {
+impl FilePin {
+    fn new(kind: GoverningKind, path: &Path) -> std::io::Result<FilePin> {
         let file = open_governing(kind, path, OpenFor::Pin).map_err(std::io::Error::other)?;
         let meta = file.metadata()?;
         let canonical = crate::session::canonical_location(path)?;
-        Ok(Pin_ { kind, canonical, dev: meta.dev(), ino: meta.ino() })
+        Ok(FilePin { kind, canonical, dev: meta.dev(), ino: meta.ino() })
     }
 
     /// The canonical path still names the pinned file (opened without following any
@@ -883,8 +883,7 @@ fn shebang_interpreters(head: &[u8]) -> std::io::Result<Option<Vec<PathBuf>>> {
         // env's options (-S splits the rest into words) and NAME=VALUE assignments come
         // before the program name.
         let name = words
-            .filter(|w| !w.starts_with('-') && !w.contains('='))
-            .next()
+            .find(|w| !w.starts_with('-') && !w.contains('='))
             .ok_or_else(|| not_found(format!("no program after {} in the #! line", interp.display())))?;
         let found = if name.contains('/') {
             PathBuf::from(name)
@@ -912,7 +911,7 @@ impl ProgramApprover {
         };
         let program = std::path::absolute(&found)?;
         let canonical = crate::session::canonical_location(&program)?;
-        let pin = Pin_::new(GoverningKind::ApproverProgram, &canonical)?;
+        let pin = FilePin::new(GoverningKind::ApproverProgram, &canonical)?;
         let mut head = Vec::with_capacity(256);
         let file = std::fs::File::open(&canonical)?;
         let meta = file.metadata()?;
@@ -923,7 +922,7 @@ impl ProgramApprover {
         let interpreters = shebang_interpreters(&head)?.unwrap_or_default();
         let mut pins = vec![pin];
         for i in &interpreters {
-            pins.push(Pin_::new(GoverningKind::ApproverInterpreter, i)?);
+            pins.push(FilePin::new(GoverningKind::ApproverInterpreter, i)?);
         }
         Ok(ProgramApprover { program, canonical, interpreters, pins, timeout: APPROVER_TIMEOUT })
     }

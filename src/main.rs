@@ -49,7 +49,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Sub {
     /// Run a command under a sandbox mode.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Manage a session's mode override (an append-only event log; docs/escalation.md).
     #[command(subcommand)]
     Session(SessionCmd),
@@ -211,7 +211,7 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Sub::Run(args) => run(args),
+        Sub::Run(args) => run(*args),
         Sub::Probe { json } => probe(json),
         Sub::Session(cmd) => session_cmd(cmd),
         Sub::Doctor { json } => doctor(json),

@@ -401,7 +401,7 @@ fn fenced(out: &mut String, boundary: &str, text: &str) {
     if !text.ends_with('\n') {
         out.push('\n');
     }
-    let _ = write!(out, ">>>{boundary}\n");
+    let _ = writeln!(out, ">>>{boundary}");
 }
 
 fn push_stream(

@@ -310,8 +310,9 @@ pub enum GoverningFileError {
         /// The mode of the run.
         mode: Mode,
     },
-    /// Resolving the path given passes through a writable root (a symlink there, or a
-    /// directory there on the way): the command could change where the path leads.
+    /// Resolving the path given follows a symlink that lies inside the workspace or a
+    /// `--writable` root (in any mode: a workspace-write run there could re-point it),
+    /// so a command could change where the path leads.
     #[error("the {kind} `{file}` is reached through `{via}`, inside `{root}`, which a {mode} run may write; a command could re-point it. Name the file by a path outside the workspace and every --writable root")]
     ThroughWritableRoot {
         /// What the file is for.
@@ -444,8 +445,9 @@ impl GoverningFiles {
         &self.files
     }
 
-    /// Refuse `policy` if resolving a governing file's path visits a writable root (the
-    /// file itself, a symlink on the way, or a directory on the way lies inside one),
+    /// Refuse `policy` if a governing file lies inside one of its writable roots, or if
+    /// resolving its path follows a symlink inside the workspace or a `--writable` root
+    /// (in every mode),
     /// and refuse any governing file that has several hard links, lies in a refused
     /// directory ([`GoverningFiles::refuse_under`]), or — for data files (session,
     /// audit log) — exists but is not a regular file owned by the caller. Writable
@@ -468,14 +470,18 @@ impl GoverningFiles {
                     mode: policy.mode,
                 });
             }
-            for via in &trail.visited {
-                if let Some(root) = writable.iter().find(|root| via.starts_with(root)) {
+            // A symlink followed on the way (a visited location that is not the file or
+            // one of its canonical ancestors) inside the workspace or a --writable root
+            // is refused in every mode: any workspace-write run there could re-point it.
+            let linkable: Vec<&PathBuf> = std::iter::once(&policy.workspace).chain(&policy.writable_roots).collect();
+            for via in trail.visited.iter().filter(|v| !canonical.starts_with(v)) {
+                if let Some(root) = linkable.iter().find(|root| via.starts_with(root)) {
                     return Err(GoverningFileError::ThroughWritableRoot {
                         kind: *kind,
                         file: file.clone(),
                         via: via.clone(),
-                        root: root.clone(),
-                        mode: policy.mode,
+                        root: (*root).clone(),
+                        mode: Mode::WorkspaceWrite,
                     });
                 }
             }
