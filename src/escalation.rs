@@ -19,8 +19,14 @@
 //!   at its own (session or base) mode again.
 //! - Every decision is appended to the [`AuditLog`] when one is given; an audit write
 //!   that fails stops the retry (fail closed).
-//! - The governing files ([`GoverningFiles`]: session file, audit log, approver program)
-//!   are checked against the call's policy and the wider policy before anything runs.
+//! - The governing files ([`GoverningFiles`]: session file, audit log, approver program
+//!   and its interpreter via [`Approver::governing`]) are checked against the call's
+//!   policy and the wider policy before anything runs, and refused inside cordon's
+//!   state directory; the audit log is opened once and appended through that fd.
+//! - With [`EscalationOptions::bind_files`], the fingerprint covers the bytes of the
+//!   files the command names, and the retry is refused if they changed.
+//!
+//! The threat model (the confined command as adversary) is in docs/escalation.md.
 //!
 //! What it does not do: it does not classify denials (the executor does), keep grants
 //! for later calls, or change a session. The fingerprint is an identifier (FNV-1a

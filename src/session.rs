@@ -14,9 +14,13 @@
 //! Governing files — the session file, the escalation audit log, the approver program
 //! (anything that decides how later runs are confined) — must not be writable by the
 //! runs they govern, or a command could widen its own policy. [`GoverningFiles::check`]
-//! refuses a policy whose writable roots contain one (canonical paths; a file that does
-//! not exist yet is judged by its canonicalized parent), and refuses a governing file
-//! with more than one hard link (another name could sit inside a writable root).
+//! resolves each path component by component ([`resolve_trail`]) and refuses a policy
+//! whose writable roots contain one (canonical paths; a file that does not exist yet is
+//! judged by its canonicalized parent), a path that follows a symlink lying inside the
+//! workspace or a `--writable` root (in every mode), a file in cordon's state directory,
+//! a file with more than one hard link, and a session file or audit log that is not a
+//! regular file owned by the caller. Session files are then read and appended through a
+//! descriptor opened with `openat2(RESOLVE_NO_SYMLINKS)` on the canonical path.
 //!
 //! What it does not do: it does not run anything, and it cannot protect governing
 //! files from a `full-access` run, which is unconfined by definition (see

@@ -14,7 +14,15 @@
 //! - `--approver`: the program reads exactly the request JSON; its exit status decides;
 //!   its stdout cannot corrupt `--json`;
 //! - every decision lands in the audit log (JSON lines), default path included;
-//! - audit log and approver program inside a writable root are refused.
+//! - audit log and approver program inside a writable root are refused;
+//! - issue 17, the approval layer under attack (`attack_*`, by effect, CLI cases as
+//!   root and as `CORDON_TEST_USER`): an approver symlink swapped by the command, an
+//!   `env python3` approver with a planted `python3` on a workspace `PATH`, a session
+//!   re-pointed through a workspace symlink or to `/dev/null`, a spill file of forged
+//!   events as the session, an audit log redirected, discarded or cut short, a script
+//!   rewritten between the approval and the retry (`--bind-script`), a first run that
+//!   tries to hide the `--ask` prompt (checked on a pty), and `session show` into a
+//!   closed pipe.
 //!
 //! How a denial is produced: until denial classification covers plain file writes, the
 //! commands end with `exec python3 -c '<x32 syscall>'`, which cordon's seccomp filter
