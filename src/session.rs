@@ -474,11 +474,10 @@ impl GoverningFiles {
                     mode: policy.mode,
                 });
             }
-            // A symlink followed on the way (a visited location that is not the file or
-            // one of its canonical ancestors) inside the workspace or a --writable root
-            // is refused in every mode: any workspace-write run there could re-point it.
+            // A symlink followed on the way inside the workspace or a --writable root is
+            // refused in every mode: any workspace-write run there could re-point it.
             let linkable: Vec<&PathBuf> = std::iter::once(&policy.workspace).chain(&policy.writable_roots).collect();
-            for via in trail.visited.iter().filter(|v| !canonical.starts_with(v)) {
+            for via in &trail.symlinks {
                 if let Some(root) = linkable.iter().find(|root| via.starts_with(root)) {
                     return Err(GoverningFileError::ThroughWritableRoot {
                         kind: *kind,
@@ -599,6 +598,8 @@ pub struct Trail {
     /// directories walked through, every symlink followed (the link itself), and the
     /// final file.
     pub visited: Vec<PathBuf>,
+    /// The symlinks followed, where each lies (a subset of `visited`).
+    pub symlinks: Vec<PathBuf>,
     /// Where the path leads: the canonical path of the file when it exists, else of its
     /// nearest existing ancestor with the missing components appended.
     pub canonical: PathBuf,
@@ -630,6 +631,7 @@ pub fn resolve_trail(path: &Path) -> std::io::Result<Trail> {
     push_front(&mut pending, &absolute);
     let mut cur = PathBuf::from("/");
     let mut visited = Vec::new();
+    let mut symlinks = Vec::new();
     let mut links = 0usize;
     let mut missing = false;
     while let Some(name) = pending.pop_front() {
@@ -650,6 +652,7 @@ pub fn resolve_trail(path: &Path) -> std::io::Result<Trail> {
                     return Err(std::io::Error::from_raw_os_error(libc::ELOOP));
                 }
                 let target = std::fs::read_link(&next)?;
+                symlinks.push(next.clone());
                 if target.is_absolute() {
                     cur = PathBuf::from("/");
                 }
@@ -663,7 +666,7 @@ pub fn resolve_trail(path: &Path) -> std::io::Result<Trail> {
             Err(e) => return Err(e),
         }
     }
-    Ok(Trail { visited, canonical: cur })
+    Ok(Trail { visited, symlinks, canonical: cur })
 }
 
 /// Where `path` is or would be created: the canonical path of the file when it exists,
