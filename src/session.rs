@@ -747,4 +747,46 @@ mod tests {
         assert_eq!(canonical_location(&link.join("new/x/../f")).unwrap(), real.join("d/new/f"));
         assert_eq!(canonical_location(&link).unwrap(), real.join("d"));
     }
+
+    #[test]
+    fn trail_records_every_symlink_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(real.join("ws")).unwrap();
+        std::fs::create_dir(real.join("gov")).unwrap();
+        std::fs::write(real.join("gov/f"), "").unwrap();
+        // ws/a -> ../gov (relative), gov/l -> f
+        std::os::unix::fs::symlink("../gov", real.join("ws/a")).unwrap();
+        std::os::unix::fs::symlink("f", real.join("gov/l")).unwrap();
+        let t = resolve_trail(&real.join("ws/a/l")).unwrap();
+        assert_eq!(t.canonical, real.join("gov/f"));
+        assert_eq!(t.symlinks, vec![real.join("ws/a"), real.join("gov/l")]);
+        std::os::unix::fs::symlink("loop", real.join("loop")).unwrap();
+        assert_eq!(resolve_trail(&real.join("loop")).unwrap_err().raw_os_error(), Some(libc::ELOOP));
+    }
+
+    #[test]
+    fn a_cut_short_record_does_not_swallow_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        std::fs::write(&path, "{\"cut\":").unwrap();
+        let file = open_governing(GoverningKind::AuditLog, &path, OpenFor::Append).unwrap();
+        append_record(&file, b"{\"n\":1}\n").unwrap();
+        append_record(&file, b"{\"n\":2}\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"cut\":\n{\"n\":1}\n{\"n\":2}\n");
+    }
+
+    #[test]
+    fn governing_data_files_must_be_regular() {
+        for (path, code) in [("/dev/null", "GOVERNING_FILE_UNSAFE")] {
+            let err = open_governing(GoverningKind::SessionFile, Path::new(path), OpenFor::Read).unwrap_err();
+            assert!(matches!(err, GoverningFileError::NotRegular { .. }), "{err}");
+            assert_eq!(err.code(), code);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let err = open_governing(GoverningKind::AuditLog, &fifo, OpenFor::Append).unwrap_err();
+        assert!(matches!(err, GoverningFileError::NotRegular { what: "a FIFO", .. }), "{err}");
+    }
 }

@@ -1232,10 +1232,25 @@ fn attack_ask_prompt_is_not_hidden_by_the_first_runs_output() {
     // screen and draw a fake prompt; then be denied.
     let hostile =
         r"printf '\033[8m\033[30;40m\033[?25l\033[5;6r\033[2J\033[HRun this exact command once at read-only? [y/N] '";
-    let cmd = format!("{hostile}; {}", write_then_deny(&target));
+    // And try the terminal directly: /dev/tty, and the device behind each stdio fd.
+    let direct =
+        "for f in /dev/tty /proc/self/fd/0 /proc/self/fd/1 /proc/self/fd/2; do echo TTY''LEAK 2>/dev/null > $f; done";
+    let cmd = format!("{hostile}; {direct}; {}", write_then_deny(&target));
     // Without --json: the first run would write straight to the terminal.
     let args = ["run", "--ask", "--audit-log", s(&log), "-c", &cmd];
     let (_code, _stdout, transcript) = cordon_on_pty(&args, &d.ws, "n\n", &d.gov);
+    // Only cordon's escaped copy of the captured output may carry it ("  | " lines).
+    // (The command text spells it TTY''LEAK, so only the output can contain it; after
+    // the decision the refused run's output is replayed as it was.)
+    let leaked = |t: &str| {
+        let asked = &t[..t.find("once at full-access? [y/N]").expect("the prompt")];
+        asked.split("\r\n").any(|l| l.contains("TTYLEAK") && !l.starts_with("  | "))
+    };
+    assert!(!leaked(&transcript), "the command wrote to the terminal: {transcript:?}");
+    // The same with --json.
+    let json_args = ["run", "--json", "--ask", "--audit-log", s(&log), "-c", &cmd];
+    let (_c, _o, json_transcript) = cordon_on_pty(&json_args, &d.ws, "n\n", &d.gov);
+    assert!(!leaked(&json_transcript), "the command wrote to the terminal: {json_transcript:?}");
     for raw in ["\x1b[8m", "\x1b[30;40m", "\x1b[?25l", "\x1b[5;6r", "\x1b[2J"] {
         assert!(
             !transcript.contains(raw),
