@@ -778,11 +778,9 @@ mod tests {
 
     #[test]
     fn governing_data_files_must_be_regular() {
-        for (path, code) in [("/dev/null", "GOVERNING_FILE_UNSAFE")] {
-            let err = open_governing(GoverningKind::SessionFile, Path::new(path), OpenFor::Read).unwrap_err();
-            assert!(matches!(err, GoverningFileError::NotRegular { .. }), "{err}");
-            assert_eq!(err.code(), code);
-        }
+        let err = open_governing(GoverningKind::SessionFile, Path::new("/dev/null"), OpenFor::Read).unwrap_err();
+        assert!(matches!(err, GoverningFileError::NotRegular { what: "a character device", .. }), "{err}");
+        assert_eq!(err.code(), "GOVERNING_FILE_UNSAFE");
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("fifo");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
