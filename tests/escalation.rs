@@ -50,6 +50,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
+/// The cordon binary under test: this build's, or `CORDON_TEST_BIN` (to show that a
+/// CLI case fails against an older build: `CORDON_TEST_BIN=/old/cordon cargo test`).
+fn cordon_bin() -> String {
+    std::env::var("CORDON_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_cordon").to_string())
+}
+
 /// A cordon invocation that takes longer than this is hung.
 const HANG: Duration = Duration::from_secs(60);
 /// Ends a shell command so that a confined run is denied with evidence (SIGSYS from the
@@ -535,7 +541,7 @@ impl CliOut {
 }
 
 fn cordon(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> CliOut {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cordon"));
+    let mut cmd = std::process::Command::new(cordon_bin());
     cmd.args(args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd.envs(env.iter().copied());
     let mut child = cmd.spawn().expect("spawn cordon");
@@ -829,6 +835,8 @@ while time.time() < deadline:
     if not answered and b"[y/N] " in buf:
         os.write(fd, answer.encode().decode("unicode_escape").encode())
         answered = True
+if time.time() >= deadline:
+    os.kill(pid, 9)  # hung (e.g. the answer went to a fake prompt); do not wait forever
 _, status = os.waitpid(pid, 0)
 open(transcript_path, "wb").write(buf)
 sys.exit(os.waitstatus_to_exitcode(status) if answered else 99)
@@ -838,7 +846,7 @@ sys.exit(os.waitstatus_to_exitcode(status) if answered else 99)
     let status = std::process::Command::new("python3")
         .arg("-c")
         .arg(DRIVER)
-        .args([s(&out), s(&transcript), answer, s(cwd), env!("CARGO_BIN_EXE_cordon")])
+        .args([s(&out), s(&transcript), answer, s(cwd), &cordon_bin()])
         .args(args)
         .status()
         .expect("python3");
@@ -893,7 +901,7 @@ fn cli_ask_without_a_terminal_refuses() {
     let log = d.gov.join("audit.jsonl");
     // setsid: no controlling terminal, so /dev/tty cannot be opened.
     let out = std::process::Command::new("setsid")
-        .args(["-w", env!("CARGO_BIN_EXE_cordon"), "run", "--json", "--ask", "--audit-log", s(&log), "-c"])
+        .args(["-w", &cordon_bin(), "run", "--json", "--ask", "--audit-log", s(&log), "-c"])
         .arg(write_then_deny(&target))
         .current_dir(&d.ws)
         .stdin(Stdio::null())
@@ -947,7 +955,7 @@ fn chown_tree(p: &Path, id: Option<(u32, u32)>) {
 
 fn cordon_as(id: Option<(u32, u32)>, args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> CliOut {
     use std::os::unix::process::CommandExt;
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cordon"));
+    let mut cmd = std::process::Command::new(cordon_bin());
     cmd.args(args).current_dir(cwd).stdin(Stdio::null());
     cmd.envs(env.iter().copied());
     if let Some((uid, gid)) = id {
@@ -987,10 +995,10 @@ fn attack_approver_symlink_swapped_by_the_command_never_runs() {
         let cmd = format!("ln -sfn '{}' '{}'; {}", evil.display(), link.display(), write_then_deny(&target));
         let out =
             cordon_as(id, &["run", "--json", "--approver", s(&link), "--audit-log", s(&log), "-c", &cmd], &d.ws, &[]);
-        assert_eq!(out.code, 125, "{id:?}: {}", out.stderr);
-        assert_eq!(out.json()["error"]["code"], "GOVERNING_FILE_WRITABLE", "{id:?}");
         assert!(!marker.exists(), "{id:?}: the command's program ran as the approver");
         assert!(!target.exists(), "{id:?}: nothing ran");
+        assert_eq!(out.code, 125, "{id:?}: {}", out.stderr);
+        assert_eq!(out.json()["error"]["code"], "GOVERNING_FILE_WRITABLE", "{id:?}");
         // Positive control: the real approver, named directly, grants.
         let out = cordon_as(
             id,
@@ -1053,8 +1061,8 @@ fn attack_session_through_a_workspace_symlink_is_refused() {
         chown_tree(d.ws.parent().unwrap(), id);
         let cmd = format!("echo > '{}'", marker.display());
         let out = cordon_as(id, &["run", "--json", "--session", s(&link), "-c", &cmd], &d.ws, &[]);
-        assert_eq!(out.json()["error"]["code"], "GOVERNING_FILE_WRITABLE", "{id:?}: {}", out.stderr);
         assert!(!marker.exists(), "{id:?}: the re-pointed session widened the run");
+        assert_eq!(out.json()["error"]["code"], "GOVERNING_FILE_WRITABLE", "{id:?}: {}", out.stderr);
         // Positive control: the session named directly runs at its mode.
         let out = cordon_as(id, &["run", "--json", "--session", s(&narrow), "-c", &cmd], &d.ws, &[]);
         assert_eq!(out.json()["sandbox"]["mode"], "read-only", "{id:?}: {}", out.stderr);
@@ -1088,8 +1096,8 @@ fn attack_spill_file_is_never_read_as_a_session() {
             .to_string();
         let cmd = format!("echo > '{}'", marker.display());
         let out = cordon_as(id, &["run", "--json", "--session", &spill, "-c", &cmd], &d.ws, &[]);
-        assert_eq!(out.json()["error"]["code"], "GOVERNING_FILE_WRITABLE", "{id:?}: {}", out.stderr);
         assert!(!marker.exists(), "{id:?}: a spill file served as the session");
+        assert_eq!(out.json()["error"]["code"], "GOVERNING_FILE_WRITABLE", "{id:?}: {}", out.stderr);
     }
 }
 
@@ -1117,8 +1125,8 @@ fn attack_audit_log_redirected_or_discarded_is_refused() {
             &d.ws,
             &[],
         );
-        assert_eq!(out.json()["error"]["code"], "GOVERNING_FILE_WRITABLE", "{id:?}: {}", out.stderr);
         assert!(!fake.exists() && !target.exists(), "{id:?}: the decision went to the command's file");
+        assert_eq!(out.json()["error"]["code"], "GOVERNING_FILE_WRITABLE", "{id:?}: {}", out.stderr);
         for null in [devnull.as_path(), Path::new("/dev/null")] {
             let args =
                 ["run", "--json", "--approver", s(&script), "--audit-log", s(null), "-c", &write_then_deny(&target)];
@@ -1230,13 +1238,13 @@ fn attack_ask_prompt_is_not_hidden_by_the_first_runs_output() {
     let target = d.out.join("effect");
     // Conceal text, black on black, hide the cursor, set a scroll region, clear the
     // screen and draw a fake prompt; then be denied.
-    let hostile =
-        r"printf '\033[8m\033[30;40m\033[?25l\033[5;6r\033[2J\033[HRun this exact command once at read-only? [y/N] '";
+    let hostile = r"printf '\033[8m\033[30;40m\033[?25l\033[5;6r\033[2J\033[HRun this exact command once at read-only? [y/N] ' >&2";
     // And try the terminal directly: /dev/tty, and the device behind each stdio fd.
     let direct =
-        "for f in /dev/tty /proc/self/fd/0 /proc/self/fd/1 /proc/self/fd/2; do echo TTY''LEAK 2>/dev/null > $f; done";
+        "for f in /dev/tty /proc/self/fd/0 /proc/self/fd/1 /proc/self/fd/2; do echo TTY''LEAK > $f 2>/dev/null; done";
     let cmd = format!("{hostile}; {direct}; {}", write_then_deny(&target));
-    // Without --json: the first run would write straight to the terminal.
+    // Without --json: the first run would write straight to the terminal (the driver's
+    // terminal is cordon's stderr; its stdout goes to a file).
     let args = ["run", "--ask", "--audit-log", s(&log), "-c", &cmd];
     let (_code, _stdout, transcript) = cordon_on_pty(&args, &d.ws, "n\n", &d.gov);
     // Only cordon's escaped copy of the captured output may carry it ("  | " lines).
@@ -1251,11 +1259,9 @@ fn attack_ask_prompt_is_not_hidden_by_the_first_runs_output() {
     let json_args = ["run", "--json", "--ask", "--audit-log", s(&log), "-c", &cmd];
     let (_c, _o, json_transcript) = cordon_on_pty(&json_args, &d.ws, "n\n", &d.gov);
     assert!(!leaked(&json_transcript), "the command wrote to the terminal: {json_transcript:?}");
+    let asked = &transcript[..transcript.find("once at full-access? [y/N]").unwrap()];
     for raw in ["\x1b[8m", "\x1b[30;40m", "\x1b[?25l", "\x1b[5;6r", "\x1b[2J"] {
-        assert!(
-            !transcript.contains(raw),
-            "the command's {raw:?} reached the terminal before the prompt: {transcript:?}"
-        );
+        assert!(!asked.contains(raw), "the command's {raw:?} reached the terminal before the prompt: {transcript:?}");
     }
     let reset = transcript.find(escalation::TERMINAL_RESET).expect("a terminal reset before the prompt");
     let prompt = transcript.find("Run this exact command once at full-access? [y/N] ").expect("the real prompt");
@@ -1271,7 +1277,7 @@ fn session_show_into_a_closed_pipe_does_not_panic() {
     let line = "{\"at\":\"2026-01-01T00:00:00.000Z\",\"event\":\"set-mode\",\"mode\":\"read-only\"}\n";
     std::fs::write(&file, line.repeat(4000)).unwrap();
     for json in [false, true] {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cordon"));
+        let mut cmd = std::process::Command::new(cordon_bin());
         cmd.args(["session", "show", s(&file)]).stdout(Stdio::piped()).stderr(Stdio::piped());
         if json {
             cmd.arg("--json");
