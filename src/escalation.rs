@@ -1168,6 +1168,11 @@ pub fn terminal_prompt(req: &EscalationRequest) -> String {
     if let Some(j) = &req.justification {
         t.push_str(&format!("  reason:   {}\n", printable(j)));
     }
+    for (i, f) in req.bound_files.iter().enumerate() {
+        let label = if i == 0 { "bound:   " } else { "         " };
+        let path = printable(&f.path.display().to_string());
+        t.push_str(&format!("  {label} {path} ({} bytes, {})\n", f.size, f.contents));
+    }
     t.push_str(&format!("  proposed: {}\n", describe(&req.retry_policy)));
     t.push_str(&format!("  call:     {}\n", req.fingerprint));
     t.push_str(&format!("Run this exact command once at {}? [y/N] ", req.to));
