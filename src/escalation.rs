@@ -1242,6 +1242,18 @@ mod tests {
     }
 
     #[test]
+    fn shebang_interpreters_use_the_fixed_path() {
+        assert_eq!(shebang_interpreters(b"\x7fELF...").unwrap(), None);
+        assert_eq!(shebang_interpreters(b"#!/bin/sh -e\nexit 0\n").unwrap(), Some(vec![PathBuf::from("/bin/sh")]));
+        // env's options and assignments are skipped; the name is looked up on APPROVER_PATH.
+        let got = shebang_interpreters(b"#!/usr/bin/env -S FOO=1 sh -e\n").unwrap().unwrap();
+        assert_eq!(got[0], PathBuf::from("/usr/bin/env"));
+        assert!(APPROVER_PATH.split(':').any(|d| got[1] == Path::new(d).join("sh")), "{got:?}");
+        let err = shebang_interpreters(b"#!/usr/bin/env no-such-interpreter-here\n").unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    }
+
+    #[test]
     fn printable_escapes_terminal_controls() {
         assert_eq!(printable("a\x1b[2Jb\rc\u{202e}d"), "a\\u{1b}[2Jb\\rc\\u{202e}d");
         assert_eq!(printable("héllo wörld"), "héllo wörld");
