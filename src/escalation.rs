@@ -19,8 +19,14 @@
 //!   at its own (session or base) mode again.
 //! - Every decision is appended to the [`AuditLog`] when one is given; an audit write
 //!   that fails stops the retry (fail closed).
-//! - The governing files ([`GoverningFiles`]: session file, audit log, approver program)
-//!   are checked against the call's policy and the wider policy before anything runs.
+//! - The governing files ([`GoverningFiles`]: session file, audit log, approver program
+//!   and its interpreter via [`Approver::governing`]) are checked against the call's
+//!   policy and the wider policy before anything runs, and refused inside cordon's
+//!   state directory; the audit log is opened once and appended through that fd.
+//! - With [`EscalationOptions::bind_files`], the fingerprint covers the bytes of the
+//!   files the command names, and the retry is refused if they changed.
+//!
+//! The threat model (the confined command as adversary) is in docs/escalation.md.
 //!
 //! What it does not do: it does not classify denials (the executor does), keep grants
 //! for later calls, or change a session. The fingerprint is an identifier (FNV-1a
@@ -31,15 +37,17 @@ use crate::error::CordonError;
 use crate::exec::Executor;
 use crate::mode::Mode;
 use crate::policy::{resolve_policy, ExecutionPolicy, PolicyRequest};
-use crate::request::{Command, Request, Spec};
+use crate::request::{Command, Output, Request, Spec};
 use crate::result::{Denial, RunResult};
 use crate::runner::{self, RunnerChoice};
-use crate::session::{append_json_line, rfc3339_utc, GoverningFileError, GoverningFiles, GOVERNING_FILE_MODE};
+use crate::session::{
+    append_json_line, open_governing, rfc3339_utc, GoverningFileError, GoverningFiles, GoverningKind, OpenFor,
+};
 use serde::{Deserialize, Serialize};
 use std::future::Future;
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Mutex;
@@ -52,6 +60,24 @@ pub const REQUEST_VERSION: u32 = 1;
 pub const APPROVER_TIMEOUT: Duration = Duration::from_secs(600);
 /// The terminal [`TerminalApprover`] asks on by default.
 pub const DEFAULT_TTY: &str = "/dev/tty";
+/// The fixed `PATH` a [`ProgramApprover`] runs with (and against which an
+/// `#!/usr/bin/env NAME` line is resolved): never the caller's, which may name a
+/// directory the confined command can write.
+pub const APPROVER_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// Variables copied from cordon's environment into a [`ProgramApprover`]'s (besides
+/// the fixed `PATH`); everything else is dropped.
+const APPROVER_ENV_KEEP: &[&str] = &["HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ"];
+/// The largest file [`EscalationOptions::bind_files`] binds; a bigger named file makes
+/// the escalation fail rather than go unbound.
+pub const MAX_BOUND_FILE: u64 = 16 * 1024 * 1024;
+/// The most files bound to one fingerprint.
+const MAX_BOUND_FILES: usize = 64;
+/// The most lines of the first run's output the terminal prompt repeats (escaped).
+const PROMPT_OUTPUT_LINES: usize = 20;
+/// Sent to the terminal before the prompt: leave the alternate screen, show the cursor,
+/// reset the scroll region, attributes, character sets and modes (soft reset, DECSTR),
+/// then a full reset (RIS), so nothing a command left behind hides or fakes the prompt.
+pub const TERMINAL_RESET: &str = "\x1b[?1049l\x1b[?25h\x1b[r\x1b[0m\x1b(B\x1b[!p\x1bc";
 /// The longest answer read from the terminal; the rest of a longer line is ignored.
 const MAX_ANSWER: u64 = 1024;
 /// Domain prefix of the fingerprint encoding (bump the version if the encoding changes).
@@ -153,6 +179,28 @@ pub struct EscalationRequest {
     pub env_names: Vec<String>,
     /// [`fingerprint`] of the call at its current policy.
     pub fingerprint: String,
+    /// The files the command names whose contents the fingerprint covers (only with
+    /// [`EscalationOptions::bind_files`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bound_files: Vec<BoundFileView>,
+}
+
+/// A file bound to the fingerprint, as shown to the approver.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoundFileView {
+    /// Its path (as named, joined to the cwd).
+    pub path: PathBuf,
+    /// `fnv1a128:` hash of its contents (the retry compares the exact bytes).
+    pub contents: String,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// A named file's contents, read at approval time.
+#[derive(Debug, Clone)]
+struct BoundFile {
+    path: PathBuf,
+    bytes: Vec<u8>,
 }
 
 /// Granted or refused.
@@ -207,6 +255,15 @@ pub trait Approver: Send + Sync {
     fn info(&self) -> ApproverInfo;
     /// Decide one request.
     fn decide<'a>(&'a self, req: &'a EscalationRequest) -> Pin<Box<dyn Future<Output = Decision> + Send + 'a>>;
+    /// Files this approver depends on (its program, its interpreter), checked before
+    /// anything runs like every other governing file. Default: none.
+    fn governing(&self) -> Vec<(GoverningKind, PathBuf)> {
+        Vec::new()
+    }
+    /// Sees the denied first run just before [`Approver::decide`] (the terminal
+    /// approver repeats its output, escaped, after resetting the terminal). Default:
+    /// nothing.
+    fn first_run(&self, _result: &RunResult) {}
 }
 
 /// A stable identifier of one call under one policy: FNV-1a 128 over a canonical,
@@ -214,6 +271,13 @@ pub trait Approver: Send + Sync {
 /// network and best-effort flags, argv (exact bytes), cwd and the sorted environment
 /// variable names. Printed as `fnv1a128:` and 32 hex digits. Not a MAC.
 pub fn fingerprint(spec: &Spec) -> String {
+    fingerprint_with(spec, &[])
+}
+
+/// [`fingerprint`], also covering the exact contents of `bound` files (a list field
+/// `bound_files` of path and contents, appended after the others; with no bound files
+/// the encoding and value are exactly [`fingerprint`]'s).
+fn fingerprint_with(spec: &Spec, bound: &[BoundFile]) -> String {
     let mut enc = Encoder(Vec::with_capacity(512));
     enc.0.extend_from_slice(FINGERPRINT_DOMAIN);
     let p = &spec.policy;
@@ -229,7 +293,19 @@ pub fn fingerprint(spec: &Spec) -> String {
     names.sort_unstable();
     names.dedup();
     enc.list(b"env_names", names.into_iter());
-    let hash = enc.0.iter().fold(FNV128_OFFSET, |h, b| (h ^ u128::from(*b)).wrapping_mul(FNV128_PRIME));
+    if !bound.is_empty() {
+        enc.raw(b"bound_files");
+        enc.0.extend_from_slice(&(bound.len() as u64).to_be_bytes());
+        for f in bound {
+            enc.raw(f.path.as_os_str().as_bytes());
+            enc.raw(&f.bytes);
+        }
+    }
+    fnv1a128(&enc.0)
+}
+
+fn fnv1a128(bytes: &[u8]) -> String {
+    let hash = bytes.iter().fold(FNV128_OFFSET, |h, b| (h ^ u128::from(*b)).wrapping_mul(FNV128_PRIME));
     format!("fnv1a128:{hash:032x}")
 }
 
@@ -268,6 +344,16 @@ pub struct EscalationOptions {
     pub justification: Option<String>,
     /// Files no run of this call may be able to write.
     pub governing: GoverningFiles,
+    /// Bind the approval to the contents of the files the command names (`--bind-script`):
+    /// the fingerprint covers their bytes as read when the approver is asked, and the
+    /// retry is refused ([`EscalationError::BoundFileChanged`]) if any differs right
+    /// before it runs. Named files: for a shell string, its whitespace-separated words;
+    /// for argv, the arguments (and the program when given as a path); each that is a
+    /// regular file, relative to the cwd.
+    pub bind_files: bool,
+    /// Output handling of the retry, when it should differ from the first run's (the
+    /// CLI captures the first run under `--ask`, then streams the retry live).
+    pub retry_output: Option<Output>,
 }
 
 /// A decision and what it was about.
@@ -350,6 +436,23 @@ pub enum EscalationError {
     /// A governing file would be writable by a run of this call.
     #[error(transparent)]
     GoverningFile(#[from] GoverningFileError),
+    /// A file bound to the approval changed between the decision and the retry; the
+    /// retry did not run.
+    #[error("`{path}` changed after the approval was given ({why}); the retry did not run")]
+    BoundFileChanged {
+        /// The file.
+        path: PathBuf,
+        /// What differs.
+        why: String,
+    },
+    /// A file the command names cannot be bound (unreadable or too large).
+    #[error("cannot bind `{path}` to the approval: {why}")]
+    BindFailed {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
     /// The decision could not be recorded; nothing more ran.
     #[error("appending to the audit log `{path}`: {source}")]
     Audit {
@@ -368,6 +471,8 @@ impl EscalationError {
             EscalationError::Cordon(e) => e.code(),
             EscalationError::GoverningFile(e) => e.code(),
             EscalationError::Audit { .. } => "AUDIT_LOG_FAILED",
+            EscalationError::BoundFileChanged { .. } => "BOUND_FILE_CHANGED",
+            EscalationError::BindFailed { .. } => "BIND_FAILED",
         }
     }
 }
@@ -423,17 +528,19 @@ impl AuditRecord {
 }
 
 /// An append-only JSON-lines log of escalation decisions. The file (0600) and missing
-/// parent directories (0700) are created when the log is first used.
+/// parent directories (0700) are created by [`AuditLog::prepare`], which opens it once,
+/// by its canonical symlink-free location, as a regular file owned by the caller; every
+/// record is appended through that descriptor.
 #[derive(Debug)]
 pub struct AuditLog {
     path: PathBuf,
-    lock: Mutex<()>,
+    file: Mutex<Option<std::fs::File>>,
 }
 
 impl AuditLog {
     /// A log at `path` (nothing is touched yet).
     pub fn new(path: impl Into<PathBuf>) -> AuditLog {
-        AuditLog { path: path.into(), lock: Mutex::new(()) }
+        AuditLog { path: path.into(), file: Mutex::new(None) }
     }
 
     /// `$XDG_STATE_HOME/cordon/audit.jsonl` when that variable is an absolute path,
@@ -453,28 +560,32 @@ impl AuditLog {
         EscalationError::Audit { path: self.path.clone(), source }
     }
 
-    /// Create the parent directories and the file if missing, so a log that cannot be
-    /// written is found before anything runs.
+    /// Create the parent directories and the file if missing and open it (once; later
+    /// calls keep the first descriptor), so a log that cannot be written is found before
+    /// anything runs. A log that is not a regular file owned by the caller (`/dev/null`,
+    /// a FIFO), or whose canonical path gains a symlink, is refused.
     pub fn prepare(&self) -> Result<(), EscalationError> {
+        let mut slot = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_some() {
+            return Ok(());
+        }
         if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
                 .create(parent)
                 .map_err(|e| self.io_err(e))?;
         }
-        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(GOVERNING_FILE_MODE)
-            .open(&self.path)
-            .map(drop)
-            .map_err(|e| self.io_err(e))
+        *slot = Some(open_governing(GoverningKind::AuditLog, &self.path, OpenFor::Append)?);
+        Ok(())
     }
 
-    /// Append one record.
+    /// Append one record: one `write` of the whole line on the `O_APPEND` descriptor;
+    /// a cut-short record is truncated away or followed by a newline, so the next one
+    /// starts on its own line.
     pub fn append(&self, record: &AuditRecord) -> Result<(), EscalationError> {
-        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        append_json_line(&self.path, record).map_err(|e| self.io_err(e))
+        self.prepare()?;
+        let slot = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        let file = slot.as_ref().ok_or_else(|| self.io_err(std::io::Error::other("the log is not open")))?;
+        append_json_line(file, record).map_err(|e| self.io_err(e))
     }
 }
 
@@ -509,12 +620,17 @@ pub async fn run_with_escalation_until(
             return Err(EscalationError::NotWider { from, to });
         }
     }
-    opts.governing.check(&spec.policy)?;
+    let mut governing = opts.governing.clone();
+    for (kind, path) in approver.governing() {
+        governing.add(kind, path);
+    }
+    governing.refuse_under(exec.state_dir());
+    governing.check(&spec.policy)?;
     // The wider spec is fixed now, before the command could change anything it names.
     let target = opts.up_front.or(opts.on_denial).or_else(|| next_wider(from));
-    let wider = match target.map(|to| widen(&spec, &policy_req, to)) {
+    let wider = match target.map(|to| widen(&spec, &policy_req, to, opts)) {
         Some(Ok(w)) => {
-            opts.governing.check(&w.policy)?;
+            governing.check(&w.policy)?;
             Some(Ok(w))
         }
         other => other,
@@ -525,11 +641,17 @@ pub async fn run_with_escalation_until(
     tokio::pin!(abort);
 
     if let Some(to) = opts.up_front {
-        let wide = wider.unwrap_or_else(|| widen(&spec, &policy_req, to))?;
+        let wide = wider.unwrap_or_else(|| widen(&spec, &policy_req, to, opts))?;
         runner::select(&wide.policy, exec.host(), wide.runner)?;
-        let request = build_request(Trigger::UpFront, command, &spec, &wide, opts, Vec::new());
+        let bound = bind(&command, &spec, opts)?;
+        let request = build_request(Trigger::UpFront, command, &spec, &wide, opts, Vec::new(), &bound);
         let record = ask(approver, request, audit, &mut abort).await?;
-        let retry = if record.decision.is_granted() { Some(exec.run_until(wide, &mut abort).await) } else { None };
+        let retry = if record.decision.is_granted() {
+            recheck(&bound)?;
+            Some(exec.run_until(wide, &mut abort).await)
+        } else {
+            None
+        };
         return Ok(EscalatedOutcome { first: None, escalation: Some(record), not_offered: None, retry });
     }
 
@@ -539,10 +661,13 @@ pub async fn run_with_escalation_until(
         match offer(&first, wider, exec) {
             Err(why) => outcome.not_offered = Some(why),
             Ok(wide) => {
-                let request =
-                    build_request(Trigger::Denied, command, &spec, &wide, opts, first.sandbox.denials.clone());
+                let bound = bind(&command, &spec, opts)?;
+                let denials = first.sandbox.denials.clone();
+                let request = build_request(Trigger::Denied, command, &spec, &wide, opts, denials, &bound);
+                approver.first_run(&first);
                 let record = ask(approver, request, audit, &mut abort).await?;
                 if record.decision.is_granted() {
+                    recheck(&bound)?;
                     outcome.retry = Some(exec.run_until(wide, &mut abort).await);
                 }
                 outcome.escalation = Some(record);
@@ -573,10 +698,13 @@ fn offer(first: &RunResult, wider: Option<Result<Spec, CordonError>>, exec: &Exe
 
 /// The same call at mode `to`: only the policy changes (the runner choice too when `to`
 /// is unconfined, since a confinement backend does not apply there).
-fn widen(spec: &Spec, policy_req: &PolicyRequest, to: Mode) -> Result<Spec, CordonError> {
+fn widen(spec: &Spec, policy_req: &PolicyRequest, to: Mode, opts: &EscalationOptions) -> Result<Spec, CordonError> {
     let policy = resolve_policy(&PolicyRequest { mode: to, ..policy_req.clone() }, &spec.workdir)?;
     let mut wide = spec.clone();
     wide.policy = policy;
+    if let Some(output) = opts.retry_output {
+        wide.output = output;
+    }
     if !to.is_confined() {
         wide.runner = RunnerChoice::Auto;
     }
@@ -590,6 +718,7 @@ fn build_request(
     wide: &Spec,
     opts: &EscalationOptions,
     denials: Vec<Denial>,
+    bound: &[BoundFile],
 ) -> EscalationRequest {
     let mut env_names: Vec<String> = spec.env.iter().map(|(k, _)| k.to_string_lossy().into_owned()).collect();
     env_names.sort();
@@ -606,8 +735,74 @@ fn build_request(
         policy: PolicyView::from(&spec.policy),
         retry_policy: PolicyView::from(&wide.policy),
         env_names,
-        fingerprint: fingerprint(spec),
+        fingerprint: fingerprint_with(spec, bound),
+        bound_files: bound
+            .iter()
+            .map(|f| BoundFileView { path: f.path.clone(), contents: fnv1a128(&f.bytes), size: f.bytes.len() as u64 })
+            .collect(),
     }
+}
+
+/// The words of the command that may name files (see [`EscalationOptions::bind_files`]).
+fn named_words(command: &CommandView) -> Vec<String> {
+    match command {
+        CommandView::Shell(s) => s
+            .split(|c: char| c.is_whitespace() || ";|&<>()`'\"".contains(c))
+            .filter(|w| !w.is_empty())
+            .map(String::from)
+            .collect(),
+        CommandView::Argv(v) => {
+            v.iter().enumerate().filter(|(i, a)| *i > 0 || a.contains('/')).map(|(_, a)| a.clone()).collect()
+        }
+    }
+}
+
+/// Read the files the command names, when the caller asked to bind them.
+fn bind(command: &CommandView, spec: &Spec, opts: &EscalationOptions) -> Result<Vec<BoundFile>, EscalationError> {
+    if !opts.bind_files {
+        return Ok(Vec::new());
+    }
+    let mut out: Vec<BoundFile> = Vec::new();
+    for word in named_words(command) {
+        let path = spec.workdir.join(&word);
+        if out.iter().any(|f| f.path == path) || !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        if out.len() == MAX_BOUND_FILES {
+            return Err(EscalationError::BindFailed { path, why: format!("more than {MAX_BOUND_FILES} files") });
+        }
+        let bytes = read_bound(&path).map_err(|why| EscalationError::BindFailed { path: path.clone(), why })?;
+        out.push(BoundFile { path, bytes });
+    }
+    Ok(out)
+}
+
+/// A bound file's bytes, read through one descriptor (a regular file, at most
+/// [`MAX_BOUND_FILE`] bytes).
+fn read_bound(path: &Path) -> Result<Vec<u8>, String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_BOUND_FILE + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_BOUND_FILE {
+        return Err(format!("larger than {MAX_BOUND_FILE} bytes"));
+    }
+    Ok(bytes)
+}
+
+/// Right before the retry: every bound file still holds exactly the approved bytes.
+fn recheck(bound: &[BoundFile]) -> Result<(), EscalationError> {
+    for f in bound {
+        let changed = |why: String| EscalationError::BoundFileChanged { path: f.path.clone(), why };
+        let now = read_bound(&f.path).map_err(changed)?;
+        if now != f.bytes {
+            return Err(changed(format!("its contents are now {}, approved {}", fnv1a128(&now), fnv1a128(&f.bytes))));
+        }
+    }
+    Ok(())
 }
 
 async fn ask<F: Future<Output = ()>>(
@@ -631,18 +826,89 @@ async fn ask<F: Future<Output = ()>>(
 
 /// Asks a policy program: the request as one JSON line on its stdin, then end-of-file;
 /// exit status 0 grants, anything else (including failing to start, a signal or
-/// [`APPROVER_TIMEOUT`]) refuses. The program runs unsandboxed with cordon's own
-/// environment and working directory: it is the caller's policy agent. Its stdout goes
-/// to cordon's stderr so it cannot corrupt `--json` output.
+/// [`APPROVER_TIMEOUT`]) refuses. Its stdout goes to cordon's stderr so it cannot
+/// corrupt `--json` output.
+///
+/// The program (and the interpreter its `#!` line names) is resolved once, when the
+/// approver is made: to a canonical path, pinned by device and inode. It is started by
+/// that canonical path — never the path as given, which may pass through a symlink —
+/// after checking it still names the pinned file, with a fixed environment
+/// ([`APPROVER_PATH`] and a few locale/identity variables from cordon's) and `/` as its
+/// working directory. [`Approver::governing`] hands the program and interpreter to the
+/// governing-file check, so neither may lie inside or be reached through a writable
+/// root. It runs unsandboxed: it is the caller's policy agent.
 #[derive(Debug, Clone)]
 pub struct ProgramApprover {
     program: PathBuf,
+    canonical: PathBuf,
+    interpreters: Vec<PathBuf>,
+    pins: Vec<FilePin>,
     timeout: Duration,
+}
+
+/// A file the approver depends on, by canonical path and identity.
+#[derive(Debug, Clone)]
+struct FilePin {
+    kind: GoverningKind,
+    canonical: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl FilePin {
+    fn new(kind: GoverningKind, path: &Path) -> std::io::Result<FilePin> {
+        let file = open_governing(kind, path, OpenFor::Pin).map_err(std::io::Error::other)?;
+        let meta = file.metadata()?;
+        let canonical = crate::session::canonical_location(path)?;
+        Ok(FilePin { kind, canonical, dev: meta.dev(), ino: meta.ino() })
+    }
+
+    /// The canonical path still names the pinned file (opened without following any
+    /// symlink).
+    fn verify(&self) -> Result<(), String> {
+        let file = open_governing(self.kind, &self.canonical, OpenFor::Pin).map_err(|e| e.to_string())?;
+        let meta = file.metadata().map_err(|e| e.to_string())?;
+        if (meta.dev(), meta.ino()) != (self.dev, self.ino) {
+            return Err(format!("the {} `{}` was replaced after it was checked", self.kind, self.canonical.display()));
+        }
+        Ok(())
+    }
+}
+
+/// The interpreter a `#!` line names: `[interpreter]`, or for `#!/usr/bin/env NAME`
+/// `[env, NAME resolved on APPROVER_PATH]`. `None` for a file without `#!`.
+fn shebang_interpreters(head: &[u8]) -> std::io::Result<Option<Vec<PathBuf>>> {
+    let Some(rest) = head.strip_prefix(b"#!") else { return Ok(None) };
+    let line = rest.split(|b| *b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut words = line.split_whitespace();
+    let not_found = |what: String| std::io::Error::new(std::io::ErrorKind::NotFound, what);
+    let interp = PathBuf::from(words.next().ok_or_else(|| not_found("an empty #! line".into()))?);
+    let mut out = vec![interp.clone()];
+    if interp.file_name().is_some_and(|n| n == "env") {
+        // env's options (-S splits the rest into words) and NAME=VALUE assignments come
+        // before the program name.
+        let name = words
+            .find(|w| !w.starts_with('-') && !w.contains('='))
+            .ok_or_else(|| not_found(format!("no program after {} in the #! line", interp.display())))?;
+        let found = if name.contains('/') {
+            PathBuf::from(name)
+        } else {
+            APPROVER_PATH
+                .split(':')
+                .map(|d| Path::new(d).join(name))
+                .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
+                .ok_or_else(|| not_found(format!("`{name}` (from the #! line) is not on {APPROVER_PATH}")))?
+        };
+        out.push(found);
+    }
+    Ok(Some(out))
 }
 
 impl ProgramApprover {
     /// An approver running `program` (a path, or a name looked up on `PATH`), resolved
-    /// to an absolute path now so the governing-file check sees the file that will run.
+    /// now — to its canonical path and, through its `#!` line, its interpreter — and
+    /// pinned, so the file checked is the file that runs.
     pub fn find(program: &Path) -> std::io::Result<ProgramApprover> {
         let found = if program.as_os_str().as_bytes().contains(&b'/') {
             program.to_path_buf()
@@ -650,8 +916,21 @@ impl ProgramApprover {
             which::which(program).map_err(|e| std::io::Error::new(std::io::ErrorKind::NotFound, e.to_string()))?
         };
         let program = std::path::absolute(&found)?;
-        std::fs::metadata(&program)?;
-        Ok(ProgramApprover { program, timeout: APPROVER_TIMEOUT })
+        let canonical = crate::session::canonical_location(&program)?;
+        let pin = FilePin::new(GoverningKind::ApproverProgram, &canonical)?;
+        let mut head = Vec::with_capacity(256);
+        let file = std::fs::File::open(&canonical)?;
+        let meta = file.metadata()?;
+        if (meta.dev(), meta.ino()) != (pin.dev, pin.ino) {
+            return Err(std::io::Error::other(format!("`{}` changed while it was being read", canonical.display())));
+        }
+        file.take(256).read_to_end(&mut head)?;
+        let interpreters = shebang_interpreters(&head)?.unwrap_or_default();
+        let mut pins = vec![pin];
+        for i in &interpreters {
+            pins.push(FilePin::new(GoverningKind::ApproverInterpreter, i)?);
+        }
+        Ok(ProgramApprover { program, canonical, interpreters, pins, timeout: APPROVER_TIMEOUT })
     }
 
     /// Use `timeout` instead of [`APPROVER_TIMEOUT`].
@@ -660,12 +939,22 @@ impl ProgramApprover {
         self
     }
 
-    /// The absolute path of the program.
+    /// The absolute path of the program, as given.
     pub fn program(&self) -> &Path {
         &self.program
     }
 
+    /// The canonical path it is started by.
+    pub fn canonical(&self) -> &Path {
+        &self.canonical
+    }
+
     async fn run(&self, req: &EscalationRequest) -> Decision {
+        for pin in &self.pins {
+            if let Err(why) = pin.verify() {
+                return Decision::refuse(format!("not started: {why}"));
+            }
+        }
         let mut input = match serde_json::to_vec(req) {
             Ok(v) => v,
             Err(e) => return Decision::refuse(format!("cannot encode the request: {e}")),
@@ -675,14 +964,17 @@ impl ProgramApprover {
             Ok(fd) => std::process::Stdio::from(fd),
             Err(_) => std::process::Stdio::null(),
         };
-        let child = tokio::process::Command::new(&self.program)
-            .stdin(std::process::Stdio::piped())
-            .stdout(stdout)
-            .kill_on_drop(true)
-            .spawn();
+        let mut command = tokio::process::Command::new(&self.canonical);
+        command.env_clear().env("PATH", APPROVER_PATH).current_dir("/");
+        for k in APPROVER_ENV_KEEP {
+            if let Some(v) = std::env::var_os(k) {
+                command.env(k, v);
+            }
+        }
+        let child = command.stdin(std::process::Stdio::piped()).stdout(stdout).kill_on_drop(true).spawn();
         let mut child = match child {
             Ok(c) => c,
-            Err(e) => return Decision::refuse(format!("cannot start {}: {e}", self.program.display())),
+            Err(e) => return Decision::refuse(format!("cannot start {}: {e}", self.canonical.display())),
         };
         let mut stdin = child.stdin.take();
         let talk = async {
@@ -709,27 +1001,42 @@ impl Approver for ProgramApprover {
     fn decide<'a>(&'a self, req: &'a EscalationRequest) -> Pin<Box<dyn Future<Output = Decision> + Send + 'a>> {
         Box::pin(self.run(req))
     }
+
+    fn governing(&self) -> Vec<(GoverningKind, PathBuf)> {
+        std::iter::once((GoverningKind::ApproverProgram, self.program.clone()))
+            .chain(self.interpreters.iter().map(|i| (GoverningKind::ApproverInterpreter, i.clone())))
+            .collect()
+    }
 }
 
-/// Asks a person on the terminal (default `/dev/tty`, never stdin or stdout): shows the
-/// command, the denials and the proposed mode, with control characters escaped so the
-/// command cannot repaint the prompt. Only `y` or `yes` grants; an empty answer, end of
-/// input, no terminal or anything else refuses. Type-ahead is discarded before asking.
+/// Asks a person on the terminal (default `/dev/tty`, never stdin or stdout). It first
+/// resets the terminal ([`TERMINAL_RESET`]: whatever scroll region, colours, hidden
+/// cursor or alternate screen the command left is undone), repeats the tail of the
+/// denied run's output with control characters escaped, then shows the command, the
+/// denials with their evidence, the proposed mode and the fingerprint, escaped too, so
+/// the command cannot repaint or hide the prompt. Only `y` or `yes` grants; an empty
+/// answer, end of input, no terminal or anything else refuses. Type-ahead is discarded
+/// before asking.
+///
+/// This protects the prompt only if the command could not write to the terminal
+/// meanwhile: the CLI captures the first run's output under `--ask` and gives the
+/// command no terminal descriptor (docs/escalation.md).
 #[derive(Debug, Clone)]
 pub struct TerminalApprover {
     tty: PathBuf,
+    first_output: std::sync::Arc<Mutex<Option<String>>>,
 }
 
 impl Default for TerminalApprover {
     fn default() -> Self {
-        TerminalApprover { tty: PathBuf::from(DEFAULT_TTY) }
+        TerminalApprover::on(DEFAULT_TTY)
     }
 }
 
 impl TerminalApprover {
     /// Ask on `tty` instead of `/dev/tty`.
     pub fn on(tty: impl Into<PathBuf>) -> TerminalApprover {
-        TerminalApprover { tty: tty.into() }
+        TerminalApprover { tty: tty.into(), first_output: Default::default() }
     }
 
     fn ask_blocking(tty: &Path, prompt: &str) -> Decision {
@@ -738,7 +1045,8 @@ impl TerminalApprover {
             Err(e) => return Decision::refuse(format!("no terminal to ask on ({}: {e})", tty.display())),
         };
         let _ = nix::sys::termios::tcflush(&file, nix::sys::termios::FlushArg::TCIFLUSH);
-        if let Err(e) = (&file).write_all(prompt.as_bytes()).and_then(|_| (&file).flush()) {
+        let text = format!("{TERMINAL_RESET}{prompt}");
+        if let Err(e) = (&file).write_all(text.as_bytes()).and_then(|_| (&file).flush()) {
             return Decision::refuse(format!("cannot write to {}: {e}", tty.display()));
         }
         let mut line = String::new();
@@ -759,8 +1067,28 @@ impl Approver for TerminalApprover {
         ApproverInfo { kind: "terminal".into(), detail: Some(self.tty.display().to_string()) }
     }
 
+    fn first_run(&self, result: &RunResult) {
+        let mut shown = String::new();
+        for (name, text) in [("stdout", &result.stdout.text), ("stderr", &result.stderr.text)] {
+            if text.is_empty() {
+                continue;
+            }
+            let lines: Vec<&str> = text.lines().collect();
+            let from = lines.len().saturating_sub(PROMPT_OUTPUT_LINES);
+            shown.push_str(&format!(
+                "cordon: the denied run's {name} (last {} lines, control characters escaped):\n",
+                lines.len() - from
+            ));
+            for line in &lines[from..] {
+                shown.push_str(&format!("  | {}\n", printable(line)));
+            }
+        }
+        *self.first_output.lock().unwrap_or_else(|p| p.into_inner()) = Some(shown);
+    }
+
     fn decide<'a>(&'a self, req: &'a EscalationRequest) -> Pin<Box<dyn Future<Output = Decision> + Send + 'a>> {
-        let prompt = terminal_prompt(req);
+        let shown = self.first_output.lock().unwrap_or_else(|p| p.into_inner()).take().unwrap_or_default();
+        let prompt = format!("{shown}{}", terminal_prompt(req));
         let tty = self.tty.clone();
         Box::pin(async move {
             // A plain thread, not the blocking pool: if the caller stops waiting (abort),
@@ -840,6 +1168,11 @@ pub fn terminal_prompt(req: &EscalationRequest) -> String {
     if let Some(j) = &req.justification {
         t.push_str(&format!("  reason:   {}\n", printable(j)));
     }
+    for (i, f) in req.bound_files.iter().enumerate() {
+        let label = if i == 0 { "bound:   " } else { "         " };
+        let path = printable(&f.path.display().to_string());
+        t.push_str(&format!("  {label} {path} ({} bytes, {})\n", f.size, f.contents));
+    }
     t.push_str(&format!("  proposed: {}\n", describe(&req.retry_policy)));
     t.push_str(&format!("  call:     {}\n", req.fingerprint));
     t.push_str(&format!("Run this exact command once at {}? [y/N] ", req.to));
@@ -906,6 +1239,18 @@ mod tests {
         assert_eq!(next_wider(Mode::ReadOnly), Some(Mode::WorkspaceWrite));
         assert_eq!(next_wider(Mode::WorkspaceWrite), Some(Mode::FullAccess));
         assert_eq!(next_wider(Mode::FullAccess), None);
+    }
+
+    #[test]
+    fn shebang_interpreters_use_the_fixed_path() {
+        assert_eq!(shebang_interpreters(b"\x7fELF...").unwrap(), None);
+        assert_eq!(shebang_interpreters(b"#!/bin/sh -e\nexit 0\n").unwrap(), Some(vec![PathBuf::from("/bin/sh")]));
+        // env's options and assignments are skipped; the name is looked up on APPROVER_PATH.
+        let got = shebang_interpreters(b"#!/usr/bin/env -S FOO=1 sh -e\n").unwrap().unwrap();
+        assert_eq!(got[0], PathBuf::from("/usr/bin/env"));
+        assert!(APPROVER_PATH.split(':').any(|d| got[1] == Path::new(d).join("sh")), "{got:?}");
+        let err = shebang_interpreters(b"#!/usr/bin/env no-such-interpreter-here\n").unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
     }
 
     #[test]

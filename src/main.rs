@@ -18,6 +18,20 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+// Printing never panics: `println!` panics when stdout is a closed pipe
+// (`cordon session show FILE | head`; cordon ignores SIGPIPE), so every line goes
+// through these, which drop a failed write (the reader has gone) and carry on to the
+// normal exit status.
+macro_rules! outln {
+    ($($arg:tt)*) => {{ let _ = writeln!(std::io::stdout(), $($arg)*); }};
+}
+macro_rules! out {
+    ($($arg:tt)*) => {{ let _ = write!(std::io::stdout(), $($arg)*); }};
+}
+macro_rules! errln {
+    ($($arg:tt)*) => {{ let _ = writeln!(std::io::stderr(), $($arg)*); }};
+}
+
 /// Exit status when cordon fails before the command runs.
 const EXIT_SETUP_FAILED: u8 = 125;
 /// Exit status when the program exists but cannot be executed.
@@ -141,6 +155,11 @@ struct RunArgs {
     /// Why the wider mode is needed (shown to the approver and logged).
     #[arg(long, value_name = "TEXT", requires = "approval")]
     justification: Option<String>,
+    /// Bind the approval to the contents of the files the command names (e.g. the
+    /// script in `bash build.sh`): they enter the fingerprint, and the retry is refused
+    /// if one changed after the approval.
+    #[arg(long, requires = "approval")]
+    bind_script: bool,
     /// Run a shell string with bash -c instead of PROGRAM ARGS.
     #[arg(short = 'c', long = "shell", value_name = "STRING", conflicts_with = "argv")]
     shell: Option<String>,
@@ -224,14 +243,14 @@ fn main() -> ExitCode {
 }
 
 fn error_exit(e: &CordonError, json: bool) -> ExitCode {
-    eprintln!("cordon: error[{}]: {}", e.code(), e);
+    errln!("cordon: error[{}]: {}", e.code(), e);
     if json {
         let mut obj = serde_json::json!({ "error": { "code": e.code(), "message": e.to_string() } });
         let reasons = e.runner_reasons();
         if !reasons.is_empty() {
             obj["error"]["reasons"] = serde_json::to_value(reasons).unwrap_or_default();
         }
-        println!("{obj}");
+        outln!("{obj}");
     }
     ExitCode::from(match e {
         CordonError::ProgramNotFound { .. } => EXIT_NOT_FOUND,
@@ -243,11 +262,19 @@ fn error_exit(e: &CordonError, json: bool) -> ExitCode {
 fn run(args: RunArgs) -> ExitCode {
     let json = args.json;
     let governance = Governance::from_args(&args);
+    if args.ask && args.stdin && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        // The command would hold the terminal the question is asked on.
+        errln!(
+            "cordon: error: --ask with --stdin on a terminal would hand the command the terminal cordon asks on; \
+             redirect stdin from a file or pipe, or use --approver"
+        );
+        return ExitCode::from(2);
+    }
     let command = match (args.shell, args.argv.is_empty()) {
         (Some(s), _) => Command::Shell(s),
         (None, false) => Command::Argv(args.argv),
         (None, true) => {
-            eprintln!("cordon: error: no command given (usage: cordon run [OPTIONS] -- PROGRAM [ARGS...])");
+            errln!("cordon: error: no command given (usage: cordon run [OPTIONS] -- PROGRAM [ARGS...])");
             return ExitCode::from(2);
         }
     };
@@ -257,7 +284,9 @@ fn run(args: RunArgs) -> ExitCode {
     req.output_cap = args.output_cap;
     req.env = args.env;
     req.stdin = if args.stdin { Stdin::Inherit } else { Stdin::Null };
-    req.output = if json { Output::Capture } else { Output::Inherit };
+    // Under --ask the first run never writes to the terminal: its output is captured,
+    // so nothing it prints can still be in force (or on screen) when cordon asks.
+    req.output = if json || args.ask { Output::Capture } else { Output::Inherit };
     req.runner = args.runner;
     req.policy = PolicyRequest {
         mode: args.mode.unwrap_or(PolicyRequest::default().mode),
@@ -282,10 +311,7 @@ fn run(args: RunArgs) -> ExitCode {
     match outcome {
         Ok(result) => {
             if json {
-                let mut out = std::io::stdout().lock();
-                let _ = serde_json::to_writer(&mut out, &result);
-                let _ = out.write_all(b"\n");
-                let _ = out.flush();
+                print_json(&result);
             }
             ExitCode::from((result.shell_status() & 0xff) as u8)
         }
@@ -302,6 +328,7 @@ struct Governance {
     audit_log: Option<PathBuf>,
     escalate_to: Option<Mode>,
     justification: Option<String>,
+    bind_script: bool,
 }
 
 impl Governance {
@@ -314,6 +341,7 @@ impl Governance {
             audit_log: a.audit_log.clone(),
             escalate_to: a.escalate_to,
             justification: a.justification.clone(),
+            bind_script: a.bind_script,
         }
     }
 
@@ -324,13 +352,13 @@ impl Governance {
 
 /// Print an error (and, with --json, `{"error": ..., "escalation": ...}`).
 fn governed_fail(code: &str, message: &str, escalation: Option<serde_json::Value>, json: bool, exit: u8) -> ExitCode {
-    eprintln!("cordon: error[{code}]: {message}");
+    errln!("cordon: error[{code}]: {message}");
     if json {
         let mut obj = serde_json::json!({ "error": { "code": code, "message": message } });
         if let Some(e) = escalation {
             obj["escalation"] = e;
         }
-        println!("{obj}");
+        outln!("{obj}");
     }
     ExitCode::from(exit)
 }
@@ -340,9 +368,12 @@ fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitCode {
     use cordon::escalation::{self as esc, EscalationError, Verdict};
     use cordon::session::{self, GoverningKind};
     let fail = |code: &str, message: String| governed_fail(code, &message, None, json, EXIT_SETUP_FAILED);
+    let live = req.output == Output::Inherit || (g.ask && !json);
     let mut opts = esc::EscalationOptions {
         up_front: g.escalate_to,
         justification: g.justification.clone(),
+        bind_files: g.bind_script,
+        retry_output: live.then_some(Output::Inherit),
         ..Default::default()
     };
     if let Some(file) = &g.session {
@@ -353,17 +384,15 @@ fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitCode {
         let mode = session::effective_mode(session::DEFAULT_SESSION_MODE, &events);
         req.policy.mode = session::narrow(mode, g.mode);
         if req.policy.mode < g.mode.unwrap_or(mode) {
-            eprintln!("cordon: --mode {} narrowed to the session's mode {mode}", g.mode.unwrap_or(mode));
+            errln!("cordon: --mode {} narrowed to the session's mode {mode}", g.mode.unwrap_or(mode));
         }
         opts.governing.add(GoverningKind::SessionFile, file);
     }
     let approver: Option<Box<dyn esc::Approver>> = match &g.approver {
         _ if g.ask => Some(Box::new(esc::TerminalApprover::default())),
+        // The program and its interpreter are governing files through the approver.
         Some(p) => match esc::ProgramApprover::find(p) {
-            Ok(a) => {
-                opts.governing.add(GoverningKind::ApproverProgram, a.program());
-                Some(Box::new(a))
-            }
+            Ok(a) => Some(Box::new(a)),
             Err(e) => return fail("APPROVER_NOT_FOUND", format!("approver program `{}`: {e}", p.display())),
         },
         None => None,
@@ -390,6 +419,7 @@ fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitCode {
             }
             None => {
                 let spec = exec.resolve(req)?;
+                opts.governing.refuse_under(exec.state_dir());
                 opts.governing.check(&spec.policy)?;
                 let first = exec.run_until(spec, interrupted()).await?;
                 Ok(esc::EscalatedOutcome { first: Some(first), escalation: None, not_offered: None, retry: None })
@@ -401,12 +431,20 @@ fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitCode {
         Err(EscalationError::Cordon(e)) => return error_exit(&e, json),
         Err(e) => return fail(e.code(), e.to_string()),
     };
+    // The first run was captured for --ask: show it now that the decision is made
+    // (a granted retry has already streamed its own output instead).
+    if g.ask && !json && !outcome.retry.as_ref().is_some_and(|r| r.is_ok()) {
+        if let Some(first) = &outcome.first {
+            replay(&first.stdout, &mut std::io::stdout());
+            replay(&first.stderr, &mut std::io::stderr());
+        }
+    }
     if let Some(rec) = &outcome.escalation {
         let verdict = if rec.decision.verdict == Verdict::Granted { "granted" } else { "refused" };
-        eprintln!("cordon: escalation to {} {verdict} ({})", rec.request.to, rec.decision.reason);
+        errln!("cordon: escalation to {} {verdict} ({})", rec.request.to, esc::printable(&rec.decision.reason));
     }
     if let Some(why) = &outcome.not_offered {
-        eprintln!("cordon: no escalation offered: {why}");
+        errln!("cordon: no escalation offered: {}", esc::printable(why));
     }
     let report = outcome.report();
     if let Some(Err(e)) = &outcome.retry {
@@ -426,12 +464,37 @@ fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitCode {
         if let Some(r) = report {
             value["escalation"] = r;
         }
-        let mut out = std::io::stdout().lock();
-        let _ = serde_json::to_writer(&mut out, &value);
-        let _ = out.write_all(b"\n");
-        let _ = out.flush();
+        print_json(&value);
     }
     ExitCode::from((result.shell_status() & 0xff) as u8)
+}
+
+/// Write `value` as one JSON line on stdout. A closed pipe (`| head`) is not an error:
+/// the reader has gone, and the exit status stays the command's.
+fn print_json(value: &impl serde::Serialize) {
+    let mut line = serde_json::to_vec(value).unwrap_or_default();
+    line.push(b'\n');
+    let _ = emit(&line);
+}
+
+/// Write `bytes` to stdout and flush. `Err` only for a closed pipe (`EPIPE`), which
+/// callers treat as a quiet end of output rather than a panic (`println!` would panic:
+/// cordon ignores `SIGPIPE`).
+fn emit(bytes: &[u8]) -> Result<(), std::io::Error> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes).and_then(|_| out.flush())
+}
+
+/// Print a captured stream of the first run (its complete spill file when the tail was
+/// truncated) to `to`; a closed pipe ends it quietly.
+fn replay(stream: &cordon::result::CollectedOutput, to: &mut dyn Write) {
+    let spilled =
+        stream.truncated.then(|| stream.spill_path.as_ref().and_then(|p| std::fs::File::open(p).ok())).flatten();
+    let _ = match spilled {
+        Some(mut f) => std::io::copy(&mut f, to).map(drop),
+        None => to.write_all(stream.text.as_bytes()),
+    };
+    let _ = to.flush();
 }
 
 /// `cordon session set-mode` / `cordon session show`.
@@ -439,7 +502,7 @@ fn session_cmd(cmd: SessionCmd) -> ExitCode {
     use cordon::escalation::printable;
     use cordon::session::{self, SessionChange, SessionError, DEFAULT_SESSION_MODE};
     let fail = |e: SessionError| {
-        eprintln!("cordon: error[{}]: {e}", e.code());
+        errln!("cordon: error[{}]: {e}", e.code());
         ExitCode::FAILURE
     };
     match cmd {
@@ -464,15 +527,19 @@ fn session_cmd(cmd: SessionCmd) -> ExitCode {
                 let obj = serde_json::json!({
                     "file": file, "effective_mode": mode, "default_mode": DEFAULT_SESSION_MODE, "events": events,
                 });
-                println!("{obj}");
+                print_json(&obj);
             } else {
-                println!("effective mode: {mode}");
-                println!("history ({} events, starting from {DEFAULT_SESSION_MODE}):", events.len());
+                let mut text = format!("effective mode: {mode}\n");
+                text.push_str(&format!("history ({} events, starting from {DEFAULT_SESSION_MODE}):\n", events.len()));
                 for e in &events {
                     match &e.change {
-                        SessionChange::SetMode { mode } => println!("  {}  set-mode {mode}", printable(&e.at)),
+                        SessionChange::SetMode { mode } => {
+                            text.push_str(&format!("  {}  set-mode {mode}\n", printable(&e.at)))
+                        }
                     }
                 }
+                // A closed pipe (`| head`) ends the output quietly.
+                let _ = emit(text.as_bytes());
             }
             ExitCode::SUCCESS
         }
@@ -501,9 +568,9 @@ fn doctor(json: bool) -> ExitCode {
     };
     let report = rt.block_on(cordon::doctor::diagnose());
     if json {
-        println!("{}", serde_json::to_string(&report).unwrap_or_default());
+        outln!("{}", serde_json::to_string(&report).unwrap_or_default());
     } else {
-        print!("{}", cordon::doctor::render(&report));
+        out!("{}", cordon::doctor::render(&report));
     }
     if report.confined_ok {
         ExitCode::SUCCESS
@@ -516,7 +583,7 @@ fn probe(json: bool) -> ExitCode {
     let host = HostFacts::detect();
     let report = probe_report(&host);
     if json {
-        println!("{report}");
+        outln!("{report}");
     } else {
         print_probe(&host, &report);
     }
@@ -584,42 +651,42 @@ fn probe_report(host: &HostFacts) -> serde_json::Value {
 }
 
 fn print_probe(host: &HostFacts, report: &serde_json::Value) {
-    println!("host");
-    println!("  os:               {}", host.os);
+    outln!("host");
+    outln!("  os:               {}", host.os);
     match host.landlock_abi_cap {
         Some(cap) => {
-            println!("  landlock ABI:     {} (kernel {}, capped to {cap})", host.landlock_abi, host.kernel_landlock_abi)
+            outln!("  landlock ABI:     {} (kernel {}, capped to {cap})", host.landlock_abi, host.kernel_landlock_abi)
         }
-        None => println!("  landlock ABI:     {}", host.landlock_abi),
+        None => outln!("  landlock ABI:     {}", host.landlock_abi),
     }
-    println!("  seccomp:          {}", if host.seccomp { "yes" } else { "no" });
-    println!("  root:             {}", if host.is_root() { "yes" } else { "no" });
+    outln!("  seccomp:          {}", if host.seccomp { "yes" } else { "no" });
+    outln!("  root:             {}", if host.is_root() { "yes" } else { "no" });
     let ns = match &host.namespaces {
         cordon::host::Namespaces::Direct => "yes (as root)".to_string(),
         cordon::host::Namespaces::UserNamespace => "yes (user namespace)".to_string(),
         cordon::host::Namespaces::Unavailable { reason } => format!("no: {reason}"),
     };
-    println!("  namespaces:       {ns}");
-    println!("  bwrap:            {}", host.bwrap.as_ref().map_or("not found".into(), |p| p.display().to_string()));
-    println!("runners");
+    outln!("  namespaces:       {ns}");
+    outln!("  bwrap:            {}", host.bwrap.as_ref().map_or("not found".into(), |p| p.display().to_string()));
+    outln!("runners");
     for r in report["runners"].as_array().into_iter().flatten() {
         let status = match &r["probe"]["status"] {
             serde_json::Value::String(s) if s == "available" => "available".to_string(),
             serde_json::Value::String(s) => format!("{s}: {}", r["probe"]["reason"].as_str().unwrap_or("")),
             _ => "?".into(),
         };
-        println!("  {:<12} {status}", r["runner"].as_str().unwrap_or("?"));
+        outln!("  {:<12} {status}", r["runner"].as_str().unwrap_or("?"));
         for m in r["modes"].as_array().into_iter().flatten() {
             if m["enforcement"].is_null() {
                 continue;
             }
-            println!(
+            outln!(
                 "    {:<16} {}",
                 m["mode"].as_str().unwrap_or("?"),
                 m["enforcement"]["level"].as_str().unwrap_or("?")
             );
             for g in m["enforcement"]["gaps"].as_array().into_iter().flatten() {
-                println!(
+                outln!(
                     "      gap {}: {}",
                     g["restriction"].as_str().unwrap_or("?"),
                     g["reason"].as_str().unwrap_or("")
@@ -627,17 +694,17 @@ fn print_probe(host: &HostFacts, report: &serde_json::Value) {
             }
         }
     }
-    println!("auto selection");
+    outln!("auto selection");
     for a in report["auto"].as_array().into_iter().flatten() {
         match a.get("runner") {
-            Some(r) => println!(
+            Some(r) => outln!(
                 "  {:<16} {} ({})",
                 a["mode"].as_str().unwrap_or("?"),
                 r.as_str().unwrap_or("?"),
                 a["enforcement"]["level"].as_str().unwrap_or("?")
             ),
             None => {
-                println!("  {:<16} {}", a["mode"].as_str().unwrap_or("?"), a["error"]["code"].as_str().unwrap_or("?"))
+                outln!("  {:<16} {}", a["mode"].as_str().unwrap_or("?"), a["error"]["code"].as_str().unwrap_or("?"))
             }
         }
     }

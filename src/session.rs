@@ -14,9 +14,13 @@
 //! Governing files — the session file, the escalation audit log, the approver program
 //! (anything that decides how later runs are confined) — must not be writable by the
 //! runs they govern, or a command could widen its own policy. [`GoverningFiles::check`]
-//! refuses a policy whose writable roots contain one (canonical paths; a file that does
-//! not exist yet is judged by its canonicalized parent), and refuses a governing file
-//! with more than one hard link (another name could sit inside a writable root).
+//! resolves each path component by component ([`resolve_trail`]) and refuses a policy
+//! whose writable roots contain one (canonical paths; a file that does not exist yet is
+//! judged by its canonicalized parent), a path that follows a symlink lying inside the
+//! workspace or a `--writable` root (in every mode), a file in cordon's state directory,
+//! a file with more than one hard link, and a session file or audit log that is not a
+//! regular file owned by the caller. Session files are then read and appended through a
+//! descriptor opened with `openat2(RESOLVE_NO_SYMLINKS)` on the canonical path.
 //!
 //! What it does not do: it does not run anything, and it cannot protect governing
 //! files from a `full-access` run, which is unconfined by definition (see
@@ -28,7 +32,7 @@ use crate::policy::ExecutionPolicy;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -106,6 +110,10 @@ pub enum SessionError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// The file is not a safe session file (not regular, not ours, hard-linked, or
+    /// reached through a symlink that changed).
+    #[error(transparent)]
+    Governing(#[from] GoverningFileError),
     /// A line is not a known event.
     #[error("session file `{path}` line {line}: {why}")]
     Malformed {
@@ -125,6 +133,7 @@ impl SessionError {
             SessionError::NotFound { .. } => "SESSION_NOT_FOUND",
             SessionError::Io { .. } => "SESSION_IO",
             SessionError::Malformed { .. } => "SESSION_MALFORMED",
+            SessionError::Governing(e) => e.code(),
         }
     }
 }
@@ -145,30 +154,77 @@ pub fn parse_events(path: &Path, text: &str) -> Result<Vec<SessionEvent>, Sessio
     Ok(events)
 }
 
-/// Read every event of the session log at `path`.
+/// Read every event of the session log at `path`, through a descriptor opened on its
+/// canonical, symlink-free location after checking that it is a regular file owned by
+/// the caller with a single link (not `/dev/null`, a FIFO, or someone else's file).
 pub fn read_events(path: &Path) -> Result<Vec<SessionEvent>, SessionError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    let file = match open_governing(GoverningKind::SessionFile, path, OpenFor::Read) {
+        Ok(f) => f,
+        Err(GoverningFileError::Unresolvable { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             return Err(SessionError::NotFound { path: path.to_path_buf() })
         }
-        Err(source) => return Err(SessionError::Io { what: "reading", path: path.to_path_buf(), source }),
+        Err(e) => return Err(SessionError::Governing(e)),
     };
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut &file, &mut text).map_err(|source| SessionError::Io {
+        what: "reading",
+        path: path.to_path_buf(),
+        source,
+    })?;
     parse_events(path, &text)
 }
 
-/// Append one JSON line to `path` (created 0600 if missing) with a single `write` on an
-/// `O_APPEND` descriptor, so concurrent appenders never interleave within a line.
-pub(crate) fn append_json_line(path: &Path, value: &impl Serialize) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;
-    line.push(b'\n');
-    let mut file = std::fs::OpenOptions::new().append(true).create(true).mode(GOVERNING_FILE_MODE).open(path)?;
-    file.write_all(&line)
+/// Append `bytes` (one whole record, ending in a newline) to `file`, opened `O_APPEND`,
+/// with one `write`. If the file does not end in a newline (an earlier append was cut
+/// short, e.g. by a full disk) a newline is written first, so this record starts on a
+/// line of its own. A short or failed write is undone by truncating back to the length
+/// the file had, when nobody else appended meanwhile; either way the error is returned.
+pub(crate) fn append_record(file: &std::fs::File, record: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let before = file.metadata()?.len();
+    let mut line = Vec::with_capacity(record.len() + 1);
+    if before > 0 {
+        let mut last = [0u8; 1];
+        file.read_exact_at(&mut last, before - 1)?;
+        if last[0] != b'\n' {
+            line.push(b'\n');
+        }
+    }
+    line.extend_from_slice(record);
+    let undo = |written: usize| {
+        if file.metadata().is_ok_and(|m| m.len() == before + written as u64) {
+            let _ = file.set_len(before);
+        }
+    };
+    match (&mut &*file).write(&line) {
+        Ok(n) if n == line.len() => Ok(()),
+        Ok(n) => {
+            undo(n);
+            Err(std::io::Error::new(
+                std::io::ErrorKind::WriteZero,
+                format!("short write ({n} of {} bytes)", line.len()),
+            ))
+        }
+        Err(e) => {
+            undo(0);
+            Err(e)
+        }
+    }
 }
 
-/// Append `event` to the session log at `path` (creating it).
+/// Append one JSON line to `file` (see [`append_record`]).
+pub(crate) fn append_json_line(file: &std::fs::File, value: &impl Serialize) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    append_record(file, &line)
+}
+
+/// Append `event` to the session log at `path` (creating it 0600), through a
+/// descriptor opened on its canonical, symlink-free location after the same checks as
+/// [`read_events`].
 pub fn append_event(path: &Path, event: &SessionEvent) -> Result<(), SessionError> {
-    append_json_line(path, event).map_err(|source| SessionError::Io {
+    let file = open_governing(GoverningKind::SessionFile, path, OpenFor::Append)?;
+    append_json_line(&file, event).map_err(|source| SessionError::Io {
         what: "appending to",
         path: path.to_path_buf(),
         source,
@@ -204,6 +260,7 @@ pub fn rfc3339_utc(time: SystemTime) -> String {
 /// What a governing file is for (named in errors).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum GoverningKind {
     /// A session log (`--session`).
     SessionFile,
@@ -211,8 +268,19 @@ pub enum GoverningKind {
     AuditLog,
     /// The approver program (`--approver`), which runs unsandboxed.
     ApproverProgram,
+    /// The interpreter named by the approver program's `#!` line (for `#!/usr/bin/env
+    /// NAME`, both `env` and NAME resolved on the approver's fixed `PATH`).
+    ApproverInterpreter,
     /// A configuration file.
     Config,
+}
+
+impl GoverningKind {
+    /// Whether the file holds data cordon reads or appends (so it must be a regular
+    /// file owned by the caller), rather than a program it runs.
+    fn is_data(self) -> bool {
+        matches!(self, GoverningKind::SessionFile | GoverningKind::AuditLog | GoverningKind::Config)
+    }
 }
 
 impl fmt::Display for GoverningKind {
@@ -221,12 +289,14 @@ impl fmt::Display for GoverningKind {
             GoverningKind::SessionFile => "session file",
             GoverningKind::AuditLog => "audit log",
             GoverningKind::ApproverProgram => "approver program",
+            GoverningKind::ApproverInterpreter => "approver interpreter",
             GoverningKind::Config => "config file",
         })
     }
 }
 
-/// A governing file the policy of a run would let the run change.
+/// A governing file the policy of a run would let the run change, or that is not the
+/// kind of file it must be.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum GoverningFileError {
@@ -244,6 +314,35 @@ pub enum GoverningFileError {
         /// The mode of the run.
         mode: Mode,
     },
+    /// Resolving the path given follows a symlink that lies inside the workspace or a
+    /// `--writable` root (in any mode: a workspace-write run there could re-point it),
+    /// so a command could change where the path leads.
+    #[error("the {kind} `{file}` is reached through `{via}`, inside `{root}`, which a {mode} run may write; a command could re-point it. Name the file by a path outside the workspace and every --writable root")]
+    ThroughWritableRoot {
+        /// What the file is for.
+        kind: GoverningKind,
+        /// The path given.
+        file: PathBuf,
+        /// The location inside the root that the resolution visits.
+        via: PathBuf,
+        /// The writable root.
+        root: PathBuf,
+        /// The mode of the run.
+        mode: Mode,
+    },
+    /// It lies in cordon's private state directory, where the spill files of confined
+    /// commands (output they control) are kept.
+    #[error("the {kind} `{file}` (canonical `{canonical}`) lies inside cordon's state directory `{dir}`, which holds files written by confined commands (output spills); keep governing files elsewhere")]
+    InsideStateDir {
+        /// What the file is for.
+        kind: GoverningKind,
+        /// The path given.
+        file: PathBuf,
+        /// Its canonical path.
+        canonical: PathBuf,
+        /// The state directory.
+        dir: PathBuf,
+    },
     /// It has other hard links, which could lie inside a writable root.
     #[error("the {kind} `{file}` has {links} hard links; another name for it could lie inside a writable root. Use a file with a single link")]
     HardLinked {
@@ -253,6 +352,39 @@ pub enum GoverningFileError {
         file: PathBuf,
         /// Its link count.
         links: u64,
+    },
+    /// It is not a regular file (`/dev/null`, a FIFO, a socket, a directory...).
+    #[error("the {kind} `{file}` is {what}, not a regular file; records written to it would be lost or read from somewhere else")]
+    NotRegular {
+        /// What the file is for.
+        kind: GoverningKind,
+        /// The path given.
+        file: PathBuf,
+        /// What it is instead.
+        what: &'static str,
+    },
+    /// It belongs to another user.
+    #[error("the {kind} `{file}` belongs to uid {owner}, not to the caller (uid {euid})")]
+    NotOwned {
+        /// What the file is for.
+        kind: GoverningKind,
+        /// The path given.
+        file: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// The caller.
+        euid: u32,
+    },
+    /// It is no longer the file that was checked (replaced, or a symlink appeared on its
+    /// canonical path).
+    #[error("the {kind} `{file}` changed after it was checked ({why}); refusing to use it")]
+    Changed {
+        /// What the file is for.
+        kind: GoverningKind,
+        /// The path given.
+        file: PathBuf,
+        /// What differs.
+        why: String,
     },
     /// Its location cannot be resolved.
     #[error("cannot resolve the {kind} `{file}`: {source}")]
@@ -267,13 +399,19 @@ pub enum GoverningFileError {
 }
 
 impl GoverningFileError {
-    /// The stable error code: `GOVERNING_FILE_WRITABLE` for the first two variants,
-    /// `GOVERNING_FILE_UNRESOLVABLE` otherwise.
+    /// The stable error code: `GOVERNING_FILE_WRITABLE` when a run could change the
+    /// file (inside or through a writable root, in the state directory, hard-linked),
+    /// `GOVERNING_FILE_UNSAFE` when it is not a regular file owned by the caller or
+    /// changed after the check, `GOVERNING_FILE_UNRESOLVABLE` otherwise.
     pub fn code(&self) -> &'static str {
         match self {
-            GoverningFileError::InsideWritableRoot { .. } | GoverningFileError::HardLinked { .. } => {
-                "GOVERNING_FILE_WRITABLE"
-            }
+            GoverningFileError::InsideWritableRoot { .. }
+            | GoverningFileError::ThroughWritableRoot { .. }
+            | GoverningFileError::InsideStateDir { .. }
+            | GoverningFileError::HardLinked { .. } => "GOVERNING_FILE_WRITABLE",
+            GoverningFileError::NotRegular { .. }
+            | GoverningFileError::NotOwned { .. }
+            | GoverningFileError::Changed { .. } => "GOVERNING_FILE_UNSAFE",
             GoverningFileError::Unresolvable { .. } => "GOVERNING_FILE_UNRESOLVABLE",
         }
     }
@@ -283,6 +421,7 @@ impl GoverningFileError {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GoverningFiles {
     files: Vec<(GoverningKind, PathBuf)>,
+    state_dirs: Vec<PathBuf>,
 }
 
 impl GoverningFiles {
@@ -298,25 +437,34 @@ impl GoverningFiles {
         self
     }
 
+    /// Refuse governing files inside `dir` in every mode: a directory holding files
+    /// that confined commands fill (cordon's state directory with its output spills).
+    pub fn refuse_under(&mut self, dir: impl Into<PathBuf>) -> &mut Self {
+        self.state_dirs.push(dir.into());
+        self
+    }
+
     /// The files, in the order added.
     pub fn files(&self) -> &[(GoverningKind, PathBuf)] {
         &self.files
     }
 
-    /// Refuse `policy` if one of its writable roots contains a governing file, or if a
-    /// governing file has several hard links. `full-access` is not checked: it confines
-    /// nothing, so nothing could be kept from it.
+    /// Refuse `policy` if a governing file lies inside one of its writable roots, or if
+    /// resolving its path follows a symlink inside the workspace or a `--writable` root
+    /// (in every mode),
+    /// and refuse any governing file that has several hard links, lies in a refused
+    /// directory ([`GoverningFiles::refuse_under`]), or — for data files (session,
+    /// audit log) — exists but is not a regular file owned by the caller. Writable
+    /// roots are not judged for `full-access`: it confines nothing, so nothing could
+    /// be kept from it.
     pub fn check(&self, policy: &ExecutionPolicy) -> Result<(), GoverningFileError> {
-        if !policy.mode.is_confined() {
-            return Ok(());
-        }
-        let writable = policy.writable();
+        let writable = if policy.mode.is_confined() { policy.writable() } else { Vec::new() };
+        let state_dirs: Vec<PathBuf> =
+            self.state_dirs.iter().map(|d| d.canonicalize().unwrap_or_else(|_| d.clone())).collect();
         for (kind, file) in &self.files {
-            let canonical = canonical_location(file).map_err(|source| GoverningFileError::Unresolvable {
-                kind: *kind,
-                file: file.clone(),
-                source,
-            })?;
+            let unresolvable = |source| GoverningFileError::Unresolvable { kind: *kind, file: file.clone(), source };
+            let trail = resolve_trail(file).map_err(unresolvable)?;
+            let canonical = trail.canonical.clone();
             if let Some(root) = writable.iter().find(|root| canonical.starts_with(root)) {
                 return Err(GoverningFileError::InsideWritableRoot {
                     kind: *kind,
@@ -326,51 +474,206 @@ impl GoverningFiles {
                     mode: policy.mode,
                 });
             }
-            if let Ok(meta) = std::fs::metadata(&canonical) {
-                if meta.is_file() && meta.nlink() > 1 {
-                    return Err(GoverningFileError::HardLinked {
+            // A symlink followed on the way inside the workspace or a --writable root is
+            // refused in every mode: any workspace-write run there could re-point it.
+            let linkable: Vec<&PathBuf> = std::iter::once(&policy.workspace).chain(&policy.writable_roots).collect();
+            for via in &trail.symlinks {
+                if let Some(root) = linkable.iter().find(|root| via.starts_with(root)) {
+                    return Err(GoverningFileError::ThroughWritableRoot {
                         kind: *kind,
                         file: file.clone(),
-                        links: meta.nlink(),
+                        via: via.clone(),
+                        root: (*root).clone(),
+                        mode: Mode::WorkspaceWrite,
                     });
                 }
+            }
+            if let Some(dir) = state_dirs.iter().find(|d| canonical.starts_with(d)) {
+                return Err(GoverningFileError::InsideStateDir {
+                    kind: *kind,
+                    file: file.clone(),
+                    canonical,
+                    dir: dir.clone(),
+                });
+            }
+            if let Ok(meta) = std::fs::symlink_metadata(&canonical) {
+                inspect(*kind, file, &meta)?;
             }
         }
         Ok(())
     }
 }
 
-/// Where `path` is or would be created: the canonical path of the file when it exists,
-/// else of its nearest existing ancestor with the missing components appended (missing
-/// components cannot be symlinks, so `.` and `..` among them are resolved lexically).
-pub fn canonical_location(path: &Path) -> std::io::Result<PathBuf> {
+/// The checks on an existing governing file's metadata (of the file itself, never of a
+/// symlink to it): regular, single link; for data files also owned by the caller.
+fn inspect(kind: GoverningKind, file: &Path, meta: &std::fs::Metadata) -> Result<(), GoverningFileError> {
+    use std::os::unix::fs::FileTypeExt;
+    let ft = meta.file_type();
+    if !ft.is_file() {
+        let what = if ft.is_char_device() {
+            "a character device"
+        } else if ft.is_block_device() {
+            "a block device"
+        } else if ft.is_fifo() {
+            "a FIFO"
+        } else if ft.is_socket() {
+            "a socket"
+        } else if ft.is_dir() {
+            "a directory"
+        } else if ft.is_symlink() {
+            "a symbolic link"
+        } else {
+            "not a regular file"
+        };
+        return Err(GoverningFileError::NotRegular { kind, file: file.to_path_buf(), what });
+    }
+    if kind != GoverningKind::ApproverInterpreter && meta.nlink() > 1 {
+        return Err(GoverningFileError::HardLinked { kind, file: file.to_path_buf(), links: meta.nlink() });
+    }
+    let euid = nix::unistd::geteuid().as_raw();
+    if kind.is_data() && meta.uid() != euid {
+        return Err(GoverningFileError::NotOwned { kind, file: file.to_path_buf(), owner: meta.uid(), euid });
+    }
+    Ok(())
+}
+
+/// How [`open_governing`] opens a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OpenFor {
+    /// Read it (it must exist).
+    Read,
+    /// Append to it (read-write, to see whether it ends in a newline), creating it 0600
+    /// if missing (its directory must exist).
+    Append,
+    /// Hold it (`O_PATH`) to compare its identity later.
+    Pin,
+}
+
+/// Open the governing file `path` once, by its canonical location and without
+/// following any symlink on the way (`openat2` with `RESOLVE_NO_SYMLINKS`: a symlink
+/// that appeared after the canonical path was computed is an error, not followed), and
+/// check what was opened ([`GoverningFiles::check`]'s metadata rules, on the open
+/// descriptor). A FIFO does not block the open (`O_NONBLOCK`); it is refused after.
+pub(crate) fn open_governing(
+    kind: GoverningKind,
+    path: &Path,
+    how: OpenFor,
+) -> Result<std::fs::File, GoverningFileError> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    let unresolvable = |source| GoverningFileError::Unresolvable { kind, file: path.to_path_buf(), source };
+    let canonical = resolve_trail(path).map_err(unresolvable)?.canonical;
+    if let Ok(meta) = std::fs::symlink_metadata(&canonical) {
+        inspect(kind, path, &meta)?;
+    }
+    // openat2 refuses flags that do not apply (O_PATH takes only O_CLOEXEC here).
+    let flags = OFlag::O_CLOEXEC
+        | match how {
+            OpenFor::Read => OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY,
+            OpenFor::Append => OFlag::O_RDWR | OFlag::O_APPEND | OFlag::O_CREAT | OFlag::O_NONBLOCK | OFlag::O_NOCTTY,
+            OpenFor::Pin => OFlag::O_PATH,
+        };
+    let mut how =
+        OpenHow::new().flags(flags).resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    if flags.contains(OFlag::O_CREAT) {
+        how = how.mode(nix::sys::stat::Mode::from_bits_truncate(GOVERNING_FILE_MODE));
+    }
+    let fd = nix::fcntl::openat2(nix::fcntl::AT_FDCWD, &canonical, how).map_err(|errno| match errno {
+        nix::errno::Errno::ELOOP => GoverningFileError::Changed {
+            kind,
+            file: path.to_path_buf(),
+            why: format!("a symbolic link appeared on its canonical path `{}`", canonical.display()),
+        },
+        other => unresolvable(std::io::Error::from(other)),
+    })?;
+    let file = std::fs::File::from(fd);
+    let meta = file.metadata().map_err(unresolvable)?;
+    inspect(kind, path, &meta)?;
+    Ok(file)
+}
+
+/// Where resolving a path leads, and every location it visited on the way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trail {
+    /// Each location looked up, in order, as a canonical directory plus one name: the
+    /// directories walked through, every symlink followed (the link itself), and the
+    /// final file.
+    pub visited: Vec<PathBuf>,
+    /// The symlinks followed, where each lies (a subset of `visited`).
+    pub symlinks: Vec<PathBuf>,
+    /// Where the path leads: the canonical path of the file when it exists, else of its
+    /// nearest existing ancestor with the missing components appended.
+    pub canonical: PathBuf,
+}
+
+/// The most symlinks followed while resolving one path (Linux's own limit).
+const MAX_SYMLINKS: usize = 40;
+
+/// Resolve `path` component by component as the kernel would (symlinks followed,
+/// relative ones against the directory holding them; `..` of a canonical directory is
+/// its parent), recording every location visited. Components below the first missing
+/// one cannot be symlinks and are appended lexically.
+pub fn resolve_trail(path: &Path) -> std::io::Result<Trail> {
     let absolute = if path.is_absolute() { path.to_path_buf() } else { std::env::current_dir()?.join(path) };
-    let mut missing = Vec::new();
-    let mut existing = absolute.as_path();
-    loop {
-        match existing.canonicalize() {
-            Ok(mut base) => {
-                for component in missing.iter().rev() {
-                    match component {
-                        Component::ParentDir => {
-                            base.pop();
-                        }
-                        Component::Normal(name) => base.push(name),
-                        _ => {}
-                    }
+    let mut pending: std::collections::VecDeque<std::ffi::OsString> = std::collections::VecDeque::new();
+    let push_front = |pending: &mut std::collections::VecDeque<std::ffi::OsString>, p: &Path| {
+        let comps: Vec<std::ffi::OsString> = p
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_os_string()),
+                Component::ParentDir => Some("..".into()),
+                _ => None,
+            })
+            .collect();
+        for c in comps.into_iter().rev() {
+            pending.push_front(c);
+        }
+    };
+    push_front(&mut pending, &absolute);
+    let mut cur = PathBuf::from("/");
+    let mut visited = Vec::new();
+    let mut symlinks = Vec::new();
+    let mut links = 0usize;
+    let mut missing = false;
+    while let Some(name) = pending.pop_front() {
+        if name == ".." {
+            cur.pop();
+            continue;
+        }
+        let next = cur.join(&name);
+        visited.push(next.clone());
+        if missing {
+            cur = next;
+            continue;
+        }
+        match std::fs::symlink_metadata(&next) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                links += 1;
+                if links > MAX_SYMLINKS {
+                    return Err(std::io::Error::from_raw_os_error(libc::ELOOP));
                 }
-                return Ok(base);
+                let target = std::fs::read_link(&next)?;
+                symlinks.push(next.clone());
+                if target.is_absolute() {
+                    cur = PathBuf::from("/");
+                }
+                push_front(&mut pending, &target);
             }
+            Ok(_) => cur = next,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let Some(parent) = existing.parent() else { return Err(e) };
-                if let Some(last) = existing.components().next_back() {
-                    missing.push(last);
-                }
-                existing = parent;
+                missing = true;
+                cur = next;
             }
             Err(e) => return Err(e),
         }
     }
+    Ok(Trail { visited, symlinks, canonical: cur })
+}
+
+/// Where `path` is or would be created: the canonical path of the file when it exists,
+/// else of its nearest existing ancestor with the missing components appended (missing
+/// components cannot be symlinks, so `.` and `..` among them are resolved lexically).
+pub fn canonical_location(path: &Path) -> std::io::Result<PathBuf> {
+    resolve_trail(path).map(|t| t.canonical)
 }
 
 #[cfg(test)]
@@ -443,5 +746,45 @@ mod tests {
         std::os::unix::fs::symlink(real.join("d"), &link).unwrap();
         assert_eq!(canonical_location(&link.join("new/x/../f")).unwrap(), real.join("d/new/f"));
         assert_eq!(canonical_location(&link).unwrap(), real.join("d"));
+    }
+
+    #[test]
+    fn trail_records_every_symlink_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(real.join("ws")).unwrap();
+        std::fs::create_dir(real.join("gov")).unwrap();
+        std::fs::write(real.join("gov/f"), "").unwrap();
+        // ws/a -> ../gov (relative), gov/l -> f
+        std::os::unix::fs::symlink("../gov", real.join("ws/a")).unwrap();
+        std::os::unix::fs::symlink("f", real.join("gov/l")).unwrap();
+        let t = resolve_trail(&real.join("ws/a/l")).unwrap();
+        assert_eq!(t.canonical, real.join("gov/f"));
+        assert_eq!(t.symlinks, vec![real.join("ws/a"), real.join("gov/l")]);
+        std::os::unix::fs::symlink("loop", real.join("loop")).unwrap();
+        assert_eq!(resolve_trail(&real.join("loop")).unwrap_err().raw_os_error(), Some(libc::ELOOP));
+    }
+
+    #[test]
+    fn a_cut_short_record_does_not_swallow_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        std::fs::write(&path, "{\"cut\":").unwrap();
+        let file = open_governing(GoverningKind::AuditLog, &path, OpenFor::Append).unwrap();
+        append_record(&file, b"{\"n\":1}\n").unwrap();
+        append_record(&file, b"{\"n\":2}\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"cut\":\n{\"n\":1}\n{\"n\":2}\n");
+    }
+
+    #[test]
+    fn governing_data_files_must_be_regular() {
+        let err = open_governing(GoverningKind::SessionFile, Path::new("/dev/null"), OpenFor::Read).unwrap_err();
+        assert!(matches!(err, GoverningFileError::NotRegular { what: "a character device", .. }), "{err}");
+        assert_eq!(err.code(), "GOVERNING_FILE_UNSAFE");
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let err = open_governing(GoverningKind::AuditLog, &fifo, OpenFor::Append).unwrap_err();
+        assert!(matches!(err, GoverningFileError::NotRegular { what: "a FIFO", .. }), "{err}");
     }
 }

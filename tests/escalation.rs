@@ -14,7 +14,15 @@
 //! - `--approver`: the program reads exactly the request JSON; its exit status decides;
 //!   its stdout cannot corrupt `--json`;
 //! - every decision lands in the audit log (JSON lines), default path included;
-//! - audit log and approver program inside a writable root are refused.
+//! - audit log and approver program inside a writable root are refused;
+//! - issue 17, the approval layer under attack (`attack_*`, by effect, CLI cases as
+//!   root and as `CORDON_TEST_USER`): an approver symlink swapped by the command, an
+//!   `env python3` approver with a planted `python3` on a workspace `PATH`, a session
+//!   re-pointed through a workspace symlink or to `/dev/null`, a spill file of forged
+//!   events as the session, an audit log redirected, discarded or cut short, a script
+//!   rewritten between the approval and the retry (`--bind-script`), a first run that
+//!   tries to hide the `--ask` prompt (checked on a pty), and `session show` into a
+//!   closed pipe.
 //!
 //! How a denial is produced: until denial classification covers plain file writes, the
 //! commands end with `exec python3 -c '<x32 syscall>'`, which cordon's seccomp filter
@@ -41,6 +49,12 @@ use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
+
+/// The cordon binary under test: this build's, or `CORDON_TEST_BIN` (to show that a
+/// CLI case fails against an older build: `CORDON_TEST_BIN=/old/cordon cargo test`).
+fn cordon_bin() -> String {
+    std::env::var("CORDON_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_cordon").to_string())
+}
 
 /// A cordon invocation that takes longer than this is hung.
 const HANG: Duration = Duration::from_secs(60);
@@ -504,6 +518,7 @@ fn prompt_escapes_hostile_command_text() {
         },
         env_names: vec![],
         fingerprint: "fnv1a128:0".into(),
+        bound_files: vec![],
     };
     let p = escalation::terminal_prompt(&req);
     assert!(!p.contains('\x1b') && !p.contains('\r') && !p.contains('\x07'), "{p:?}");
@@ -526,7 +541,7 @@ impl CliOut {
 }
 
 fn cordon(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> CliOut {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cordon"));
+    let mut cmd = std::process::Command::new(cordon_bin());
     cmd.args(args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd.envs(env.iter().copied());
     let mut child = cmd.spawn().expect("spawn cordon");
@@ -820,6 +835,8 @@ while time.time() < deadline:
     if not answered and b"[y/N] " in buf:
         os.write(fd, answer.encode().decode("unicode_escape").encode())
         answered = True
+if time.time() >= deadline:
+    os.kill(pid, 9)  # hung (e.g. the answer went to a fake prompt); do not wait forever
 _, status = os.waitpid(pid, 0)
 open(transcript_path, "wb").write(buf)
 sys.exit(os.waitstatus_to_exitcode(status) if answered else 99)
@@ -829,7 +846,7 @@ sys.exit(os.waitstatus_to_exitcode(status) if answered else 99)
     let status = std::process::Command::new("python3")
         .arg("-c")
         .arg(DRIVER)
-        .args([s(&out), s(&transcript), answer, s(cwd), env!("CARGO_BIN_EXE_cordon")])
+        .args([s(&out), s(&transcript), answer, s(cwd), &cordon_bin()])
         .args(args)
         .status()
         .expect("python3");
@@ -884,7 +901,7 @@ fn cli_ask_without_a_terminal_refuses() {
     let log = d.gov.join("audit.jsonl");
     // setsid: no controlling terminal, so /dev/tty cannot be opened.
     let out = std::process::Command::new("setsid")
-        .args(["-w", env!("CARGO_BIN_EXE_cordon"), "run", "--json", "--ask", "--audit-log", s(&log), "-c"])
+        .args(["-w", &cordon_bin(), "run", "--json", "--ask", "--audit-log", s(&log), "-c"])
         .arg(write_then_deny(&target))
         .current_dir(&d.ws)
         .stdin(Stdio::null())
@@ -894,4 +911,382 @@ fn cli_ask_without_a_terminal_refuses() {
     assert_eq!(v["escalation"]["decision"]["verdict"], "refused");
     assert!(v["escalation"]["decision"]["reason"].as_str().unwrap().contains("no terminal"));
     assert!(!target.exists());
+}
+
+// ------------------------------------------------------------------ the approval layer under attack
+//
+// Issue 17: the confined command is the adversary. Each case is judged by effect (a
+// marker the attacker's program would create, the session's mode after the attack, the
+// audit log's content, the bytes on the terminal) and the CLI cases run once per
+// identity: as the current user and, when that is root, as `CORDON_TEST_USER` too.
+
+/// (uid, gid) to run cordon as: `None` for the current identity.
+fn identities() -> Vec<Option<(u32, u32)>> {
+    let mut out = vec![None];
+    let me = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m)).unwrap_or(1);
+    if me == 0 {
+        if let Ok(name) = std::env::var("CORDON_TEST_USER") {
+            let id = |flag: &str| {
+                let o = std::process::Command::new("id").arg(flag).arg(&name).output().expect("id");
+                String::from_utf8_lossy(&o.stdout).trim().parse::<u32>().expect("a numeric id")
+            };
+            out.push(Some((id("-u"), id("-g"))));
+        }
+    }
+    out
+}
+
+/// `dirs(tag)`, owned (recursively, later files too) by `id`.
+fn dirs_as(tag: &str, id: Option<(u32, u32)>) -> Dirs {
+    let d = dirs(tag);
+    chown_tree(d.ws.parent().unwrap(), id);
+    d
+}
+
+fn chown_tree(p: &Path, id: Option<(u32, u32)>) {
+    let Some((uid, gid)) = id else { return };
+    std::os::unix::fs::lchown(p, Some(uid), Some(gid)).unwrap();
+    if std::fs::symlink_metadata(p).unwrap().is_dir() {
+        for e in std::fs::read_dir(p).unwrap() {
+            chown_tree(&e.unwrap().path(), id);
+        }
+    }
+}
+
+fn cordon_as(id: Option<(u32, u32)>, args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> CliOut {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(cordon_bin());
+    cmd.args(args).current_dir(cwd).stdin(Stdio::null());
+    cmd.envs(env.iter().copied());
+    if let Some((uid, gid)) = id {
+        let home = cwd.parent().unwrap().join("gov");
+        cmd.uid(uid).gid(gid).env("HOME", home).env_remove("XDG_STATE_HOME");
+    }
+    let out = cmd.output().expect("spawn cordon");
+    CliOut {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn write_script(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[test]
+fn attack_approver_symlink_swapped_by_the_command_never_runs() {
+    if skip("attack_approver_symlink_swapped_by_the_command_never_runs") {
+        return;
+    }
+    for id in identities() {
+        let d = dirs("att-approver-link");
+        let marker = d.out.join("approver-replaced");
+        let real = approver_script(&d.gov, &d.gov.join("req.json"), 0);
+        let evil = d.ws.join("evil.sh");
+        write_script(&evil, &format!("#!/bin/sh\nid > '{}'\nexit 0\n", marker.display()));
+        let link = d.ws.join("approve");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        chown_tree(d.ws.parent().unwrap(), id);
+        let log = d.gov.join("audit.jsonl");
+        let target = d.out.join("effect");
+        // The command re-points the approver link to its own program, then is denied.
+        let cmd = format!("ln -sfn '{}' '{}'; {}", evil.display(), link.display(), write_then_deny(&target));
+        let out =
+            cordon_as(id, &["run", "--json", "--approver", s(&link), "--audit-log", s(&log), "-c", &cmd], &d.ws, &[]);
+        assert!(!marker.exists(), "{id:?}: the command's program ran as the approver");
+        assert!(!target.exists(), "{id:?}: nothing ran");
+        assert_eq!(out.code, 125, "{id:?}: {}", out.stderr);
+        assert_eq!(out.json()["error"]["code"], "GOVERNING_FILE_WRITABLE", "{id:?}");
+        // Positive control: the real approver, named directly, grants.
+        let out = cordon_as(
+            id,
+            &["run", "--json", "--approver", s(&real), "--audit-log", s(&log), "-c", &write_then_deny(&target)],
+            &d.ws,
+            &[],
+        );
+        assert_eq!(out.code, 0, "{id:?}: {}", out.stderr);
+        assert!(target.exists() && !marker.exists(), "{id:?}");
+    }
+}
+
+#[test]
+fn attack_env_shebang_approver_ignores_a_workspace_path() {
+    if skip("attack_env_shebang_approver_ignores_a_workspace_path") {
+        return;
+    }
+    if !["/usr/local/bin/python3", "/usr/bin/python3", "/bin/python3"].iter().any(|p| Path::new(p).exists()) {
+        return loud("SKIP attack_env_shebang_approver_ignores_a_workspace_path: no python3 on the fixed PATH");
+    }
+    for id in identities() {
+        let d = dirs("att-approver-env");
+        let marker = d.out.join("planted-python-ran");
+        let approver = d.gov.join("approve.py");
+        write_script(&approver, "#!/usr/bin/env python3\nimport sys\nsys.stdin.read()\nsys.exit(3)\n");
+        let bin = d.ws.join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        write_script(&bin.join("python3"), &format!("#!/bin/sh\necho planted > '{}'\nexit 0\n", marker.display()));
+        chown_tree(d.ws.parent().unwrap(), id);
+        let log = d.gov.join("audit.jsonl");
+        let target = d.out.join("effect");
+        let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+        let out = cordon_as(
+            id,
+            &["run", "--json", "--approver", s(&approver), "--audit-log", s(&log), "-c", &write_then_deny(&target)],
+            &d.ws,
+            &[("PATH", &path)],
+        );
+        assert!(!marker.exists(), "{id:?}: the workspace's python3 ran as the approver's interpreter: {}", out.stderr);
+        assert_eq!(out.json()["escalation"]["decision"]["verdict"], "refused", "{id:?}: {}", out.stderr);
+        assert!(!target.exists(), "{id:?}");
+    }
+}
+
+#[test]
+fn attack_session_through_a_workspace_symlink_is_refused() {
+    if skip("attack_session_through_a_workspace_symlink_is_refused") {
+        return;
+    }
+    for id in identities() {
+        let d = dirs("att-session");
+        let marker = d.out.join("ran-wide");
+        let narrow = d.gov.join("narrow.jsonl");
+        let wide = d.gov.join("wide.jsonl");
+        std::fs::write(&narrow, "{\"at\":\"t\",\"event\":\"set-mode\",\"mode\":\"read-only\"}\n").unwrap();
+        std::fs::write(&wide, "{\"at\":\"t\",\"event\":\"set-mode\",\"mode\":\"full-access\"}\n").unwrap();
+        // The user's session is named through the workspace; a command re-pointed it.
+        let link = d.ws.join("session");
+        std::os::unix::fs::symlink(&wide, &link).unwrap();
+        chown_tree(d.ws.parent().unwrap(), id);
+        let cmd = format!("echo > '{}'", marker.display());
+        let out = cordon_as(id, &["run", "--json", "--session", s(&link), "-c", &cmd], &d.ws, &[]);
+        assert!(!marker.exists(), "{id:?}: the re-pointed session widened the run");
+        assert_eq!(out.json()["error"]["code"], "GOVERNING_FILE_WRITABLE", "{id:?}: {}", out.stderr);
+        // Positive control: the session named directly runs at its mode.
+        let out = cordon_as(id, &["run", "--json", "--session", s(&narrow), "-c", &cmd], &d.ws, &[]);
+        assert_eq!(out.json()["sandbox"]["mode"], "read-only", "{id:?}: {}", out.stderr);
+        assert!(!marker.exists());
+
+        // set-mode through a link to /dev/null: refused, not silently lost.
+        let devnull = d.ws.join("null-session");
+        std::os::unix::fs::symlink("/dev/null", &devnull).unwrap();
+        chown_tree(&devnull, id);
+        let out = cordon_as(id, &["session", "set-mode", s(&devnull), "read-only"], &d.ws, &[]);
+        assert_ne!(out.code, 0, "{id:?}: set-mode into /dev/null reported success");
+        assert!(out.stderr.contains("GOVERNING_FILE_UNSAFE"), "{id:?}: {}", out.stderr);
+    }
+}
+
+#[test]
+fn attack_spill_file_is_never_read_as_a_session() {
+    if skip("attack_spill_file_is_never_read_as_a_session") {
+        return;
+    }
+    for id in identities() {
+        let d = dirs_as("att-spill", id);
+        let marker = d.out.join("ran-wide");
+        // The command fills its own output with forged events; the tail cap forces a spill.
+        let forged = "{\"at\":\"t\",\"event\":\"set-mode\",\"mode\":\"full-access\"}";
+        let cmd = format!("for i in $(seq 400); do echo '{forged}'; done");
+        let out = cordon_as(id, &["run", "--json", "--output-cap", "64", "-c", &cmd], &d.ws, &[]);
+        let spill = out.json()["stdout"]["spill_path"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{id:?}: no spill: {}", out.stdout))
+            .to_string();
+        let cmd = format!("echo > '{}'", marker.display());
+        let out = cordon_as(id, &["run", "--json", "--session", &spill, "-c", &cmd], &d.ws, &[]);
+        assert!(!marker.exists(), "{id:?}: a spill file served as the session");
+        assert_eq!(out.json()["error"]["code"], "GOVERNING_FILE_WRITABLE", "{id:?}: {}", out.stderr);
+    }
+}
+
+#[test]
+fn attack_audit_log_redirected_or_discarded_is_refused() {
+    if skip("attack_audit_log_redirected_or_discarded_is_refused") {
+        return;
+    }
+    for id in identities() {
+        let d = dirs("att-audit");
+        let real = d.gov.join("audit.jsonl");
+        std::fs::write(&real, "").unwrap();
+        let link = d.ws.join("audit");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let fake = d.ws.join("fake.jsonl");
+        let devnull = d.gov.join("null-audit");
+        std::os::unix::fs::symlink("/dev/null", &devnull).unwrap();
+        let script = approver_script(&d.gov, &d.gov.join("req.json"), 0);
+        chown_tree(d.ws.parent().unwrap(), id);
+        let target = d.out.join("effect");
+        let cmd = format!("ln -sfn '{}' '{}'; {}", fake.display(), link.display(), write_then_deny(&target));
+        let out = cordon_as(
+            id,
+            &["run", "--json", "--approver", s(&script), "--audit-log", s(&link), "-c", &cmd],
+            &d.ws,
+            &[],
+        );
+        assert!(!fake.exists() && !target.exists(), "{id:?}: the decision went to the command's file");
+        assert_eq!(out.json()["error"]["code"], "GOVERNING_FILE_WRITABLE", "{id:?}: {}", out.stderr);
+        for null in [devnull.as_path(), Path::new("/dev/null")] {
+            let args =
+                ["run", "--json", "--approver", s(&script), "--audit-log", s(null), "-c", &write_then_deny(&target)];
+            let out = cordon_as(id, &args, &d.ws, &[]);
+            assert_eq!(out.json()["error"]["code"], "GOVERNING_FILE_UNSAFE", "{id:?} {null:?}: {}", out.stderr);
+            assert!(!target.exists(), "{id:?}: a grant was recorded nowhere");
+        }
+        // A record cut short (full disk) does not swallow the next one.
+        std::fs::write(&real, "{\"at\":\"cut short").unwrap();
+        chown_tree(&real, id);
+        let refuse = approver_script(&d.gov, &d.gov.join("req.json"), 1);
+        chown_tree(&refuse, id);
+        let args = [
+            "run",
+            "--json",
+            "--approver",
+            s(&refuse),
+            "--audit-log",
+            s(&real),
+            "--escalate-to",
+            "full-access",
+            "--",
+            "true",
+        ];
+        let out = cordon_as(id, &args, &d.ws, &[]);
+        assert_eq!(out.code, 125, "{id:?}: {}", out.stderr);
+        let text = std::fs::read_to_string(&real).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{id:?}: {text:?}");
+        let rec: AuditRecord = serde_json::from_str(lines[1]).unwrap_or_else(|e| panic!("{id:?}: {e}: {text:?}"));
+        assert_eq!(rec.decision, Verdict::Refused);
+        assert!(text.ends_with('\n'));
+    }
+}
+
+#[test]
+fn attack_bound_script_rewritten_before_the_retry_does_not_run() {
+    if skip("attack_bound_script_rewritten_before_the_retry_does_not_run") {
+        return;
+    }
+    let d = dirs("att-bind");
+    let script = d.ws.join("build.sh");
+    let payload = d.out.join("payload");
+    std::fs::write(&script, format!("echo build\n{DENY_TAIL}\n")).unwrap();
+    let cmd = "bash build.sh";
+    for bind in [false, true] {
+        let _ = std::fs::remove_file(&payload);
+        std::fs::write(&script, format!("echo build\n{DENY_TAIL}\n")).unwrap();
+        let mut approver = Scripted::new(true);
+        let (s2, p2) = (script.clone(), payload.clone());
+        // Between the approval and the retry, build.sh becomes a different program.
+        approver.at_decision = Box::new(move || {
+            std::fs::write(&s2, format!("echo pwned > '{}'\n", p2.display())).unwrap();
+        });
+        let opts = EscalationOptions { bind_files: bind, ..Default::default() };
+        let res = rt().block_on(escalation::run_with_escalation(
+            &executor(),
+            request(cmd, &d.ws, Mode::WorkspaceWrite),
+            &approver,
+            &opts,
+            None,
+        ));
+        if bind {
+            let err = res.expect_err("the retry must be refused");
+            assert_eq!(err.code(), "BOUND_FILE_CHANGED", "{err}");
+            assert!(!payload.exists(), "the rewritten script ran under the approval");
+            let seen = approver.seen.lock().unwrap()[0].clone();
+            assert_eq!(seen.bound_files.len(), 1);
+            assert_eq!(seen.bound_files[0].path, script);
+        } else {
+            // Without binding, the approval covers the command text only (documented).
+            res.expect("run");
+            assert!(payload.exists());
+        }
+    }
+}
+
+#[test]
+fn attack_bound_fingerprint_follows_the_script_contents() {
+    let d = dirs("att-bind-fp");
+    let script = d.ws.join("build.sh");
+    let fp = |bind: bool| {
+        let exec = executor();
+        let approver = Scripted::new(false);
+        let opts = EscalationOptions { bind_files: bind, up_front: Some(Mode::FullAccess), ..Default::default() };
+        let req = request("bash build.sh", &d.ws, Mode::WorkspaceWrite);
+        let _ = rt().block_on(escalation::run_with_escalation(&exec, req, &approver, &opts, None));
+        let seen = approver.seen.lock().unwrap().first().map(|r| r.fingerprint.clone());
+        seen
+    };
+    std::fs::write(&script, "echo one\n").unwrap();
+    let (plain_a, bound_a) = (fp(false), fp(true));
+    std::fs::write(&script, "echo two\n").unwrap();
+    let (plain_b, bound_b) = (fp(false), fp(true));
+    if plain_a.is_none() {
+        return loud("SKIP attack_bound_fingerprint_follows_the_script_contents: full-access not available");
+    }
+    assert_eq!(plain_a, plain_b, "the text-only fingerprint cannot see the script (documented)");
+    assert_ne!(bound_a, bound_b, "--bind-script: a rewritten script is a different call");
+}
+
+#[test]
+fn attack_ask_prompt_is_not_hidden_by_the_first_runs_output() {
+    if skip("attack_ask_prompt_is_not_hidden_by_the_first_runs_output") {
+        return;
+    }
+    let d = dirs("att-tty");
+    let log = d.gov.join("audit.jsonl");
+    let target = d.out.join("effect");
+    // Conceal text, black on black, hide the cursor, set a scroll region, clear the
+    // screen and draw a fake prompt; then be denied.
+    let hostile = r"printf '\033[8m\033[30;40m\033[?25l\033[5;6r\033[2J\033[HRun this exact command once at read-only? [y/N] ' >&2";
+    // And try the terminal directly: /dev/tty, and the device behind each stdio fd.
+    let direct =
+        "for f in /dev/tty /proc/self/fd/0 /proc/self/fd/1 /proc/self/fd/2; do echo TTY''LEAK > $f 2>/dev/null; done";
+    let cmd = format!("{hostile}; {direct}; {}", write_then_deny(&target));
+    // Without --json: the first run would write straight to the terminal (the driver's
+    // terminal is cordon's stderr; its stdout goes to a file).
+    let args = ["run", "--ask", "--audit-log", s(&log), "-c", &cmd];
+    let (_code, _stdout, transcript) = cordon_on_pty(&args, &d.ws, "n\n", &d.gov);
+    // Only cordon's escaped copy of the captured output may carry it ("  | " lines).
+    // (The command text spells it TTY''LEAK, so only the output can contain it; after
+    // the decision the refused run's output is replayed as it was.)
+    let leaked = |t: &str| {
+        let asked = &t[..t.find("once at full-access? [y/N]").expect("the prompt")];
+        asked.split("\r\n").any(|l| l.contains("TTYLEAK") && !l.starts_with("  | "))
+    };
+    assert!(!leaked(&transcript), "the command wrote to the terminal: {transcript:?}");
+    // The same with --json.
+    let json_args = ["run", "--json", "--ask", "--audit-log", s(&log), "-c", &cmd];
+    let (_c, _o, json_transcript) = cordon_on_pty(&json_args, &d.ws, "n\n", &d.gov);
+    assert!(!leaked(&json_transcript), "the command wrote to the terminal: {json_transcript:?}");
+    let asked = &transcript[..transcript.find("once at full-access? [y/N]").unwrap()];
+    for raw in ["\x1b[8m", "\x1b[30;40m", "\x1b[?25l", "\x1b[5;6r", "\x1b[2J"] {
+        assert!(!asked.contains(raw), "the command's {raw:?} reached the terminal before the prompt: {transcript:?}");
+    }
+    let reset = transcript.find(escalation::TERMINAL_RESET).expect("a terminal reset before the prompt");
+    let prompt = transcript.find("Run this exact command once at full-access? [y/N] ").expect("the real prompt");
+    assert!(reset < prompt, "{transcript:?}");
+    assert!(transcript.contains("\\u{1b}[8m"), "the first run's output is shown escaped: {transcript:?}");
+    assert!(!target.exists());
+}
+
+#[test]
+fn session_show_into_a_closed_pipe_does_not_panic() {
+    let d = dirs("epipe");
+    let file = d.gov.join("s.jsonl");
+    let line = "{\"at\":\"2026-01-01T00:00:00.000Z\",\"event\":\"set-mode\",\"mode\":\"read-only\"}\n";
+    std::fs::write(&file, line.repeat(4000)).unwrap();
+    for json in [false, true] {
+        let mut cmd = std::process::Command::new(cordon_bin());
+        cmd.args(["session", "show", s(&file)]).stdout(Stdio::piped()).stderr(Stdio::piped());
+        if json {
+            cmd.arg("--json");
+        }
+        let mut child = cmd.spawn().unwrap();
+        drop(child.stdout.take()); // the reader (`head`) is gone
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+    }
 }

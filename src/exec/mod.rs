@@ -388,6 +388,12 @@ impl Executor {
         &self.host
     }
 
+    /// The private state directory: per-run directories and the output spill files,
+    /// which hold bytes the confined commands chose (so never configuration).
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
     /// The executor's configuration.
     pub fn config(&self) -> &ExecutorConfig {
         &self.config
