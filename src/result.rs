@@ -143,8 +143,10 @@ pub struct SandboxFacts {
     /// The directories the command could write, as resolved and enforced (canonical;
     /// the workspace first), besides its private temp directories. `["/"]` in
     /// `full-access`, which confines nothing.
+    #[serde(default)]
     pub writable_roots: Vec<PathBuf>,
     /// The paths kept read-only inside the writable roots (canonical).
+    #[serde(default)]
     pub protected: Vec<PathBuf>,
     /// Stronger runners passed over during selection, with reasons.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -481,7 +481,10 @@ fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
             _ => {}
         }
     }
-    assert!(plan.namespaces.mount && plan.namespaces.pid && !plan.namespaces.ipc, "{name}: cordon's init holds the run");
+    assert!(
+        plan.namespaces.mount && plan.namespaces.pid && !plan.namespaces.ipc,
+        "{name}: cordon's init holds the run"
+    );
     assert_eq!(plan.namespaces.user, case.host.namespaces == Namespaces::UserNamespace, "{name}");
     assert!(plan.landlock.is_none() && plan.seccomp.is_none(), "{name}: the stage installs nothing");
     assert_eq!(
