@@ -88,6 +88,82 @@ fn type_name(t: u64) -> String {
     }
 }
 
+/// Read a `sockaddr` from the task's memory as raw bytes (at most 128).
+fn read_raw_sockaddr(pid: u32, addr: u64, len: u64) -> Option<Vec<u8>> {
+    if addr == 0 || len < 2 {
+        return None;
+    }
+    let len = len.min(128) as usize;
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+    let mut buf = vec![0u8; len];
+    let n = mem.read_at(&mut buf, addr).ok()?;
+    buf.truncate(n);
+    (buf.len() >= 2).then_some(buf)
+}
+
+/// What the supervisor does with one `connect()` when some host unix sockets are
+/// allowed by path.
+enum ConnectPlan {
+    /// Refuse with this errno (already recorded, or quiet).
+    Refuse(i32),
+    /// Perform it on the command's behalf with these `sockaddr` bytes.
+    Perform(Vec<u8>),
+}
+
+/// The `sockaddr_un` bytes for an allowed socket path (from the policy, never from
+/// the command's memory).
+fn sockaddr_un(path: &Path) -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let p = path.as_os_str().as_bytes();
+    // sun_path is 108 bytes including the terminating NUL.
+    if p.len() >= 108 {
+        return None;
+    }
+    let mut v = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
+    v.extend_from_slice(p);
+    v.push(0);
+    Some(v)
+}
+
+/// Decide one `connect()` under an allow-list of host unix sockets (`allowed`,
+/// canonical): a pathname unix address that is exactly an allowed path is performed
+/// to the policy's own path; any other unix address is refused and recorded; other
+/// families are performed with the bytes read once when the network is on, and
+/// refused as before when it is off.
+fn plan_connect(
+    n: &cordon_stage::notify::Notification,
+    observed: &Observed,
+    listener: &OwnedFd,
+    allowed: &[PathBuf],
+    sink: &DenialSink,
+) -> ConnectPlan {
+    let raw = read_raw_sockaddr(n.pid, n.args[1], n.args[2]);
+    // The read is only trusted if the task is still blocked in this syscall; the
+    // bytes are used as read (a later change of the command's memory is not seen).
+    let raw = if cordon_stage::notify::id_valid(listener.as_fd(), n.id) { raw } else { None };
+    let Some(raw) = raw else { return ConnectPlan::Refuse(libc::EFAULT) };
+    let family = i32::from(u16::from_ne_bytes([raw[0], raw[1]]));
+    let network_on = observed.filter == crate::runner::seccomp::HOST_UNIX_ALLOW_FILTER;
+    if family == libc::AF_UNIX {
+        let rest = &raw[2..];
+        if rest.first().is_some_and(|b| *b != 0) {
+            let end = rest.iter().position(|b| *b == 0).unwrap_or(rest.len());
+            use std::os::unix::ffi::OsStrExt;
+            let asked = Path::new(std::ffi::OsStr::from_bytes(&rest[..end]));
+            if let Some(ok) = allowed.iter().find(|a| a.as_path() == asked) {
+                if let Some(addr) = sockaddr_un(ok) {
+                    return ConnectPlan::Perform(addr);
+                }
+            }
+        }
+        return ConnectPlan::Refuse(handle(n, observed, listener, sink));
+    }
+    if network_on {
+        return ConnectPlan::Perform(raw);
+    }
+    ConnectPlan::Refuse(handle(n, observed, listener, sink))
+}
+
 /// Read a `sockaddr` from the task's memory and render it (`unix:/path`,
 /// `unix:@abstract`, `inet:1.2.3.4:80`).
 fn read_sockaddr(pid: u32, addr: u64, len: u64) -> Option<String> {
@@ -139,6 +215,7 @@ fn filter_reason(filter: &str) -> &'static str {
     match filter {
         crate::runner::seccomp::NETWORK_OFF_FILTER => "network off",
         crate::runner::seccomp::HOST_UNIX_FILTER => "network on, unix sockets to the host closed",
+        crate::runner::seccomp::HOST_UNIX_ALLOW_FILTER => "network on, only the allowed unix sockets",
         _ => "sandbox rule",
     }
 }
@@ -206,7 +283,12 @@ fn handle(n: &cordon_stage::notify::Notification, observed: &Observed, listener:
 /// socket closes without one (the helper failed before its seccomp step). Dropping
 /// the socket releases a listener still in flight, so the command's observed calls
 /// then fail with `ENOSYS` instead of waiting.
-pub async fn receive_and_supervise(sock: OwnedFd, observed: BTreeMap<i64, Observed>, sink: DenialSink) {
+pub async fn receive_and_supervise(
+    sock: OwnedFd,
+    observed: BTreeMap<i64, Observed>,
+    sink: DenialSink,
+    allowed: Arc<[PathBuf]>,
+) {
     #[allow(deprecated)]
     let Ok(fd) = tokio::io::unix::AsyncFd::new(sock) else {
         return;
@@ -214,7 +296,7 @@ pub async fn receive_and_supervise(sock: OwnedFd, observed: BTreeMap<i64, Observ
     loop {
         let Ok(mut guard) = fd.readable().await else { return };
         match cordon_stage::notify::recv_fd(fd.get_ref().as_fd()) {
-            Ok(listener) => return supervise(listener, observed, sink).await,
+            Ok(listener) => return supervise(listener, observed, sink, allowed).await,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => guard.clear_ready(),
             Err(_) => return,
         }
@@ -222,8 +304,16 @@ pub async fn receive_and_supervise(sock: OwnedFd, observed: BTreeMap<i64, Observ
 }
 
 /// Serve seccomp notifications from `listener` until the sandbox is gone (or the task
-/// is aborted). Unknown syscall numbers are refused with `EPERM`.
-pub async fn supervise(listener: OwnedFd, observed: BTreeMap<i64, Observed>, sink: DenialSink) {
+/// is aborted). Unknown syscall numbers are refused with `EPERM`. With `allowed`
+/// host unix sockets, `connect()` calls are decided by `plan_connect`: an allowed
+/// one is performed by the supervisor itself on the command's socket (on a blocking
+/// thread, so other notifications keep being answered) and answered with its result.
+pub async fn supervise(
+    listener: OwnedFd,
+    observed: BTreeMap<i64, Observed>,
+    sink: DenialSink,
+    allowed: Arc<[PathBuf]>,
+) {
     // `AsyncFd::new` is deprecated because a bare RawFd could be closed under it; an
     // OwnedFd that the AsyncFd owns cannot.
     #[allow(deprecated)]
@@ -244,7 +334,34 @@ pub async fn supervise(listener: OwnedFd, observed: BTreeMap<i64, Observed>, sin
         }
         match cordon_stage::notify::recv(fd.get_ref().as_fd()) {
             Ok(n) => {
-                let errno = match observed.get(&(n.nr as i64)) {
+                let o = observed.get(&(n.nr as i64));
+                let allow_list = o.is_some_and(|o| {
+                    o.name == "connect"
+                        && (o.filter == crate::runner::seccomp::HOST_UNIX_ALLOW_FILTER || !allowed.is_empty())
+                });
+                let errno = match o {
+                    Some(o) if allow_list => match plan_connect(&n, o, fd.get_ref(), &allowed, &sink) {
+                        ConnectPlan::Refuse(errno) => errno,
+                        ConnectPlan::Perform(addr) => {
+                            // Answered from the blocking thread once the connect is done.
+                            if let Ok(answer) = fd.get_ref().try_clone() {
+                                tokio::task::spawn_blocking(move || {
+                                    let r = cordon_stage::notify::connect_on_behalf(n.pid, n.args[0], &addr);
+                                    let _ = match r {
+                                        Ok(()) => cordon_stage::notify::respond_value(answer.as_fd(), n.id, 0),
+                                        Err(e) => cordon_stage::notify::respond_error(
+                                            answer.as_fd(),
+                                            n.id,
+                                            e.raw_os_error().unwrap_or(libc::EIO),
+                                        ),
+                                    };
+                                });
+                                tokio::task::yield_now().await;
+                                continue;
+                            }
+                            libc::EAGAIN
+                        }
+                    },
                     Some(o) => handle(&n, o, fd.get_ref(), &sink),
                     None => libc::EPERM,
                 };
@@ -433,6 +550,7 @@ mod tests {
             protected: vec![ws.join(".git")],
             network: false,
             best_effort: false,
+            allow_unix_sockets: Vec::new(),
         }
     }
 

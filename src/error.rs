@@ -113,6 +113,14 @@ pub enum PolicyError {
         /// Where it resolves to.
         resolved: PathBuf,
     },
+    /// An allowed unix socket is not usable as one.
+    #[error("unix socket `{path}` cannot be allowed: {why}")]
+    UnixSocket {
+        /// The path given.
+        path: PathBuf,
+        /// Why.
+        why: &'static str,
+    },
     /// A protected path is a symlink, which a writable workspace could replace.
     #[error("protected path `{path}` is a symlink; cordon cannot keep it from being replaced (point the workspace at the real directory)")]
     ProtectedSymlink {

@@ -115,6 +115,10 @@ struct RunArgs {
     /// Allow network access in confined modes.
     #[arg(long)]
     network: bool,
+    /// Let the command connect to this host unix socket by path (absolute; repeatable;
+    /// every other unix socket to the host stays closed, with or without --network).
+    #[arg(long = "allow-unix-socket", value_name = "PATH")]
+    allow_unix_socket: Vec<PathBuf>,
     /// Run even if the host cannot enforce every restriction; gaps are reported.
     #[arg(long)]
     best_effort: bool,
@@ -294,6 +298,7 @@ fn run(args: RunArgs) -> ExitCode {
         network: args.network,
         best_effort: args.best_effort,
         allow_system_root: args.allow_system_root,
+        allow_unix_sockets: args.allow_unix_socket,
         ..PolicyRequest::default()
     };
     if governance.active() {
@@ -598,6 +603,7 @@ fn sample_policy(mode: Mode) -> ExecutionPolicy {
         protected: vec![PathBuf::from(".git")],
         network: false,
         best_effort: false,
+        allow_unix_sockets: Vec::new(),
     }
 }
 

@@ -115,6 +115,7 @@ mod tests {
             protected: vec![],
             network: false,
             best_effort: false,
+            allow_unix_sockets: Vec::new(),
         }
     }
 

@@ -140,6 +140,11 @@ pub struct PolicyRequest {
     /// Allow a writable root that is, lies inside or contains a system directory
     /// ([`SYSTEM_DIRS`]). The home-directory rules still apply.
     pub allow_system_root: bool,
+    /// Host unix sockets (absolute paths of existing socket files) the command may
+    /// connect to by path, in any confined mode. Every other unix socket to the host
+    /// stays closed. cordon's seccomp supervisor performs each allowed `connect()`
+    /// itself, to the path named here (never to a path read back from the command).
+    pub allow_unix_sockets: Vec<PathBuf>,
 }
 
 impl Default for PolicyRequest {
@@ -151,6 +156,7 @@ impl Default for PolicyRequest {
             best_effort: false,
             protected: DEFAULT_PROTECTED.iter().map(PathBuf::from).collect(),
             allow_system_root: false,
+            allow_unix_sockets: Vec::new(),
         }
     }
 }
@@ -172,6 +178,9 @@ pub struct ExecutionPolicy {
     pub network: bool,
     /// Best effort allowed.
     pub best_effort: bool,
+    /// Host unix sockets the command may connect to by path (canonical socket files;
+    /// confined modes; see [`PolicyRequest::allow_unix_sockets`]).
+    pub allow_unix_sockets: Vec<PathBuf>,
 }
 
 impl ExecutionPolicy {
@@ -445,6 +454,23 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
         }
     }
 
+    let mut allow_unix_sockets = Vec::new();
+    for sock in &req.allow_unix_sockets {
+        let bad = |why: &'static str| PolicyError::UnixSocket { path: sock.clone(), why };
+        if !sock.is_absolute() {
+            return Err(bad("it must be an absolute path"));
+        }
+        let canon = sock.canonicalize().map_err(|_| bad("it does not exist"))?;
+        use std::os::unix::fs::FileTypeExt;
+        if !std::fs::metadata(&canon).is_ok_and(|m| m.file_type().is_socket()) {
+            return Err(bad("it is not a unix socket"));
+        }
+        if !allow_unix_sockets.contains(&canon) {
+            allow_unix_sockets.push(canon);
+        }
+    }
+    allow_unix_sockets.sort();
+
     Ok(ExecutionPolicy {
         mode: req.mode,
         workspace: ws,
@@ -452,6 +478,7 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
         protected,
         network: req.network,
         best_effort: req.best_effort,
+        allow_unix_sockets: if req.mode.is_confined() { allow_unix_sockets } else { Vec::new() },
     })
 }
 

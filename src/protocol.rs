@@ -722,6 +722,10 @@ pub struct CeilingArgs {
     /// Allow requests to turn the network on in confined modes.
     #[arg(long)]
     pub network: bool,
+    /// A host unix socket every request may connect to by path (absolute; repeatable;
+    /// requests inherit the list and cannot set it).
+    #[arg(long = "allow-unix-socket", value_name = "PATH")]
+    pub allow_unix_socket: Vec<PathBuf>,
     /// Run even where the host cannot enforce every restriction (gaps are reported).
     #[arg(long)]
     pub best_effort: bool,
@@ -736,6 +740,7 @@ impl Default for CeilingArgs {
             writable: Vec::new(),
             allow_system_root: false,
             network: false,
+            allow_unix_socket: Vec::new(),
             best_effort: false,
         }
     }
@@ -762,6 +767,8 @@ pub struct Ceiling {
     /// Writable roots may be system directories (`--allow-system-root`; never settable
     /// by a request, which inherits it).
     pub allow_system_root: bool,
+    /// Canonical host unix sockets requests may connect to (inherited, not settable).
+    pub allow_unix_sockets: Vec<PathBuf>,
 }
 
 impl Ceiling {
@@ -777,6 +784,7 @@ impl Ceiling {
             network: args.network,
             best_effort: args.best_effort,
             allow_system_root: args.allow_system_root,
+            allow_unix_sockets: args.allow_unix_socket.clone(),
             ..PolicyRequest::default()
         };
         let policy = resolve_policy(&req, &cwd)?;
@@ -787,6 +795,7 @@ impl Ceiling {
             network: policy.network,
             best_effort: policy.best_effort,
             allow_system_root: args.allow_system_root,
+            allow_unix_sockets: policy.allow_unix_sockets,
         })
     }
 
@@ -927,6 +936,7 @@ impl Ceiling {
             network,
             best_effort: self.best_effort,
             allow_system_root: self.allow_system_root,
+            allow_unix_sockets: self.allow_unix_sockets.clone(),
             ..PolicyRequest::default()
         };
         Ok(req)
@@ -950,6 +960,12 @@ impl Ceiling {
         }
         if p.best_effort && !self.best_effort {
             return Err(RpcError::ceiling("best_effort", "resolved as best effort"));
+        }
+        if let Some(s) = p.allow_unix_sockets.iter().find(|s| !self.allow_unix_sockets.contains(s)) {
+            return Err(RpcError::ceiling(
+                "allow_unix_sockets",
+                format!("`{}` is not allowed by the server", s.display()),
+            ));
         }
         if p.mode == Mode::WorkspaceWrite {
             let protected = self.protected_now()?;

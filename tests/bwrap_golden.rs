@@ -89,6 +89,7 @@ impl Case {
                 protected: Vec::new(),
                 network: false,
                 best_effort: false,
+                allow_unix_sockets: Vec::new(),
             },
             program: "/usr/bin/bash".into(),
             argv: vec!["bash".into(), "-c".into(), "make test".into()],

@@ -90,6 +90,7 @@ fn cannot_judge() -> Option<String> {
             protected: vec![],
             network: false,
             best_effort: false,
+            allow_unix_sockets: Vec::new(),
         };
         if let Err(e) = cordon::runner::select(&policy, &host, cordon::RunnerChoice::Auto) {
             return Some(format!("{mode} cannot be enforced here: {e}"));

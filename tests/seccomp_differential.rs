@@ -26,7 +26,7 @@ use cbpf::{
     BPF_W, BPF_X, BPF_XOR, SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_KILL_THREAD,
     SECCOMP_RET_LOG, SECCOMP_RET_TRACE, SECCOMP_RET_TRAP, SECCOMP_RET_USER_NOTIF,
 };
-use cordon::runner::seccomp::{compile_program, filter_names, syscall_number, Observed, CONFINED_PROFILE};
+use cordon::runner::seccomp::{compile_program_for, filter_names_for, syscall_number, Observed, CONFINED_PROFILE};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The x32 ABI's marker bit in syscall numbers (x86_64).
@@ -246,15 +246,20 @@ struct Subjects {
 }
 
 fn subjects(network_allowed: bool, supervised: bool) -> Subjects {
+    subjects_for(network_allowed, false, supervised)
+}
+
+fn subjects_for(network_allowed: bool, unix_allowlist: bool, supervised: bool) -> Subjects {
     let (_, target) = native();
-    let program = compile_program(network_allowed, supervised).expect("cordon compiles the profile");
+    let program =
+        compile_program_for(network_allowed, unix_allowlist, supervised).expect("cordon compiles the profile");
     let map = seccompiler::compile_from_json(CONFINED_PROFILE.as_bytes(), target).expect("seccompiler compiles it");
     let json: serde_json::Value = serde_json::from_str(CONFINED_PROFILE).unwrap();
     let mut reference = Stack::default();
     let mut errnos = BTreeSet::new();
     // Installed in cordon's order: for a syscall in two filters the kernel would keep
     // the newest filter's errno, which cordon's compiler refuses to guess.
-    for name in filter_names(network_allowed) {
+    for name in filter_names_for(network_allowed, unix_allowlist) {
         let prog = map.get(name).unwrap_or_else(|| panic!("seccompiler lacks filter {name}"));
         reference.install(&from_seccompiler(prog)).unwrap_or_else(|e| panic!("kernel would refuse {name}: {e:?}"));
         if let Some(e) = json[name]["match_action"]["errno"].as_u64() {
@@ -262,7 +267,7 @@ fn subjects(network_allowed: bool, supervised: bool) -> Subjects {
         }
     }
     Subjects {
-        label: format!("network_allowed={network_allowed} supervised={supervised}"),
+        label: format!("network_allowed={network_allowed} unix_allowlist={unix_allowlist} supervised={supervised}"),
         cordon: from_libc(&program.insns),
         observed: program.observed,
         reference,
@@ -349,6 +354,10 @@ fn variants_to_check() -> Vec<Subjects> {
         for supervised in [false, true] {
             v.push(subjects(network_allowed, supervised));
         }
+    }
+    // Network on with allow-listed unix sockets (connect() supervised or refused).
+    for supervised in [false, true] {
+        v.push(subjects_for(true, true, supervised));
     }
     v
 }

@@ -2956,3 +2956,43 @@ fn toctou_serve_bwrap_destination_swaps_never_create_outside() {
         Ok(())
     });
 }
+
+case!(net_allow_unix_socket_opens_exactly_the_named_socket, |c| {
+    // `--allow-unix-socket PATH`: that host socket is reached (the supervisor performs
+    // the connect on the command's socket), every other unix socket stays closed, with
+    // the network on and off; with the network on, TCP still works (its connects are
+    // performed the same way).
+    for network in [true, false] {
+        let dir = SockDir::new();
+        let (allowed_p, other_p) = (dir.0.join("ok.sock"), dir.0.join("no.sock"));
+        let allowed = UnixTrap::stream_path(c, &allowed_p);
+        let other = UnixTrap::stream_path(c, &other_p);
+        let mut o = c.opts(WORKSPACE_WRITE);
+        o.network = network;
+        o.extra_args = vec!["--allow-unix-socket".into(), s(&allowed_p).into()];
+        let r = c.probe_with(&o, "unix-connect", &[s(&allowed_p)])?;
+        r.assert_ok(&format!("network {network}: connect to the allowed socket"));
+        assert!(allowed.touched_within(500), "network {network}: the allowed listener saw nothing");
+        let r = c.probe_with(&o, "unix-connect", &[s(&other_p)])?;
+        other.assert_untouched(&format!("network {network}: a socket that was not named"));
+        r.assert_refused_with(NET_DENIED, &format!("network {network}: connect to a socket not named"));
+        // Reaching the allowed socket through another spelling (a symlink to it) is
+        // refused: only the exact path named is performed.
+        let link = dir.0.join("ln.sock");
+        std::os::unix::fs::symlink(&allowed_p, &link).unwrap();
+        let again = UnixTrap::stream_path(c, &dir.0.join("unused.sock"));
+        let r = c.probe_with(&o, "unix-connect", &[s(&link)])?;
+        r.assert_refused_with(NET_DENIED, &format!("network {network}: the allowed socket through a symlink"));
+        drop(again);
+        if network {
+            let t = TcpTrap::v4();
+            c.probe_with(&o, "tcp", &["127.0.0.1", &t.port_s()])?.assert_ok("allow-list + network: loopback TCP");
+            assert!(t.connected_within(500), "allow-list + network: the TCP listener saw no connection");
+        } else {
+            let t = TcpTrap::v4();
+            let r = c.probe_with(&o, "tcp", &["127.0.0.1", &t.port_s()])?;
+            t.assert_untouched("allow-list, network off: TCP");
+            r.assert_refused_with(NET_DENIED, "allow-list, network off: TCP");
+        }
+    }
+});

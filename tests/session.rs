@@ -133,6 +133,7 @@ fn skip(test: &str) -> bool {
             protected: vec![],
             network: false,
             best_effort: false,
+            allow_unix_sockets: Vec::new(),
         };
         cordon::runner::select(&policy, &host, cordon::RunnerChoice::Auto).err().map(|e| e.to_string())
     });

@@ -1889,6 +1889,64 @@ pub mod notify {
         unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_ID_VALID as _, &mut id as *mut u64) == 0 }
     }
 
+    /// Complete the syscall with return value `val` (no error): the supervisor did the
+    /// work itself (see [`connect_on_behalf`]).
+    pub fn respond_value(listener: BorrowedFd<'_>, id: u64, val: i64) -> io::Result<()> {
+        let mut resp = SeccompNotifResp { id, val, error: 0, flags: 0 };
+        // SAFETY: ioctl(NOTIF_SEND) reads a response struct of the encoded size.
+        let r = unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_SEND as _, &mut resp as *mut SeccompNotifResp) };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Connect the socket `fd` of task `pid` (blocked in a notified `connect()`) to
+    /// `addr`, a complete `sockaddr` the supervisor chose: the socket is taken with
+    /// `pidfd_getfd` (the same open file, so the command's socket is the one that
+    /// connects) and connected here. The supervisor never hands back a decision to
+    /// the kernel that would re-read the command's memory. Blocks like `connect()`.
+    pub fn connect_on_behalf(pid: u32, fd: u64, addr: &[u8]) -> io::Result<()> {
+        let target_fd = i32::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+        let len = libc::socklen_t::try_from(addr.len()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        if addr.len() < 2 || addr.len() > std::mem::size_of::<libc::sockaddr_storage>() {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+        // SAFETY: pidfd_open with integer arguments.
+        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if pidfd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        #[allow(clippy::cast_possible_truncation, reason = "the kernel returns an fd (an int) widened to long")]
+        // SAFETY: the kernel returned a new fd that nothing else owns.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
+        // SAFETY: pidfd_getfd with integer arguments.
+        let sock = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), target_fd, 0) };
+        if sock < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        #[allow(clippy::cast_possible_truncation, reason = "the kernel returns an fd (an int) widened to long")]
+        // SAFETY: the kernel returned a new fd that nothing else owns.
+        let sock = unsafe { OwnedFd::from_raw_fd(sock as RawFd) };
+        // A properly aligned copy of the address.
+        // SAFETY: sockaddr_storage is plain old data; all zeroes is a valid value.
+        let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        // SAFETY: copying `addr.len()` bytes (checked above to fit) into the storage.
+        unsafe {
+            std::ptr::copy_nonoverlapping(addr.as_ptr(), &mut storage as *mut _ as *mut u8, addr.len());
+        }
+        // SAFETY: connect with a valid socket and an address of the given length.
+        let r = unsafe {
+            libc::connect(sock.as_raw_fd(), &storage as *const libc::sockaddr_storage as *const libc::sockaddr, len)
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
     /// Fail the syscall with `errno`.
     pub fn respond_error(listener: BorrowedFd<'_>, id: u64, errno: i32) -> io::Result<()> {
         // A refusal must carry an errno: 0 would make the syscall report success.

@@ -648,8 +648,11 @@ impl Executor {
         let pidfd = AsyncFd::new(spawned.pidfd).map_err(|e| CordonError::io("watching the child", e))?;
 
         let denials: crate::denials::DenialSink = Arc::default();
+        let allowed_sockets: Arc<[PathBuf]> = spec.policy.allow_unix_sockets.clone().into();
         let supervisor = match listener {
-            Some(Ok(l)) => Some(tokio::spawn(crate::denials::supervise(l, observed, denials.clone()))),
+            Some(Ok(l)) => {
+                Some(tokio::spawn(crate::denials::supervise(l, observed, denials.clone(), allowed_sockets.clone())))
+            }
             Some(Err(e)) => {
                 // The child installed a notifying filter: without a supervisor its
                 // observed syscalls would fail with ENOSYS. Stop it; nothing useful ran.
@@ -661,8 +664,14 @@ impl Executor {
                     detail: format!("receiving the seccomp listener: {e}"),
                 });
             }
-            None => helper_socket
-                .map(|sock| tokio::spawn(crate::denials::receive_and_supervise(sock, observed, denials.clone()))),
+            None => helper_socket.map(|sock| {
+                tokio::spawn(crate::denials::receive_and_supervise(
+                    sock,
+                    observed,
+                    denials.clone(),
+                    allowed_sockets.clone(),
+                ))
+            }),
         };
         let collectors = readers.into_iter().map(|(fd, cap)| tokio::spawn(drain(fd, cap))).collect();
         let stdin_writer = match (&spec.stdin, stdin_writer_fd) {

@@ -455,6 +455,7 @@ impl Runner for BwrapRunner {
             mounts: stage_mounts(policy),
             landlock: None,
             seccomp: None,
+            unix_allowlist: !policy.allow_unix_sockets.is_empty(),
             seccomp_fd: Some(SeccompFd { network_allowed: policy.network, child_fd: SECCOMP_CHILD_FD }),
             path_fds: binds(policy),
             stage_helper: stage_helper_plan(policy, input.host),
@@ -711,6 +712,7 @@ mod tests {
             protected: vec![],
             network: false,
             best_effort: false,
+            allow_unix_sockets: Vec::new(),
         };
         let input = PlanInput {
             policy: &policy,

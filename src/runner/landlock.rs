@@ -211,6 +211,7 @@ impl Runner for LandlockRunner {
             mounts,
             landlock: use_landlock.then_some(landlock),
             seccomp: Some(policy.network || !policy.mode.is_confined()),
+            unix_allowlist: !policy.allow_unix_sockets.is_empty(),
             seccomp_fd: None,
             path_fds: Vec::new(),
             stage_helper: None,
@@ -375,6 +376,7 @@ mod tests {
             protected: vec!["/tmp/ws/.git".into()],
             network: false,
             best_effort: false,
+            allow_unix_sockets: Vec::new(),
         }
     }
 

@@ -394,6 +394,9 @@ pub struct LaunchPlan {
     pub landlock: Option<LandlockPlan>,
     /// seccomp: `Some(network_allowed)` installs cordon's filters.
     pub seccomp: Option<bool>,
+    /// Some host unix sockets are allowed by path: the filters route every
+    /// `connect()` to the supervisor (see `seccomp::HOST_UNIX_ALLOW_FILTER`).
+    pub unix_allowlist: bool,
     /// seccomp handed to a confinement helper instead of installed by the stage: the
     /// filter is compiled into a sealed memfd that the child inherits as `child_fd`
     /// (bubblewrap's `--seccomp FD`).

@@ -38,6 +38,7 @@ impl Runner for PassthroughRunner {
             mounts: Vec::new(),
             landlock: None,
             seccomp: None,
+            unix_allowlist: false,
             seccomp_fd: None,
             path_fds: Vec::new(),
             stage_helper: None,

@@ -47,6 +47,10 @@ pub const ALWAYS_FILTERS: [&str; 2] = ["deny_eperm", "deny_enosys"];
 pub const NETWORK_OFF_FILTER: &str = "network_off";
 /// The filter added when the network is on: no unix sockets that could reach the host.
 pub const HOST_UNIX_FILTER: &str = "host_unix_closed";
+/// The filter added when the network is on and some host unix sockets are allowed by
+/// path: unix stream sockets may exist, and every `connect()` goes to the supervisor,
+/// which performs it itself (see `crate::denials`); without one, `connect()` fails.
+pub const HOST_UNIX_ALLOW_FILTER: &str = "host_unix_allowlist";
 
 /// One classic BPF instruction (`struct sock_filter`).
 pub type Insn = libc::sock_filter;
@@ -309,14 +313,25 @@ fn ret_insn(r: Ret) -> Insn {
 }
 
 /// Compiled programs by `[network_allowed][supervised]`.
-type ProgramCache = [[std::sync::OnceLock<Result<Program, SeccompError>>; 2]; 2];
+type ProgramCache = [[[std::sync::OnceLock<Result<Program, SeccompError>>; 2]; 2]; 2];
 
 /// The profile's filters that a confined run installs, in installation order (the
 /// order matters only to a kernel that runs them as separate programs; cordon merges
 /// them into one, which is why a syscall may appear in one of them only).
 pub fn filter_names(network_allowed: bool) -> Vec<&'static str> {
+    filter_names_for(network_allowed, false)
+}
+
+/// Like [`filter_names`], for a policy that allows some host unix sockets by path
+/// (`unix_allowlist`; only changes the network-on filter: with the network off,
+/// `connect()` is supervised already).
+pub fn filter_names_for(network_allowed: bool, unix_allowlist: bool) -> Vec<&'static str> {
     let mut names: Vec<&'static str> = ALWAYS_FILTERS.to_vec();
-    names.push(if network_allowed { HOST_UNIX_FILTER } else { NETWORK_OFF_FILTER });
+    names.push(match (network_allowed, unix_allowlist) {
+        (false, _) => NETWORK_OFF_FILTER,
+        (true, false) => HOST_UNIX_FILTER,
+        (true, true) => HOST_UNIX_ALLOW_FILTER,
+    });
     names
 }
 
@@ -329,17 +344,30 @@ pub fn compile_filter(network_allowed: bool) -> Result<Vec<Insn>, SeccompError> 
 /// Compile the filter for a confined run; when `supervised`, the observed syscalls
 /// notify the supervisor instead of failing in the kernel.
 pub fn compile_program(network_allowed: bool, supervised: bool) -> Result<Program, SeccompError> {
+    compile_program_for(network_allowed, false, supervised)
+}
+
+/// Like [`compile_program`], with [`filter_names_for`]'s unix allow-list variant.
+pub fn compile_program_for(
+    network_allowed: bool,
+    unix_allowlist: bool,
+    supervised: bool,
+) -> Result<Program, SeccompError> {
     // The profile is embedded, so each variant compiles to the same program every time:
     // compile it once per process (a long-lived `cordon serve` spawns thousands).
     static CACHE: std::sync::OnceLock<ProgramCache> = std::sync::OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
-    cache[network_allowed as usize][supervised as usize]
-        .get_or_init(|| compile_program_uncached(network_allowed, supervised))
+    cache[network_allowed as usize][unix_allowlist as usize][supervised as usize]
+        .get_or_init(|| compile_program_uncached(network_allowed, unix_allowlist, supervised))
         .clone()
 }
 
-fn compile_program_uncached(network_allowed: bool, supervised: bool) -> Result<Program, SeccompError> {
-    let names = filter_names(network_allowed);
+fn compile_program_uncached(
+    network_allowed: bool,
+    unix_allowlist: bool,
+    supervised: bool,
+) -> Result<Program, SeccompError> {
+    let names = filter_names_for(network_allowed, unix_allowlist);
     let observe: Vec<(String, ObservedKind)> = if supervised {
         let f: ObserveFile = serde_json::from_str(OBSERVE_PROFILE).map_err(|e| SeccompError::Profile(e.to_string()))?;
         f.observe.into_iter().map(|r| (r.syscall, r.kind)).collect()

@@ -286,7 +286,8 @@ pub fn materialize(
     };
     let (seccomp, observed) = match plan.seccomp {
         Some(network_allowed) => {
-            let program = super::seccomp::compile_program(network_allowed, notify_socket.is_some())?;
+            let program =
+                super::seccomp::compile_program_for(network_allowed, plan.unix_allowlist, notify_socket.is_some())?;
             (vec![program.insns], program.observed)
         }
         None => (Vec::new(), Default::default()),
@@ -307,7 +308,7 @@ pub fn materialize(
     let helper_notify = plan.stage_helper.as_ref().is_some_and(|h| h.supervised);
     let mut observed = observed;
     if let Some(s) = &plan.seccomp_fd {
-        let program = super::seccomp::compile_program(s.network_allowed, helper_notify)?;
+        let program = super::seccomp::compile_program_for(s.network_allowed, plan.unix_allowlist, helper_notify)?;
         if helper_notify {
             observed = program.observed.clone();
         }
