@@ -870,6 +870,7 @@ mod tests {
                 best_effort: false,
             },
             runner: RunnerChoice::Auto,
+            limits: crate::limits::Limits { memory: 1 << 30, pids: 64, cpu: None, explicit: vec![] },
         }
     }
 

@@ -103,6 +103,8 @@ struct RunArgs {
     /// Deadline in seconds (default 120, at most 600).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     timeout: Option<Duration>,
+    #[command(flatten)]
+    limits: cordon::limits::LimitArgs,
     /// Capture output and print one JSON result object on stdout.
     #[arg(long)]
     json: bool,
@@ -240,6 +242,7 @@ fn run(args: RunArgs) -> ExitCode {
     req.workdir = args.cwd;
     req.timeout = args.timeout;
     req.output_cap = args.output_cap;
+    req.limits = args.limits.request();
     req.env = args.env;
     req.stdin = if args.stdin { Stdin::Inherit } else { Stdin::Null };
     req.output = if json { Output::Capture } else { Output::Inherit };

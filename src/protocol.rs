@@ -313,6 +313,9 @@ pub struct RunParams {
     pub writable_roots: Option<Vec<PathBuf>>,
     /// Network, only if the ceiling allows it.
     pub network: Option<bool>,
+    /// Resource limits, each at or below the ceiling's (`limit_memory` bytes,
+    /// `limit_pids`, `limit_cpu` seconds).
+    pub limits: crate::limits::LimitRequest,
 }
 
 /// The parameters of `hello`.
@@ -588,7 +591,8 @@ fn parse_hello(params: Map<String, Value>) -> Result<HelloParams, RpcError> {
     Ok(out)
 }
 
-const RUN_FIELDS: &str = "command, argv, workdir, timeout_ms, output_cap, stdin, env, mode, writable_roots, network";
+const RUN_FIELDS: &str = "command, argv, workdir, timeout_ms, output_cap, stdin, env, mode, writable_roots, network, \
+                          limit_memory, limit_pids, limit_cpu";
 
 /// Parse the parameters of `run` / `start` (also used by the MCP tools' own fields).
 pub fn parse_run(params: Map<String, Value>) -> Result<RunParams, RpcError> {
@@ -626,6 +630,16 @@ pub fn parse_run(params: Map<String, Value>) -> Result<RunParams, RpcError> {
                 out.timeout_ms = Some(t);
             }
             "output_cap" => out.output_cap = Some(want_u64("output_cap", value)?),
+            "limit_memory" => {
+                out.limits.memory = Some(match value {
+                    Value::String(s) => {
+                        crate::limits::parse_bytes(&s).map_err(|e| RpcError::invalid_params("limit_memory", e))?
+                    }
+                    other => want_u64("limit_memory", other)?,
+                })
+            }
+            "limit_pids" => out.limits.pids = Some(want_u64("limit_pids", value)?),
+            "limit_cpu" => out.limits.cpu = Some(want_u64("limit_cpu", value)?),
             "stdin" => {
                 out.stdin = Some(match value {
                     Value::String(s) => s,
@@ -721,12 +735,22 @@ pub struct CeilingArgs {
     /// Run even where the host cannot enforce every restriction (gaps are reported).
     #[arg(long)]
     pub best_effort: bool,
+    /// Ceiling limits: each request's default, and the most it may ask for.
+    #[command(flatten)]
+    pub limits: crate::limits::LimitArgs,
 }
 
 impl Default for CeilingArgs {
     /// The same defaults as the command line: `workspace-write` in the current directory.
     fn default() -> Self {
-        CeilingArgs { mode: Mode::WorkspaceWrite, cwd: None, writable: Vec::new(), network: false, best_effort: false }
+        CeilingArgs {
+            mode: Mode::WorkspaceWrite,
+            cwd: None,
+            writable: Vec::new(),
+            network: false,
+            best_effort: false,
+            limits: crate::limits::LimitArgs::default(),
+        }
     }
 }
 
@@ -748,6 +772,8 @@ pub struct Ceiling {
     pub network: bool,
     /// Runs may proceed with enforcement gaps (never settable by a request).
     pub best_effort: bool,
+    /// Limits every request gets by default and may only lower.
+    pub limits: crate::limits::LimitRequest,
 }
 
 impl Ceiling {
@@ -771,6 +797,23 @@ impl Ceiling {
             writable_roots: policy.writable_roots,
             network: policy.network,
             best_effort: policy.best_effort,
+            limits: args.limits.request(),
+        })
+    }
+
+    /// A request's limits: each missing one takes the ceiling's, each given one may
+    /// only be at or below the ceiling's (`CEILING_EXCEEDED` otherwise).
+    fn clamp_limits(&self, asked: crate::limits::LimitRequest) -> Result<crate::limits::LimitRequest, RpcError> {
+        let pick = |field: &'static str, asked: Option<u64>, ceiling: Option<u64>| match (asked, ceiling) {
+            (Some(a), Some(c)) if a > c => Err(RpcError::ceiling(field, format!("asked for {a}, the ceiling is {c}"))
+                .with("requested", a.to_string())
+                .with("ceiling", c.to_string())),
+            (a, c) => Ok(a.or(c)),
+        };
+        Ok(crate::limits::LimitRequest {
+            memory: pick("limit_memory", asked.memory, self.limits.memory)?,
+            pids: pick("limit_pids", asked.pids, self.limits.pids)?,
+            cpu: pick("limit_cpu", asked.cpu, self.limits.cpu)?,
         })
     }
 
@@ -906,6 +949,7 @@ impl Ceiling {
         req.env = params.env;
         req.policy =
             PolicyRequest { mode, writable_roots, network, best_effort: self.best_effort, ..PolicyRequest::default() };
+        req.limits = self.clamp_limits(params.limits)?;
         Ok(req)
     }
 

@@ -4,6 +4,7 @@
 //! [`ExecutorConfig`] and caps it, producing a [`Spec`] in which every value is
 //! explicit: a reader of a spec never wonders where a value came from.
 
+use crate::limits::{LimitRequest, Limits};
 use crate::policy::{ExecutionPolicy, PolicyRequest};
 use crate::runner::RunnerChoice;
 use serde::{Deserialize, Serialize};
@@ -82,6 +83,8 @@ pub struct Request {
     pub policy: PolicyRequest,
     /// Runner choice.
     pub runner: RunnerChoice,
+    /// Resource limits (defaults and caps from the config, see [`crate::limits`]).
+    pub limits: LimitRequest,
 }
 
 impl Request {
@@ -98,6 +101,7 @@ impl Request {
             managed_env: Vec::new(),
             policy: PolicyRequest::default(),
             runner: RunnerChoice::Auto,
+            limits: LimitRequest::default(),
         }
     }
 
@@ -138,6 +142,11 @@ pub struct ExecutorConfig {
     pub state_dir: Option<PathBuf>,
     /// The ambient environment to scrub (default: this process's environment).
     pub ambient_env: Option<Vec<(OsString, OsString)>>,
+    /// Limits when a request gives none (`None` fields: the built-in defaults in
+    /// [`crate::limits`]).
+    pub default_limits: LimitRequest,
+    /// The largest limits a request may ask for (`None` fields: the built-in caps).
+    pub max_limits: LimitRequest,
 }
 
 impl Default for ExecutorConfig {
@@ -152,6 +161,8 @@ impl Default for ExecutorConfig {
             shell: PathBuf::from(DEFAULT_SHELL),
             state_dir: None,
             ambient_env: None,
+            default_limits: LimitRequest::default(),
+            max_limits: LimitRequest::default(),
         }
     }
 }
@@ -177,4 +188,6 @@ pub struct Spec {
     pub policy: ExecutionPolicy,
     /// Runner choice.
     pub runner: RunnerChoice,
+    /// Resource limits, resolved.
+    pub limits: Limits,
 }

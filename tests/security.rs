@@ -2407,3 +2407,120 @@ case!(toctou_serve_swaps_during_setup_never_reach_outside, |c| {
     assert!(real.join("control").exists(), "control: the request did not run in the real `sub`: {r}");
     eprintln!("toctou serve race: {ran}/{REQUESTS} requests ran during the swaps, 0 outside");
 });
+
+// ---------------------------------------------------------------- resource limits
+// The host itself: nothing a run does may exhaust its processes or memory, fill an
+// unbounded tmpfs, or get cordon (rather than the command) killed. See
+// docs/guarantees.md ("Resource limits") and src/limits.rs.
+
+/// `opts` plus limit flags.
+fn with_args(mut o: RunOpts, args: &[&str]) -> RunOpts {
+    o.extra_args.extend(args.iter().map(|a| a.to_string()));
+    o
+}
+
+/// The modes the limit cases cover: both confined ones and the unconfined one (the
+/// limits protect the host in every mode).
+const LIMIT_MODES: [&str; 2] = [WORKSPACE_WRITE, FULL_ACCESS];
+
+case!(limits_a_fork_loop_is_contained_and_nothing_survives, |c| {
+    c.host_probe("fork-loop", &["3", "50"]).assert_ok("control: forking works on the host");
+    for mode in LIMIT_MODES {
+        let mark = format!("forkmark-{}-{mode}", c.unique());
+        let o = with_args(c.opts(mode), &["--limit-pids", "64"]);
+        // Each child sleeps a minute: whatever is still there afterwards survived the run.
+        let r = c.probe_with(&o, "fork-loop", &["2000", "60000", &mark])?;
+        let j = r.run.as_ref().unwrap().j().clone();
+        assert_eq!(r.errname, "EAGAIN", "{mode}: the fork loop must end at the pids limit\n{r:?}");
+        let forked: u64 = r.detail.split("forked=").nth(1).and_then(|v| v.split(';').next()?.parse().ok()).unwrap();
+        assert!(forked < 64, "{mode}: {forked} children with --limit-pids 64\n{r:?}");
+        assert_eq!(j["limits"]["pids"], 64, "{j}");
+        if j["limits"]["pids_by"].as_str().is_some_and(|m| m.starts_with("cgroup")) {
+            assert_eq!(j["limit"], "pids", "{mode}: a cgroup saw the refused forks\n{j}");
+        }
+        let left = host_pids_with(&mark);
+        assert!(left.is_empty(), "{mode}: processes {left:?} of the fork loop outlived the run\n{r:?}");
+    }
+});
+
+case!(limits_a_memory_hog_is_stopped_and_reported, |c| {
+    c.host_probe("alloc", &["128"]).assert_ok("control: 128 MiB can be allocated on the host");
+    for mode in LIMIT_MODES {
+        let o = with_args(c.opts(mode), &["--limit-memory", "64M"]);
+        let small = c.probe_or_refusal(&o, "alloc", &["8"])?;
+        let r = match c.probe_or_refusal(&o, "alloc", &["1024"])? {
+            Ok(r) => r,
+            Err(out) => {
+                // Only a host without a usable memory cgroup may refuse, and only in
+                // a confined mode without --best-effort, naming the limit.
+                assert_eq!(out.status.code(), Some(125), "{mode}: {out:?}");
+                assert!(out.stdout.contains("limit-memory"), "{mode}: the refusal must name limit-memory: {out:?}");
+                if c.id.is_root() {
+                    skip_or_fail(&c.test, &format!("no memory cgroup for root here: {}", out.stdout));
+                }
+                // With --best-effort it runs, and says the limit is not the run's total.
+                let be = with_args(o.clone(), &["--best-effort"]);
+                let r = c.probe_with(&be, "alloc", &["1024"])?;
+                let out = r.run.as_ref().unwrap();
+                assert!(gap_names(out).contains(&"limit-memory".to_string()), "{out:?}");
+                assert!(!r.ok, "{mode}: RLIMIT_DATA must stop one process allocating 1 GiB: {r:?}");
+                continue;
+            }
+        };
+        let small = small.expect("the same policy ran the big allocation");
+        small.assert_ok(&format!("{mode}: control: 8 MiB fits in a 64 MiB limit"));
+        let j = r.run.as_ref().unwrap().j().clone();
+        assert!(!r.ok, "{mode}: 1 GiB allocated under --limit-memory 64M: {r:?}");
+        assert_eq!(j["limits"]["memory"], 64 << 20, "{j}");
+        if j["limits"]["memory_by"].as_str().is_some_and(|m| m.starts_with("cgroup")) {
+            assert_eq!(r.signal.as_deref(), Some("SIGKILL"), "{mode}: the OOM killer ends the hog: {r:?}");
+            assert_eq!(j["limit"], "memory", "{mode}: the OOM kill must be reported\n{j}");
+        } else {
+            assert!(gap_names(r.run.as_ref().unwrap()).contains(&"limit-memory".to_string()), "{j}");
+        }
+    }
+});
+
+case!(limits_private_tmp_fills_to_its_size_then_enospc, |c| {
+    // --best-effort: the tmpfs bound holds on every host; the memory limit itself may
+    // be a declared gap for an unprivileged uid (tested above).
+    let o = with_args(c.opts(WORKSPACE_WRITE), &["--limit-memory", "64M", "--best-effort"]);
+    let size: i64 = 16 << 20;
+    for dir in ["/tmp", "/dev/shm"] {
+        let r = c.probe_with(&o, "fill", &[&format!("{dir}/fill"), "100000000"])?;
+        let j = r.run.as_ref().unwrap().j().clone();
+        assert_eq!(j["limits"]["tmpfs_size"], size, "{j}");
+        r.assert_refused_with(&["ENOSPC"], &format!("{dir} must be full at its size"));
+        let bytes: i64 = r.detail.split("bytes=").nth(1).and_then(|v| v.split(';').next()?.parse().ok()).unwrap();
+        assert!(bytes <= size && bytes > 0, "{dir}: wrote {bytes} bytes into a {size}-byte tmpfs: {r:?}");
+    }
+    // Control: the same amount fits in the workspace (the bound is the tmpfs's).
+    c.probe_with(&o, "fill", &[s(&c.ws.join("fill")), &(size + (1 << 20)).to_string()])?
+        .assert_ok("control: the workspace takes more than the tmpfs size");
+});
+
+case!(limits_a_cpu_busy_loop_ends_at_its_cpu_limit, |c| {
+    for mode in LIMIT_MODES {
+        let o = with_args(c.opts(mode), &["--limit-cpu", "1"]);
+        c.probe_with(&o, "true", &[])?.assert_ok(&format!("{mode}: control: a short command runs under --limit-cpu 1"));
+        let r = c.probe_with(&o, "spin", &[])?;
+        let j = r.run.as_ref().unwrap().j().clone();
+        assert_eq!(r.signal.as_deref(), Some("SIGXCPU"), "{mode}: RLIMIT_CPU ends the loop: {r:?}");
+        assert_eq!(j["timed_out"], false, "{j}");
+        assert_eq!(j["limit"], "cpu", "{mode}: the CPU limit must be reported\n{j}");
+    }
+});
+
+case!(limits_ordinary_work_runs_under_the_default_limits, |c| {
+    let ws = git_ws(c, "build");
+    c.file(&ws.join("hello.c"), "#include <stdio.h>\nint main(void){puts(\"hi from c\");return 0;}\n");
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.cwd = Some(ws.clone());
+    let out = c.sh(&o, "cc -O2 -o hello hello.c && ./hello && git status --short")?;
+    out.assert_success();
+    assert!(out.out().contains("hi from c") && out.out().contains("?? hello.c"), "{out:?}");
+    let j = out.j();
+    assert_eq!(j["limit"], serde_json::Value::Null, "{j}");
+    assert_eq!(j["limits"]["pids"], 4096, "{j}");
+    assert!(j["limits"]["memory"].as_u64().unwrap() > 256 << 20, "{j}");
+});

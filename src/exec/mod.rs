@@ -74,6 +74,7 @@ pub struct Executor {
     state_dir: PathBuf,
     registry: Arc<Registry>,
     next_id: AtomicU64,
+    cgroups: crate::limits::CgroupLayout,
 }
 
 impl Drop for Executor {
@@ -361,6 +362,9 @@ struct Launched {
     collectors: Vec<tokio::task::JoinHandle<()>>,
     stdin_writer: Option<tokio::task::JoinHandle<()>>,
     run_dir: Option<PathBuf>,
+    cgroup: crate::limits::RunCgroup,
+    limits: crate::limits::Limits,
+    applied_limits: crate::limits::AppliedLimits,
     guard: KillOnDrop,
 }
 
@@ -375,7 +379,14 @@ impl Executor {
         cordon_stage::signals::ignore_sigpipe();
         let base = config.state_dir.clone().unwrap_or_else(std::env::temp_dir);
         let state_dir = private_state_dir(&base, host.euid)?;
-        Ok(Executor { config, host, state_dir, registry: Arc::default(), next_id: AtomicU64::new(1) })
+        Ok(Executor {
+            config,
+            host,
+            state_dir,
+            registry: Arc::default(),
+            next_id: AtomicU64::new(1),
+            cgroups: crate::limits::CgroupLayout::detect(),
+        })
     }
 
     /// The host facts this executor plans with.
@@ -414,6 +425,13 @@ impl Executor {
             None => cfg.default_timeout.min(cfg.max_timeout),
         };
         let output_cap = req.output_cap.unwrap_or(cfg.default_output_cap).min(cfg.max_output_cap);
+        let limits = crate::limits::resolve_limits(
+            &req.limits,
+            &cfg.default_limits,
+            &cfg.max_limits,
+            crate::limits::mem_total(),
+        )
+        .map_err(|e| CordonError::InvalidRequest { field: e.field, why: e.why })?;
         let ambient = cfg.ambient_env.clone().unwrap_or_else(|| std::env::vars_os().collect());
         let env = build_environment(ambient, &req.env, &req.managed_env, &[])?;
         let argv = match req.command {
@@ -448,6 +466,7 @@ impl Executor {
             env,
             policy,
             runner: req.runner,
+            limits,
         })
     }
 
@@ -515,10 +534,46 @@ impl Executor {
             cwd: spec.workdir.clone(),
             run_dir: run_dir_path.clone(),
             new_session: !interactive,
+            tmpfs_size: Some(spec.limits.tmpfs_size()),
         };
         let plan = runner
             .plan(&input)
             .map_err(|e| CordonError::RunnerFailed { runner: selection.runner, detail: format!("planning: {e}") })?;
+        // Resource limits: the run's cgroups (best available), then the rlimits that
+        // cover what they do not. A gap in a limit the caller set refuses to run
+        // unless the policy allows best effort.
+        let cg_name = format!("{}{}-{id}-{:08x}", crate::limits::CGROUP_PREFIX, std::process::id(), random_u32());
+        let cgroup = crate::limits::RunCgroup::create(&self.cgroups, &cg_name, &spec.limits);
+        let limit_plan = crate::limits::plan_limits(
+            &spec.limits,
+            cgroup.coverage(),
+            self.host.euid,
+            plan.namespaces.user || selection.runner == RunnerKind::Bwrap,
+            &cgroup.why_not(),
+        );
+        let explicit_gaps: Vec<(runner::Restriction, String)> = limit_plan
+            .gaps
+            .iter()
+            .filter(|(r, _)| spec.limits.explicit.iter().any(|e| e.restriction() == *r))
+            .cloned()
+            .collect();
+        if !explicit_gaps.is_empty() && spec.policy.mode.is_confined() && !spec.policy.best_effort {
+            let why: Vec<String> = explicit_gaps.iter().map(|(r, w)| format!("{} ({w})", r.name())).collect();
+            return Err(CordonError::SandboxUnavailable {
+                mode: spec.policy.mode,
+                reasons: vec![crate::error::RunnerReason {
+                    runner: selection.runner,
+                    reason: format!("cannot fully enforce: {}", why.join(", ")),
+                }],
+            });
+        }
+        let mut enforcement = plan.enforcement.clone();
+        for (r, reason) in explicit_gaps {
+            if enforcement.level == crate::result::EnforcementLevel::Full {
+                enforcement.level = crate::result::EnforcementLevel::Partial;
+            }
+            enforcement.gaps.push(crate::result::Gap { restriction: r.name(), reason });
+        }
         let run_dir = if plan.needs_run_dir {
             let mk = |p: &Path| std::fs::DirBuilder::new().mode(0o700).create(p);
             mk(&run_dir_path)
@@ -588,7 +643,12 @@ impl Executor {
         .map_err(|e| CordonError::RunnerFailed { runner: selection.runner, detail: e.to_string() })?;
         let supervised = materialized.stage.notify_socket.is_some();
         let observed = materialized.observed;
-        let stage_plan = materialized.stage;
+        let mut stage_plan = materialized.stage;
+        stage_plan.limits = cordon_stage::ChildLimits {
+            cgroup_procs: cgroup.procs_fds(),
+            rlimits: limit_plan.rlimits.clone(),
+            oom_score_adj: Some(crate::limits::OOM_SCORE_ADJ),
+        };
         let held_fds = materialized.held;
 
         // Spawning blocks for the child's stage (well under a millisecond); doing it
@@ -662,13 +722,16 @@ impl Executor {
             workdir: spec.workdir.clone(),
             mount_layer: plan.namespaces.mount,
             pidfd,
-            enforcement: plan.enforcement.clone(),
+            enforcement,
             selection,
             stdout,
             stderr,
             collectors,
             stdin_writer,
             run_dir,
+            cgroup,
+            limits: spec.limits.clone(),
+            applied_limits: limit_plan.applied,
             guard,
         })
     }
@@ -746,6 +809,15 @@ async fn finish(
     let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
     l.guard.armed = false;
     drop(l.guard);
+    // Nor of its cgroups (which also hold processes that left the group); read what
+    // the kernel recorded, then remove them.
+    let cgroup = std::mem::take(&mut l.cgroup);
+    let evidence = tokio::task::spawn_blocking(move || {
+        cgroup.kill_all();
+        cgroup.evidence()
+    })
+    .await
+    .unwrap_or_default();
 
     // Bounded wait for pipes that outliving grandchildren still hold; on timeout the
     // dropped future aborts the collectors.
@@ -780,6 +852,13 @@ async fn finish(
     if let Some(dir) = &l.run_dir {
         let _ = std::fs::remove_dir_all(dir);
     }
+    let killed_by = match (signal, exit_code) {
+        (Some(s), _) => Some(s),
+        // bubblewrap reports a signalled command as 128 + N.
+        (None, Some(c)) if l.selection.runner == RunnerKind::Bwrap && c > 128 => Some(c - 128),
+        _ => None,
+    };
+    let limit = crate::limits::judge(&l.limits, &evidence, killed_by);
     RunResult {
         exit_code,
         signal,
@@ -799,6 +878,8 @@ async fn finish(
             protected: l.policy.protected.clone(),
             skipped: l.selection.skipped,
         },
+        limit,
+        limits: Some(l.applied_limits),
     }
 }
 

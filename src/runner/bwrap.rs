@@ -162,7 +162,8 @@ pub fn binds(policy: &ExecutionPolicy) -> Vec<(PathBuf, i32, bool)> {
 ///    `--cap-drop ALL`, `--seccomp 3`);
 /// 2. `--ro-bind / /`, `--dev /dev`, `--proc /proc`, `--remount-ro /proc` (see
 ///    [`bwrap_args`]'s note on `/proc/sys`);
-/// 3. `--perms 1777 --tmpfs /tmp`, `--perms 1777 --tmpfs /dev/shm`;
+/// 3. `--size N --perms 1777 --tmpfs /tmp`, the same for `/dev/shm` (`--size` when
+///    the run bounds its tmpfs, see [`PlanInput::tmpfs_size`]);
 /// 4. the exposed paths ([`exposed`]), shallow first: after the tmpfs, so one that
 ///    lives under `/tmp` is bound onto a mount point bubblewrap creates there;
 /// 5. protected paths read-only, shallow first, after every writable bind (4 and 5
@@ -216,6 +217,9 @@ pub fn bwrap_args(input: &PlanInput<'_>) -> Result<Vec<OsString>, PlanError> {
     push(&mut args, &["--cap-drop", "ALL", "--seccomp", &SECCOMP_CHILD_FD.to_string()]);
     push(&mut args, &["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--remount-ro", "/proc"]);
     for t in PRIVATE_TMPFS {
+        if let Some(size) = input.tmpfs_size {
+            push(&mut args, &["--size", &size.to_string()]);
+        }
         push(&mut args, &["--perms", "1777", "--tmpfs", t]);
     }
     for (p, fd, writable) in binds(policy) {
