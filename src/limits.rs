@@ -485,6 +485,10 @@ impl RunCgroup {
             }
         }
         for controller in V1_CONTROLLERS {
+            // cpuacct only measures, for the CPU verdict: skip it without a CPU limit.
+            if controller == "cpuacct" && limits.cpu.is_none() {
+                continue;
+            }
             let Some(base) = layout.v1.get(controller) else { continue };
             if let Err(e) = cg.try_v1(controller, base, name, limits) {
                 cg.why_not.push(format!("cgroup v1 {controller} at {}: {e}", base.display()));

@@ -1120,6 +1120,40 @@ mod tests {
     }
 
     #[test]
+    fn limits_take_the_ceiling_and_may_only_lower_it() {
+        use crate::limits::{LimitArgs, LimitRequest};
+        let dir = tempfile::tempdir().unwrap();
+        let args = CeilingArgs {
+            cwd: Some(dir.path().to_path_buf()),
+            limits: LimitArgs { memory: Some(1 << 30), pids: Some(100), cpu: None },
+            ..CeilingArgs::default()
+        };
+        let c = Ceiling::from_args(&args).unwrap();
+        // Missing: the ceiling's (explicit, so a host that cannot enforce it refuses).
+        let r = c.clamp(params("true")).unwrap();
+        assert_eq!(r.limits, LimitRequest { memory: Some(1 << 30), pids: Some(100), cpu: None });
+        // Lower: taken; no ceiling (cpu): anything the executor's caps allow.
+        let lower = LimitRequest { memory: Some(64 << 20), pids: Some(10), cpu: Some(5) };
+        let r = c.clamp(RunParams { limits: lower, ..params("true") }).unwrap();
+        assert_eq!(r.limits, lower);
+        // Higher: CEILING_EXCEEDED naming the field.
+        for (asked, field) in [
+            (LimitRequest { memory: Some(2 << 30), ..LimitRequest::default() }, "limit_memory"),
+            (LimitRequest { pids: Some(101), ..LimitRequest::default() }, "limit_pids"),
+        ] {
+            let e = c.clamp(RunParams { limits: asked, ..params("x") }).unwrap_err();
+            assert_eq!(e.data["field"], field, "{e:?}");
+        }
+        // The wire form: bytes as a number or with a suffix.
+        let p =
+            line(r#"{"id":1,"method":"run","params":{"command":"x","limit_memory":"64M","limit_pids":8}}"#).unwrap();
+        let Method::Run(p) = p.method else { panic!() };
+        assert_eq!(p.limits, LimitRequest { memory: Some(64 << 20), pids: Some(8), cpu: None });
+        let e = line(r#"{"id":1,"method":"run","params":{"command":"x","limit_memory":"lots"}}"#).unwrap_err();
+        assert_eq!(e.error.data["field"], "limit_memory");
+    }
+
+    #[test]
     fn clamp_defaults_to_the_ceiling_and_refuses_widening() {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");

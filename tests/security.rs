@@ -2419,6 +2419,18 @@ fn with_args(mut o: RunOpts, args: &[&str]) -> RunOpts {
     o
 }
 
+/// Host pids still mentioning `mark` after at most 5 s of waiting for them to exit.
+fn wait_gone(mark: &str) -> Vec<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = host_pids_with(mark);
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The modes the limit cases cover: both confined ones and the unconfined one (the
 /// limits protect the host in every mode).
 const LIMIT_MODES: [&str; 2] = [WORKSPACE_WRITE, FULL_ACCESS];
@@ -2438,7 +2450,9 @@ case!(limits_a_fork_loop_is_contained_and_nothing_survives, |c| {
         if j["limits"]["pids_by"].as_str().is_some_and(|m| m.starts_with("cgroup")) {
             assert_eq!(j["limit"], "pids", "{mode}: a cgroup saw the refused forks\n{j}");
         }
-        let left = host_pids_with(&mark);
+        // SIGKILL is delivered asynchronously: without a cgroup to sweep (which waits
+        // until it is empty), the killed children may take a moment to exit.
+        let left = wait_gone(&mark);
         assert!(left.is_empty(), "{mode}: processes {left:?} of the fork loop outlived the run\n{r:?}");
     }
 });
@@ -2523,4 +2537,51 @@ case!(limits_ordinary_work_runs_under_the_default_limits, |c| {
     assert_eq!(j["limit"], serde_json::Value::Null, "{j}");
     assert_eq!(j["limits"]["pids"], 4096, "{j}");
     assert!(j["limits"]["memory"].as_u64().unwrap() > 256 << 20, "{j}");
+});
+
+case!(limits_serve_ceiling_limits_apply_and_cannot_be_raised, |c| {
+    // `cordon serve --limit-pids 32`: every request gets the ceiling's limit, may
+    // lower it, and is refused (CEILING_EXCEEDED) above it.
+    let mut cmd = std::process::Command::new(&c.suite.cordon);
+    cmd.env_clear().env("PATH", PATH_ENV).env("LANG", "C");
+    c.id.apply(&mut cmd);
+    if c.runner != "landlock" {
+        cmd.env("CORDON_DISABLE_RUNNERS", "landlock");
+    }
+    cmd.args(["serve", "--mode", "workspace-write", "--limit-pids", "32", "--cwd"]).arg(&c.ws);
+    cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
+    cmd.current_dir(&c.ws);
+    let mut child = cmd.spawn().expect("spawn cordon serve");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    use std::io::{BufRead, Write};
+    let mut call = |id: usize, params: serde_json::Value| -> serde_json::Value {
+        let req = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "run", "params": params});
+        writeln!(stdin, "{req}").unwrap();
+        loop {
+            let line = lines.next().expect("serve closed its output").unwrap();
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    };
+    let mark = format!("serve-forkmark-{}", c.unique());
+    let probe = s(&c.suite.probe);
+    let r = call(1, serde_json::json!({"argv": [probe, "fork-loop", "2000", "60000", mark], "timeout_ms": 30000}));
+    let res = &r["result"];
+    let report = res["stdout"]["text"].as_str().unwrap_or_else(|| panic!("{r}"));
+    assert!(report.contains("\"EAGAIN\""), "the ceiling's pids limit must stop the loop: {r}");
+    assert_eq!(res["limits"]["pids"], 32, "{r}");
+    // bubblewrap reports the command's exit before its pid namespace is torn down
+    // (its pid 1 writes the status, then exits), so without a cgroup to sweep the
+    // children may take a moment to die: wait for that, boundedly.
+    let left = wait_gone(&mark);
+    assert!(left.is_empty(), "processes {left:?} of the loop outlived the run: {r}");
+    let r = call(2, serde_json::json!({"argv": [probe, "fork-loop", "2000", "60000", mark], "limit_pids": 8}));
+    assert_eq!(r["result"]["limits"]["pids"], 8, "a request may lower the limit: {r}");
+    let r = call(3, serde_json::json!({"argv": [probe, "true"], "limit_pids": 33}));
+    assert_eq!(r["error"]["data"]["field"], "limit_pids", "raising the ceiling's limit must be refused: {r}");
+    drop(stdin);
+    let _ = child.wait();
 });
