@@ -381,7 +381,7 @@ pub fn judge(limits: &Limits, ev: &Evidence, killed_by: Option<i32>) -> Option<R
 
 /// Where cordon's own cgroups live: the v2 directory and the v1 hierarchies'
 /// directories, by controller.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CgroupLayout {
     /// cordon's cgroup in the unified (v2) hierarchy, when one is mounted.
     pub v2: Option<PathBuf>,
@@ -634,32 +634,51 @@ fn keyed(text: &str, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// What `cordon probe` and `cordon doctor` say about limits on this host: which
-/// mechanism each resource would get for this process.
-pub fn host_summary(layout: &CgroupLayout, euid: u32) -> BTreeMap<&'static str, String> {
-    let mut out = BTreeMap::new();
-    let writable = |p: &Path| nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok();
-    let v2 = layout.v2.as_ref().filter(|d| {
-        writable(d)
-            && std::fs::read_to_string(d.join("cgroup.subtree_control"))
-                .is_ok_and(|s| s.contains("memory") && s.contains("pids"))
+/// What `cordon probe` and `cordon doctor` report about limits on this host: the
+/// default values and the mechanism each would get for this process, found by
+/// creating (and removing) a cgroup the way a run does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostLimits {
+    /// Default memory limit (bytes).
+    pub memory: u64,
+    /// How a run's memory is limited.
+    pub memory_by: Mechanism,
+    /// Default process limit.
+    pub pids: u64,
+    /// How a run's processes are limited (confined modes, which get a user namespace
+    /// when not root).
+    pub pids_by: Mechanism,
+    /// How CPU time is limited (always `RLIMIT_CPU`, per process).
+    pub cpu_by: Mechanism,
+    /// cordon's own cgroups.
+    pub cgroups: CgroupLayout,
+    /// What is missing, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gaps: Vec<crate::result::Gap>,
+}
+
+/// Probe this host's limit mechanisms (creates and removes one empty cgroup).
+pub fn probe_host(euid: u32) -> HostLimits {
+    let layout = CgroupLayout::detect();
+    let none = LimitRequest::default();
+    let limits = resolve_limits(&none, &none, &none, mem_total()).unwrap_or(Limits {
+        memory: FALLBACK_MEM_TOTAL / 2,
+        pids: DEFAULT_PIDS,
+        cpu: None,
+        explicit: Vec::new(),
     });
-    let v1 = |c: &str| layout.v1.get(c).filter(|d| writable(d));
-    let memory = match (v2, v1("memory")) {
-        (Some(d), _) => format!("cgroup-v2 ({})", d.display()),
-        (None, Some(d)) => format!("cgroup-v1 ({})", d.display()),
-        _ => "rlimit (RLIMIT_DATA per process; gap: no writable memory cgroup)".into(),
-    };
-    let pids = match (v2, v1("pids")) {
-        (Some(d), _) => format!("cgroup-v2 ({})", d.display()),
-        (None, Some(d)) => format!("cgroup-v1 ({})", d.display()),
-        _ if euid != 0 => "rlimit (RLIMIT_NPROC, per uid)".into(),
-        _ => "none (gap: uid 0 is exempt from RLIMIT_NPROC and no writable pids cgroup)".into(),
-    };
-    out.insert("memory", memory);
-    out.insert("pids", pids);
-    out.insert("cpu", "rlimit (RLIMIT_CPU per process)".into());
-    out
+    let cg = RunCgroup::create(&layout, &format!("{CGROUP_PREFIX}probe-{}", std::process::id()), &limits);
+    let plan = plan_limits(&limits, cg.coverage(), euid, true, &cg.why_not());
+    drop(cg);
+    HostLimits {
+        memory: limits.memory,
+        memory_by: plan.applied.memory_by,
+        pids: limits.pids,
+        pids_by: plan.applied.pids_by,
+        cpu_by: Mechanism::Rlimit,
+        cgroups: layout,
+        gaps: plan.applied.gaps,
+    }
 }
 
 #[cfg(test)]

@@ -567,6 +567,7 @@ fn probe_report(host: &HostFacts) -> serde_json::Value {
         },
         "runners": runners,
         "auto": auto,
+        "limits": cordon::limits::probe_host(host.euid),
     })
 }
 
@@ -588,6 +589,14 @@ fn print_probe(host: &HostFacts, report: &serde_json::Value) {
     };
     println!("  namespaces:       {ns}");
     println!("  bwrap:            {}", host.bwrap.as_ref().map_or("not found".into(), |p| p.display().to_string()));
+    let l = &report["limits"];
+    println!("resource limits (defaults; mechanism)");
+    println!("  memory:           {} bytes; {}", l["memory"], l["memory_by"].as_str().unwrap_or("?"));
+    println!("  pids:             {}; {}", l["pids"], l["pids_by"].as_str().unwrap_or("?"));
+    println!("  cpu:              none by default; {} (per process)", l["cpu_by"].as_str().unwrap_or("?"));
+    for g in l["gaps"].as_array().into_iter().flatten() {
+        println!("    gap {}: {}", g["restriction"].as_str().unwrap_or("?"), g["reason"].as_str().unwrap_or(""));
+    }
     println!("runners");
     for r in report["runners"].as_array().into_iter().flatten() {
         let status = match &r["probe"]["status"] {
