@@ -385,6 +385,8 @@ pub fn judge(limits: &Limits, ev: &Evidence, killed_by: Option<i32>) -> Option<R
 pub struct CgroupLayout {
     /// cordon's cgroup in the unified (v2) hierarchy, when one is mounted.
     pub v2: Option<PathBuf>,
+    /// Where the unified hierarchy's root is mounted (its top cgroup).
+    pub v2_root: Option<PathBuf>,
     /// cordon's cgroup in each v1 hierarchy, by controller (`memory`, `pids`, `cpuacct`).
     pub v1: BTreeMap<String, PathBuf>,
 }
@@ -435,6 +437,9 @@ impl CgroupLayout {
                 let Some(rel) = Path::new(path).strip_prefix(root).ok() else { continue };
                 let dir = point.join(rel);
                 if c.is_empty() {
+                    if root == "/" {
+                        layout.v2_root = Some(point.clone());
+                    }
                     layout.v2 = Some(dir);
                 } else {
                     layout.v1.insert(c.to_string(), dir);
@@ -461,6 +466,42 @@ pub struct RunCgroup {
     why_not: Vec<String>,
 }
 
+/// The shared parent of cordon's v2 run cgroups when its own cgroup cannot have
+/// children with controllers: `<v2 root>/cordon`.
+pub const V2_PARENT: &str = "cordon";
+
+fn v2_enabled(dir: &Path) -> std::io::Result<bool> {
+    let controllers = std::fs::read_to_string(dir.join("cgroup.subtree_control"))?;
+    let enabled: Vec<&str> = controllers.split_whitespace().collect();
+    Ok(enabled.contains(&"memory") && enabled.contains(&"pids"))
+}
+
+/// Where a v2 run cgroup goes: cordon's own cgroup when it already passes `memory`
+/// and `pids` to its children (a delegated subtree); else, when the hierarchy's root
+/// does, [`V2_PARENT`] under it with both enabled (root, or a writable root). A cgroup
+/// that holds processes cannot enable controllers for children ("no internal
+/// processes"), which is why cordon does not enable them in its own.
+fn v2_parent(layout: &CgroupLayout, own: &Path) -> std::io::Result<PathBuf> {
+    if v2_enabled(own)? {
+        return Ok(own.to_path_buf());
+    }
+    let Some(root) = layout.v2_root.as_ref().filter(|r| v2_enabled(r).unwrap_or(false)) else {
+        return Err(std::io::Error::other(
+            "memory and pids are not enabled for child cgroups, neither in cordon's cgroup nor at the root",
+        ));
+    };
+    let parent = root.join(V2_PARENT);
+    match std::fs::create_dir(&parent) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    if !v2_enabled(&parent)? {
+        write(&parent, "cgroup.subtree_control", "+memory +pids")?;
+    }
+    Ok(parent)
+}
+
 fn write(dir: &Path, file: &str, value: &str) -> std::io::Result<()> {
     std::fs::write(dir.join(file), value)
 }
@@ -479,7 +520,7 @@ impl RunCgroup {
     pub fn create(layout: &CgroupLayout, name: &str, limits: &Limits) -> RunCgroup {
         let mut cg = RunCgroup::default();
         if let Some(base) = &layout.v2 {
-            match cg.try_v2(base, name, limits) {
+            match cg.try_v2(layout, base, name, limits) {
                 Ok(()) => return cg,
                 Err(e) => cg.why_not.push(format!("cgroup v2 at {}: {e}", base.display())),
             }
@@ -500,16 +541,9 @@ impl RunCgroup {
         cg
     }
 
-    fn try_v2(&mut self, base: &Path, name: &str, limits: &Limits) -> std::io::Result<()> {
-        let controllers = std::fs::read_to_string(base.join("cgroup.subtree_control"))?;
-        let enabled: Vec<&str> = controllers.split_whitespace().collect();
-        if !enabled.contains(&"memory") || !enabled.contains(&"pids") {
-            return Err(std::io::Error::other(format!(
-                "memory and pids are not enabled for child cgroups (cgroup.subtree_control: `{}`)",
-                controllers.trim()
-            )));
-        }
-        let dir = base.join(name);
+    fn try_v2(&mut self, layout: &CgroupLayout, base: &Path, name: &str, limits: &Limits) -> std::io::Result<()> {
+        let parent = v2_parent(layout, base)?;
+        let dir = parent.join(name);
         std::fs::create_dir(&dir)?;
         self.dirs.push((Mechanism::CgroupV2, dir.clone()));
         write(&dir, "memory.max", &limits.memory.to_string())?;
@@ -623,6 +657,31 @@ impl Drop for RunCgroup {
                     Err(_) => break,
                 }
             }
+        }
+    }
+}
+
+/// Remove the empty per-run cgroups under `base` that a cordon process which no
+/// longer exists left behind (it was killed before it could remove them). A cgroup
+/// that still holds processes cannot be removed and stays.
+pub fn sweep_stale(layout: &CgroupLayout) {
+    let shared = layout.v2_root.as_ref().map(|r| r.join(V2_PARENT));
+    for base in layout.v2.iter().chain(shared.iter()).chain(layout.v1.values()) {
+        sweep_stale_in(base);
+    }
+}
+
+fn sweep_stale_in(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(CGROUP_PREFIX)) else { continue };
+        let Some(pid) = rest.split('-').next().filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir(e.path());
         }
     }
 }
@@ -769,6 +828,7 @@ mod tests {
         let cg = "8:pids:/\n4:memory:/process_api/abc\n2:cpu,cpuacct:/x\n0::/\n";
         let l = CgroupLayout::parse(mi, cg);
         assert_eq!(l.v2, Some(PathBuf::from("/sys/fs/cgroup/unified")));
+        assert_eq!(l.v2_root, Some(PathBuf::from("/sys/fs/cgroup/unified")));
         assert_eq!(l.v1["memory"], PathBuf::from("/sys/fs/cgroup/memory/process_api/abc"));
         assert_eq!(l.v1["pids"], PathBuf::from("/sys/fs/cgroup/pids"));
         assert_eq!(l.v1["cpuacct"], PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/x"));
@@ -776,6 +836,42 @@ mod tests {
         let mi = "31 25 0:27 /ct /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
         let l = CgroupLayout::parse(mi, "0::/ct/sub\n");
         assert_eq!(l.v2, Some(PathBuf::from("/sys/fs/cgroup/sub")));
+        assert_eq!(l.v2_root, None, "a container's mount is not the hierarchy's root");
+    }
+
+    #[test]
+    fn v2_runs_go_to_a_delegated_own_cgroup_else_a_shared_parent_at_the_root() {
+        // A fake hierarchy: regular files stand in for the cgroupfs control files.
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let own = root.join("user.slice/session.scope");
+        std::fs::create_dir_all(&own).unwrap();
+        let set = |d: &Path, v: &str| std::fs::write(d.join("cgroup.subtree_control"), v).unwrap();
+        set(&own, "memory pids");
+        set(&root, "");
+        let layout = CgroupLayout { v2: Some(own.clone()), v2_root: Some(root.clone()), v1: BTreeMap::new() };
+        assert_eq!(v2_parent(&layout, &own).unwrap(), own, "a delegated subtree is used as is");
+        set(&own, "");
+        assert!(v2_parent(&layout, &own).is_err(), "neither own cgroup nor root pass the controllers");
+        set(&root, "cpu memory pids");
+        let shared = root.join(V2_PARENT);
+        std::fs::create_dir(&shared).unwrap();
+        set(&shared, "");
+        assert_eq!(v2_parent(&layout, &own).unwrap(), shared);
+        assert_eq!(std::fs::read_to_string(shared.join("cgroup.subtree_control")).unwrap(), "+memory +pids");
+    }
+
+    #[test]
+    fn stale_cgroups_of_dead_cordons_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let dead = dir.path().join(format!("{CGROUP_PREFIX}999999999-1-00000000"));
+        let alive = dir.path().join(format!("{CGROUP_PREFIX}{}-1-00000000", std::process::id()));
+        let other = dir.path().join("user.slice");
+        for d in [&dead, &alive, &other] {
+            std::fs::create_dir(d).unwrap();
+        }
+        sweep_stale_in(dir.path());
+        assert!(!dead.exists() && alive.exists() && other.exists());
     }
 
     #[test]

@@ -385,7 +385,11 @@ impl Executor {
             state_dir,
             registry: Arc::default(),
             next_id: AtomicU64::new(1),
-            cgroups: crate::limits::CgroupLayout::detect(),
+            cgroups: {
+                let layout = crate::limits::CgroupLayout::detect();
+                crate::limits::sweep_stale(&layout);
+                layout
+            },
         })
     }
 
