@@ -103,7 +103,7 @@ pub async fn diagnose() -> DoctorReport {
     let limits = crate::limits::probe_host(host.euid);
     if !limits.gaps.is_empty() && host.os == "linux" {
         next_steps.push(
-            "resource limits are per process only without a memory cgroup: run cordon as root, or inside a \
+            "without a memory cgroup the run's memory is not limited as a whole: run cordon as root, or inside a \
              delegated cgroup v2 subtree with memory and pids enabled (e.g. `systemd-run --user --scope -p \
              Delegate=yes` and enable them in cgroup.subtree_control)"
                 .into(),

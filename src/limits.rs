@@ -17,9 +17,12 @@
 //!    the run's wall time is bounded by its timeout); `RLIMIT_NPROC` when no pids
 //!    cgroup exists and the uid is not 0 (the kernel exempts uid 0; inside a user
 //!    namespace it counts the run's own processes, outside it every process of the
-//!    uid); `RLIMIT_DATA` when no memory cgroup exists (per process, not the run's
-//!    total: a gap). `RLIMIT_AS` is never used: runtimes that reserve large address
-//!    ranges (JVM, Go, V8) would fail under it.
+//!    uid, so there only an explicit limit is applied); `RLIMIT_DATA` when no memory
+//!    cgroup exists and the caller set the limit explicitly (per process, not the
+//!    run's total: a gap; it also counts reserved address space, which
+//!    AddressSanitizer's shadow memory cannot live with, so a default is not applied).
+//!    `RLIMIT_AS` is never used: runtimes that reserve large address ranges (JVM, Go,
+//!    V8) would fail under it.
 //! 3. **`oom_score_adj` = 1000** in the child: whatever the mechanism, the OOM killer
 //!    picks the command before cordon.
 //!
@@ -318,7 +321,10 @@ pub fn plan_limits(limits: &Limits, coverage: Coverage, euid: u32, userns: bool,
     };
     let memory_by = match coverage.memory {
         Some(m) => m,
-        None => {
+        // RLIMIT_DATA also counts address space reserved but never touched, so it
+        // stops programs that reserve large ranges (AddressSanitizer's shadow memory
+        // fails to map under any RLIMIT_DATA): only an explicit limit gets it.
+        None if limits.explicit.contains(&Resource::Memory) => {
             rlimits.push((RLIMIT_DATA, limits.memory, limits.memory));
             gaps.push((
                 Restriction::LimitMemory,
@@ -328,6 +334,17 @@ pub fn plan_limits(limits: &Limits, coverage: Coverage, euid: u32, userns: bool,
                 ),
             ));
             Mechanism::Rlimit
+        }
+        None => {
+            gaps.push((
+                Restriction::LimitMemory,
+                format!(
+                    "no memory cgroup could be created ({why_no_cgroup}), and RLIMIT_DATA would break programs that \
+                     reserve large address ranges (AddressSanitizer), so the default is not applied; the OOM killer \
+                     still picks the command before cordon (oom_score_adj 1000)"
+                ),
+            ));
+            Mechanism::None
         }
     };
     if let Some(cpu) = limits.cpu {
@@ -783,12 +800,17 @@ mod tests {
         let p = plan_limits(&l, full, 0, false, "");
         assert!(p.gaps.is_empty());
         assert_eq!(p.rlimits, vec![(RLIMIT_CPU, 2, 3)]);
-        // Root without cgroups: pids is a gap (uid 0 ignores RLIMIT_NPROC), memory is per process.
+        // Root without cgroups: pids is a gap (uid 0 ignores RLIMIT_NPROC); a default
+        // memory limit is not applied as RLIMIT_DATA, an explicit one is (per process).
         let p = plan_limits(&l, Coverage::default(), 0, false, "read-only");
         let names: Vec<_> = p.gaps.iter().map(|(r, _)| *r).collect();
         assert_eq!(names, vec![Restriction::LimitPids, Restriction::LimitMemory]);
+        assert_eq!(p.rlimits, vec![(RLIMIT_CPU, 2, 3)]);
+        assert_eq!((p.applied.pids_by, p.applied.memory_by), (Mechanism::None, Mechanism::None));
+        let explicit = Limits { explicit: vec![Resource::Memory], ..l.clone() };
+        let p = plan_limits(&explicit, Coverage::default(), 0, false, "read-only");
         assert!(p.rlimits.contains(&(RLIMIT_DATA, 1 << 30, 1 << 30)));
-        assert_eq!(p.applied.pids_by, Mechanism::None);
+        assert_eq!(p.applied.memory_by, Mechanism::Rlimit);
         // Unprivileged without cgroups: RLIMIT_NPROC holds the pids.
         let p = plan_limits(&l, Coverage::default(), 1000, true, "x");
         assert!(p.rlimits.contains(&(RLIMIT_NPROC, 64, 64)));

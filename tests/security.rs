@@ -2530,9 +2530,14 @@ case!(limits_ordinary_work_runs_under_the_default_limits, |c| {
     c.file(&ws.join("hello.c"), "#include <stdio.h>\nint main(void){puts(\"hi from c\");return 0;}\n");
     let mut o = c.opts(WORKSPACE_WRITE);
     o.cwd = Some(ws.clone());
-    let out = c.sh(&o, "cc -O2 -o hello hello.c && ./hello && git status --short")?;
+    // AddressSanitizer reserves terabytes of shadow address space: a default memory
+    // limit applied as RLIMIT_DATA (or RLIMIT_AS) would stop it from starting.
+    let script = "cc -O2 -o hello hello.c && ./hello && git status --short && \
+                  cc -fsanitize=address -o hello-asan hello.c && ASAN_OPTIONS=detect_leaks=0 ./hello-asan";
+    let out = c.sh(&o, script)?;
     out.assert_success();
     assert!(out.out().contains("hi from c") && out.out().contains("?? hello.c"), "{out:?}");
+    assert_eq!(out.out().matches("hi from c").count(), 2, "the ASan build must run too: {out:?}");
     let j = out.j();
     assert_eq!(j["limit"], serde_json::Value::Null, "{j}");
     assert_eq!(j["limits"]["pids"], 4096, "{j}");
