@@ -40,10 +40,11 @@ use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
-/// Default memory limit, as a percentage of the host's `MemTotal`: the host keeps
-/// the other half for itself and for cordon.
+/// Default memory limit, as a percentage of the host's `MemTotal` (or of the limit
+/// of the memory cgroup cordon runs in, when lower: see [`memory_budget`]): the host
+/// keeps the other half for itself and for cordon.
 pub const DEFAULT_MEMORY_PERCENT: u64 = 50;
-/// The largest memory limit a request may ask for, as a percentage of `MemTotal`.
+/// The largest memory limit a request may ask for, as a percentage of the budget.
 pub const MAX_MEMORY_PERCENT: u64 = 90;
 /// `MemTotal` assumed when `/proc/meminfo` cannot be read.
 pub const FALLBACK_MEM_TOTAL: u64 = 4 << 30;
@@ -134,6 +135,27 @@ pub fn mem_total() -> u64 {
     *TOTAL.get_or_init(|| {
         std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| parse_mem_total(&s)).unwrap_or(FALLBACK_MEM_TOTAL)
     })
+}
+
+/// The memory cordon may plan with: the host's `MemTotal`, or less when cordon
+/// itself lives in a memory cgroup with a lower limit (a container, a systemd unit,
+/// a CI job) — the defaults and caps are fractions of this, so a default limit never
+/// exceeds what the enclosing cgroup allows (which would let the enclosing cgroup's
+/// OOM killer act first, among cordon's own processes).
+pub fn memory_budget(layout: &CgroupLayout) -> u64 {
+    let mut budget = mem_total();
+    let v1 = layout.v1.get("memory").map(|d| (d, "memory.limit_in_bytes"));
+    let v2 = layout.v2.as_ref().map(|d| (d, "memory.max"));
+    for (own, file) in v1.into_iter().chain(v2) {
+        // Limits are hierarchical: the lowest on the way up to the hierarchy's root.
+        for dir in own.ancestors() {
+            let Ok(text) = std::fs::read_to_string(dir.join(file)) else { break };
+            if let Ok(limit) = text.trim().parse::<u64>() {
+                budget = budget.min(limit);
+            }
+        }
+    }
+    budget
 }
 
 /// `MemTotal` from `/proc/meminfo` text, in bytes.
@@ -737,7 +759,7 @@ pub struct HostLimits {
 pub fn probe_host(euid: u32) -> HostLimits {
     let layout = CgroupLayout::detect();
     let none = LimitRequest::default();
-    let limits = resolve_limits(&none, &none, &none, mem_total()).unwrap_or(Limits {
+    let limits = resolve_limits(&none, &none, &none, memory_budget(&layout)).unwrap_or(Limits {
         memory: FALLBACK_MEM_TOTAL / 2,
         pids: DEFAULT_PIDS,
         cpu: None,
@@ -881,6 +903,19 @@ mod tests {
         set(&shared, "");
         assert_eq!(v2_parent(&layout, &own).unwrap(), shared);
         assert_eq!(std::fs::read_to_string(shared.join("cgroup.subtree_control")).unwrap(), "+memory +pids");
+    }
+
+    #[test]
+    fn the_memory_budget_is_the_lowest_limit_above_cordon() {
+        let dir = tempfile::tempdir().unwrap();
+        let own = dir.path().join("a/b");
+        std::fs::create_dir_all(&own).unwrap();
+        std::fs::write(own.join("memory.limit_in_bytes"), "9223372036854771712\n").unwrap();
+        std::fs::write(dir.path().join("a/memory.limit_in_bytes"), "1073741824\n").unwrap();
+        let mut layout = CgroupLayout::default();
+        layout.v1.insert("memory".into(), own);
+        assert_eq!(memory_budget(&layout), mem_total().min(1 << 30));
+        assert_eq!(memory_budget(&CgroupLayout::default()), mem_total());
     }
 
     #[test]

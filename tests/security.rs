@@ -2590,3 +2590,75 @@ case!(limits_serve_ceiling_limits_apply_and_cannot_be_raised, |c| {
     drop(stdin);
     let _ = child.wait();
 });
+
+/// A v1 memory cgroup with a limit, under the test's own, whose `cgroup.procs` the
+/// identity may write (so a process of it can move itself in). Removed on drop.
+struct OuterMemcg {
+    dir: PathBuf,
+}
+
+impl OuterMemcg {
+    fn new(c: &Ctx, limit: u64) -> Result<OuterMemcg, Skip> {
+        let own = fs::read_to_string("/proc/self/cgroup")
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.split_once(":memory:").map(|(_, p)| p.to_string()));
+        let base = match own {
+            Some(p) => PathBuf::from("/sys/fs/cgroup/memory").join(p.trim_start_matches('/')),
+            None => return Err(Skip("no cgroup v1 memory hierarchy on this host".into())),
+        };
+        let dir = base.join(format!("cordon-test-outer-{}", c.unique()));
+        fs::create_dir(&dir).map_err(|e| Skip(format!("cannot create a memory cgroup at {}: {e}", dir.display())))?;
+        let cg = OuterMemcg { dir };
+        fs::write(cg.dir.join("memory.limit_in_bytes"), limit.to_string()).unwrap();
+        if cg.dir.join("memory.memsw.limit_in_bytes").exists() {
+            fs::write(cg.dir.join("memory.memsw.limit_in_bytes"), limit.to_string()).unwrap();
+        }
+        chown(&cg.dir.join("cgroup.procs"), c.id.uid, c.id.gid);
+        Ok(cg)
+    }
+}
+
+impl Drop for OuterMemcg {
+    fn drop(&mut self) {
+        for _ in 0..200 {
+            if fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+case!(limits_cordon_in_a_small_memory_cgroup_survives_a_full_tmp, |c| {
+    // Measured before: cordon inside a 1 GiB memory cgroup, the command filling the
+    // (then unbounded) private /tmp, and the cgroup's OOM killer took cordon, so the
+    // caller got no result. Now the defaults are fractions of the enclosing limit,
+    // the tmpfs is bounded, and the command is the OOM killer's first choice.
+    // (Creating the enclosing cgroup needs the suite to run as root.)
+    let outer = OuterMemcg::new(c, 512 << 20)?;
+    let procs = outer.dir.join("cgroup.procs");
+    let mut cmd = std::process::Command::new("/bin/sh");
+    cmd.env_clear().env("PATH", PATH_ENV).env("LANG", "C");
+    c.id.apply(&mut cmd);
+    let script = r#"echo $$ > "$1" && shift && exec "$@""#;
+    cmd.args(["-c", script, "sh", s(&procs), s(&c.suite.cordon), "run", "--json", "--timeout", "30"]);
+    cmd.args(["--mode", WORKSPACE_WRITE, "--runner", &c.runner, "--cwd", s(&c.ws), "--"]);
+    cmd.args([s(&c.suite.probe), "fill", "/tmp/fill", "2000000000"]);
+    cmd.current_dir(&c.ws).stdin(std::process::Stdio::null());
+    let out = cmd.output().expect("spawn cordon in the memory cgroup");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let j: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
+        panic!(
+            "cordon printed no result (was it OOM-killed?): {:?}\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let budget_share = j["limits"]["memory"].as_u64().unwrap_or(u64::MAX);
+    assert!(budget_share <= 256 << 20, "the default must be half of the enclosing 512 MiB, not of the host: {j}");
+    let report = j["stdout"]["text"].as_str().unwrap_or("");
+    assert!(report.contains("\"ENOSPC\""), "/tmp must fill up to its size and answer ENOSPC: {j}");
+    let bytes: u64 = report.split("bytes=").nth(1).and_then(|v| v.split(';').next()?.parse().ok()).unwrap_or(u64::MAX);
+    assert!(bytes <= j["limits"]["tmpfs_size"].as_u64().unwrap(), "{j}");
+});

@@ -75,6 +75,8 @@ pub struct Executor {
     registry: Arc<Registry>,
     next_id: AtomicU64,
     cgroups: crate::limits::CgroupLayout,
+    /// What the memory defaults and caps are fractions of (see [`crate::limits::memory_budget`]).
+    memory_budget: u64,
 }
 
 impl Drop for Executor {
@@ -379,17 +381,17 @@ impl Executor {
         cordon_stage::signals::ignore_sigpipe();
         let base = config.state_dir.clone().unwrap_or_else(std::env::temp_dir);
         let state_dir = private_state_dir(&base, host.euid)?;
+        let cgroups = crate::limits::CgroupLayout::detect();
+        crate::limits::sweep_stale(&cgroups);
+        let memory_budget = crate::limits::memory_budget(&cgroups);
         Ok(Executor {
             config,
             host,
             state_dir,
             registry: Arc::default(),
             next_id: AtomicU64::new(1),
-            cgroups: {
-                let layout = crate::limits::CgroupLayout::detect();
-                crate::limits::sweep_stale(&layout);
-                layout
-            },
+            cgroups,
+            memory_budget,
         })
     }
 
@@ -429,13 +431,9 @@ impl Executor {
             None => cfg.default_timeout.min(cfg.max_timeout),
         };
         let output_cap = req.output_cap.unwrap_or(cfg.default_output_cap).min(cfg.max_output_cap);
-        let limits = crate::limits::resolve_limits(
-            &req.limits,
-            &cfg.default_limits,
-            &cfg.max_limits,
-            crate::limits::mem_total(),
-        )
-        .map_err(|e| CordonError::InvalidRequest { field: e.field, why: e.why })?;
+        let limits =
+            crate::limits::resolve_limits(&req.limits, &cfg.default_limits, &cfg.max_limits, self.memory_budget)
+                .map_err(|e| CordonError::InvalidRequest { field: e.field, why: e.why })?;
         let ambient = cfg.ambient_env.clone().unwrap_or_else(|| std::env::vars_os().collect());
         let env = build_environment(ambient, &req.env, &req.managed_env, &[])?;
         let argv = match req.command {
