@@ -385,6 +385,62 @@ pub fn plan_limits(limits: &Limits, coverage: Coverage, euid: u32, userns: bool,
     LimitPlan { rlimits, applied, gaps }
 }
 
+/// One run's limits, from creation of its cgroups to the verdict: what the executor
+/// holds between planning and the result.
+#[derive(Debug)]
+pub struct RunLimits {
+    limits: Limits,
+    cgroup: RunCgroup,
+    plan: LimitPlan,
+}
+
+impl RunLimits {
+    /// Create the run's cgroups (named `name`) and plan the rest for a caller with
+    /// `euid`; `userns`: the command gets its own user namespace.
+    pub fn prepare(layout: &CgroupLayout, name: &str, limits: &Limits, euid: u32, userns: bool) -> RunLimits {
+        let cgroup = RunCgroup::create(layout, name, limits);
+        let plan = plan_limits(limits, cgroup.coverage(), euid, userns, &cgroup.why_not());
+        RunLimits { limits: limits.clone(), cgroup, plan }
+    }
+
+    /// The gaps in limits the caller set explicitly: these are enforcement gaps
+    /// (and refuse a confined run without `best_effort`).
+    pub fn explicit_gaps(&self) -> Vec<(Restriction, String)> {
+        self.plan
+            .gaps
+            .iter()
+            .filter(|(r, _)| self.limits.explicit.iter().any(|e| e.restriction() == *r))
+            .cloned()
+            .collect()
+    }
+
+    /// What the child applies.
+    pub fn child(&self) -> cordon_stage::ChildLimits {
+        cordon_stage::ChildLimits {
+            cgroup_procs: self.cgroup.procs_fds(),
+            rlimits: self.plan.rlimits.clone(),
+            oom_score_adj: Some(OOM_SCORE_ADJ),
+        }
+    }
+
+    /// After the command's leader is reaped: kill whatever is left in the run's
+    /// cgroups, read what they recorded and remove them (off the async runtime).
+    pub async fn sweep(&mut self) -> Evidence {
+        let cgroup = std::mem::take(&mut self.cgroup);
+        tokio::task::spawn_blocking(move || {
+            cgroup.kill_all();
+            cgroup.evidence()
+        })
+        .await
+        .unwrap_or_default()
+    }
+
+    /// The limit the run ran into (see [`judge`]) and the report.
+    pub fn conclude(self, evidence: &Evidence, killed_by: Option<i32>) -> (Option<Resource>, AppliedLimits) {
+        (judge(&self.limits, evidence, killed_by), self.plan.applied)
+    }
+}
+
 /// What the run's cgroups recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Evidence {

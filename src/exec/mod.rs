@@ -364,9 +364,7 @@ struct Launched {
     collectors: Vec<tokio::task::JoinHandle<()>>,
     stdin_writer: Option<tokio::task::JoinHandle<()>>,
     run_dir: Option<PathBuf>,
-    cgroup: crate::limits::RunCgroup,
-    limits: crate::limits::Limits,
-    applied_limits: crate::limits::AppliedLimits,
+    limits: crate::limits::RunLimits,
     guard: KillOnDrop,
 }
 
@@ -545,32 +543,17 @@ impl Executor {
         // cover what they do not. A gap in a limit the caller set refuses to run
         // unless the policy allows best effort.
         let cg_name = format!("{}{}-{id}-{:08x}", crate::limits::CGROUP_PREFIX, std::process::id(), random_u32());
-        let cgroup = crate::limits::RunCgroup::create(&self.cgroups, &cg_name, &spec.limits);
-        let limit_plan = crate::limits::plan_limits(
-            &spec.limits,
-            cgroup.coverage(),
-            self.host.euid,
-            plan.namespaces.user || selection.runner == RunnerKind::Bwrap,
-            &cgroup.why_not(),
-        );
-        let explicit_gaps: Vec<(runner::Restriction, String)> = limit_plan
-            .gaps
-            .iter()
-            .filter(|(r, _)| spec.limits.explicit.iter().any(|e| e.restriction() == *r))
-            .cloned()
-            .collect();
-        if !explicit_gaps.is_empty() && spec.policy.mode.is_confined() && !spec.policy.best_effort {
-            let why: Vec<String> = explicit_gaps.iter().map(|(r, w)| format!("{} ({w})", r.name())).collect();
-            return Err(CordonError::SandboxUnavailable {
-                mode: spec.policy.mode,
-                reasons: vec![crate::error::RunnerReason {
-                    runner: selection.runner,
-                    reason: format!("cannot fully enforce: {}", why.join(", ")),
-                }],
-            });
-        }
+        let userns = plan.namespaces.user || selection.runner == RunnerKind::Bwrap;
+        let limits = crate::limits::RunLimits::prepare(&self.cgroups, &cg_name, &spec.limits, self.host.euid, userns);
         let mut enforcement = plan.enforcement.clone();
-        for (r, reason) in explicit_gaps {
+        let limit_gaps = limits.explicit_gaps();
+        if !limit_gaps.is_empty() && spec.policy.mode.is_confined() && !spec.policy.best_effort {
+            let why: Vec<String> = limit_gaps.iter().map(|(r, w)| format!("{} ({w})", r.name())).collect();
+            let reason = format!("cannot fully enforce: {}", why.join(", "));
+            let reasons = vec![crate::error::RunnerReason { runner: selection.runner, reason }];
+            return Err(CordonError::SandboxUnavailable { mode: spec.policy.mode, reasons });
+        }
+        for (r, reason) in limit_gaps {
             if enforcement.level == crate::result::EnforcementLevel::Full {
                 enforcement.level = crate::result::EnforcementLevel::Partial;
             }
@@ -646,11 +629,7 @@ impl Executor {
         let supervised = materialized.stage.notify_socket.is_some();
         let observed = materialized.observed;
         let mut stage_plan = materialized.stage;
-        stage_plan.limits = cordon_stage::ChildLimits {
-            cgroup_procs: cgroup.procs_fds(),
-            rlimits: limit_plan.rlimits.clone(),
-            oom_score_adj: Some(crate::limits::OOM_SCORE_ADJ),
-        };
+        stage_plan.limits = limits.child();
         let held_fds = materialized.held;
 
         // Spawning blocks for the child's stage (well under a millisecond); doing it
@@ -731,9 +710,7 @@ impl Executor {
             collectors,
             stdin_writer,
             run_dir,
-            cgroup,
-            limits: spec.limits.clone(),
-            applied_limits: limit_plan.applied,
+            limits,
             guard,
         })
     }
@@ -813,13 +790,7 @@ async fn finish(
     drop(l.guard);
     // Nor of its cgroups (which also hold processes that left the group); read what
     // the kernel recorded, then remove them.
-    let cgroup = std::mem::take(&mut l.cgroup);
-    let evidence = tokio::task::spawn_blocking(move || {
-        cgroup.kill_all();
-        cgroup.evidence()
-    })
-    .await
-    .unwrap_or_default();
+    let evidence = l.limits.sweep().await;
 
     // Bounded wait for pipes that outliving grandchildren still hold; on timeout the
     // dropped future aborts the collectors.
@@ -860,7 +831,7 @@ async fn finish(
         (None, Some(c)) if l.selection.runner == RunnerKind::Bwrap && c > 128 => Some(c - 128),
         _ => None,
     };
-    let limit = crate::limits::judge(&l.limits, &evidence, killed_by);
+    let (limit, limits) = l.limits.conclude(&evidence, killed_by);
     RunResult {
         exit_code,
         signal,
@@ -881,7 +852,7 @@ async fn finish(
             skipped: l.selection.skipped,
         },
         limit,
-        limits: Some(l.applied_limits),
+        limits: Some(limits),
     }
 }
 
