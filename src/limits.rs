@@ -484,7 +484,13 @@ pub struct CgroupLayout {
     pub v2_root: Option<PathBuf>,
     /// cordon's cgroup in each v1 hierarchy, by controller (`memory`, `pids`, `cpuacct`).
     pub v1: BTreeMap<String, PathBuf>,
+    /// Cgroups are not used: [`ENV_DISABLE_CGROUPS`] is set (a host without them).
+    pub disabled: bool,
 }
+
+/// Set to `1`, cordon behaves as on a host where it cannot create cgroups (tests,
+/// and reproducing such hosts; see [`crate::host`] for the other knobs).
+pub const ENV_DISABLE_CGROUPS: &str = "CORDON_DISABLE_CGROUPS";
 
 /// The v1 controllers cordon uses.
 const V1_CONTROLLERS: [&str; 3] = ["memory", "pids", "cpuacct"];
@@ -492,6 +498,9 @@ const V1_CONTROLLERS: [&str; 3] = ["memory", "pids", "cpuacct"];
 impl CgroupLayout {
     /// Read `/proc/self/mountinfo` and `/proc/self/cgroup`.
     pub fn detect() -> CgroupLayout {
+        if std::env::var(ENV_DISABLE_CGROUPS).is_ok_and(|v| v == "1") {
+            return CgroupLayout { disabled: true, ..CgroupLayout::default() };
+        }
         let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
         let cg = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         CgroupLayout::parse(&mi, &cg)
@@ -630,7 +639,9 @@ impl RunCgroup {
                 cg.why_not.push(format!("cgroup v1 {controller} at {}: {e}", base.display()));
             }
         }
-        if layout.v2.is_none() && layout.v1.is_empty() {
+        if layout.disabled {
+            cg.why_not.push(format!("cgroups disabled by {ENV_DISABLE_CGROUPS}"));
+        } else if layout.v2.is_none() && layout.v1.is_empty() {
             cg.why_not.push("no cgroup hierarchy is mounted".into());
         }
         cg
@@ -949,7 +960,8 @@ mod tests {
         let set = |d: &Path, v: &str| std::fs::write(d.join("cgroup.subtree_control"), v).unwrap();
         set(&own, "memory pids");
         set(&root, "");
-        let layout = CgroupLayout { v2: Some(own.clone()), v2_root: Some(root.clone()), v1: BTreeMap::new() };
+        let layout =
+            CgroupLayout { v2: Some(own.clone()), v2_root: Some(root.clone()), v1: BTreeMap::new(), disabled: false };
         assert_eq!(v2_parent(&layout, &own).unwrap(), own, "a delegated subtree is used as is");
         set(&own, "");
         assert!(v2_parent(&layout, &own).is_err(), "neither own cgroup nor root pass the controllers");

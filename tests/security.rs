@@ -2662,3 +2662,36 @@ case!(limits_cordon_in_a_small_memory_cgroup_survives_a_full_tmp, |c| {
     let bytes: u64 = report.split("bytes=").nth(1).and_then(|v| v.split(';').next()?.parse().ok()).unwrap_or(u64::MAX);
     assert!(bytes <= j["limits"]["tmpfs_size"].as_u64().unwrap(), "{j}");
 });
+
+case!(limits_without_cgroups_gaps_are_declared_and_hard_mode_refuses, |c| {
+    // A host where cordon cannot create cgroups (emulated): an explicit limit that
+    // the rlimits cannot enforce is a declared gap; without --best-effort nothing runs.
+    let mut o = with_args(c.opts(WORKSPACE_WRITE), &["--limit-pids", "64", "--limit-memory", "64M"]);
+    o.env = vec![("CORDON_DISABLE_CGROUPS".into(), "1".into())];
+    let mark = format!("nocg-forkmark-{}", c.unique());
+    let args = ["300", "60000", mark.as_str()];
+    match c.probe_or_refusal(&o, "fork-loop", &args)? {
+        Ok(r) => panic!("ran without --best-effort although limit-memory is per process only: {r:?}"),
+        Err(out) => {
+            assert_eq!(out.status.code(), Some(125), "{out:?}");
+            assert!(out.stdout.contains("limit-memory"), "the refusal must name the gap: {out:?}");
+            // uid 0 is exempt from RLIMIT_NPROC: without a pids cgroup that is a gap too.
+            assert_eq!(out.stdout.contains("limit-pids"), c.id.is_root(), "{out:?}");
+        }
+    }
+    let be = with_args(o.clone(), &["--best-effort"]);
+    let r = c.probe_with(&be, "fork-loop", &args)?;
+    let out = r.run.as_ref().unwrap();
+    let gaps = gap_names(out);
+    assert!(gaps.contains(&"limit-memory".to_string()), "{out:?}");
+    if c.id.is_root() {
+        assert!(gaps.contains(&"limit-pids".to_string()), "{out:?}");
+        assert_eq!(out.j()["limits"]["pids_by"], "none", "{out:?}");
+    } else {
+        assert!(!gaps.contains(&"limit-pids".to_string()), "RLIMIT_NPROC holds for a uid other than 0: {out:?}");
+        assert_eq!(r.errname, "EAGAIN", "the fork loop must end at the pids limit: {r:?}");
+    }
+    assert_eq!(out.j()["limit"], serde_json::Value::Null, "no cgroup, no evidence, no verdict: {out:?}");
+    let left = wait_gone(&mark);
+    assert!(left.is_empty(), "processes {left:?} outlived the run");
+});
