@@ -2695,3 +2695,27 @@ case!(limits_without_cgroups_gaps_are_declared_and_hard_mode_refuses, |c| {
     let left = wait_gone(&mark);
     assert!(left.is_empty(), "processes {left:?} outlived the run");
 });
+
+case!(limits_the_command_cannot_leave_its_cgroup_or_become_less_killable, |c| {
+    // The command is the OOM killer's first choice (oom_score_adj 1000) and lives in
+    // the run's cgroups: it may not undo either from inside.
+    c.host_probe("overwrite", &["/proc/self/oom_score_adj", "0"]).assert_ok("control: oom_score_adj is writable");
+    let procs =
+        ["/sys/fs/cgroup/pids/cgroup.procs", "/sys/fs/cgroup/unified/cgroup.procs", "/sys/fs/cgroup/cgroup.procs"];
+    let procs: Vec<&str> = procs.into_iter().filter(|p| Path::new(p).exists()).collect();
+    if c.id.is_root() {
+        for p in &procs {
+            c.host_probe("overwrite", &[p, "0"]).assert_ok("control: root may move itself between cgroups");
+        }
+    }
+    for mode in CONFINED {
+        let r = c.probe(mode, "overwrite", &["/proc/self/oom_score_adj", "0"])?;
+        r.assert_refused_with(FS_DENIED, &format!("{mode}: lowering oom_score_adj"));
+        for p in &procs {
+            c.probe(mode, "overwrite", &[p, "0"])?
+                .assert_refused_with(FS_DENIED, &format!("{mode}: leaving the cgroup via {p}"));
+        }
+        let r = c.probe(mode, "read", &["/proc/self/oom_score_adj"])?;
+        assert!(r.detail.contains("1000"), "{mode}: the command must run with oom_score_adj 1000: {r:?}");
+    }
+});
