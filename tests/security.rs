@@ -2719,3 +2719,31 @@ case!(limits_the_command_cannot_leave_its_cgroup_or_become_less_killable, |c| {
         assert!(r.detail.contains("1000"), "{mode}: the command must run with oom_score_adj 1000: {r:?}");
     }
 });
+
+case!(limits_a_bash_fork_bomb_is_contained, |c| {
+    // The classic exponential bomb. Its first bash returns at once (the bomb lives in
+    // background jobs), the script then waits 2 s without forking (`read -t` on a
+    // pipe the test holds open) and counts the run's processes from inside its pid
+    // namespace with builtins only; the run's end stops the rest. Never run without
+    // --limit-pids.
+    let mark = format!("bombmark-{}", c.unique());
+    let (r, w) = nix::unistd::pipe().unwrap();
+    let mut o = with_args(c.opts(WORKSPACE_WRITE), &["--limit-pids", "64", "--stdin"]);
+    o.stdin = Some(std::sync::Arc::new(r));
+    let script = format!(
+        "bash -c 'f(){{ f|f& }};f' {mark} 2>/dev/null; read -t 2 _; shopt -s nullglob; p=(/proc/[0-9]*); \
+         echo procs=${{#p[@]}}"
+    );
+    let out = c.cordon(&o, &["/bin/bash", "-c", &script])?;
+    drop(w);
+    let j = out.j();
+    let procs: u64 =
+        out.out().split("procs=").nth(1).and_then(|v| v.trim().parse().ok()).unwrap_or_else(|| panic!("{out:?}"));
+    assert!(procs <= 64, "{procs} processes inside the run with --limit-pids 64: {out:?}");
+    assert!(procs > 3, "control: the bomb must have forked at all ({procs} processes): {out:?}");
+    if j["limits"]["pids_by"].as_str().is_some_and(|m| m.starts_with("cgroup")) {
+        assert_eq!(j["limit"], "pids", "the pids cgroup refused forks: {j}");
+    }
+    let left = wait_gone(&mark);
+    assert!(left.is_empty(), "processes {left:?} of the bomb outlived the run");
+});
