@@ -5,7 +5,9 @@
 //!
 //! 1. **A per-run cgroup** ([`RunCgroup`]), where cordon can create one: cgroup v2
 //!    (`memory.max`, `memory.swap.max`, `memory.oom.group`, `pids.max`) in cordon's
-//!    own cgroup when that subtree is delegated to it, else the v1 `memory`
+//!    own cgroup when that subtree is delegated to it, or under `<v2 root>/cordon`
+//!    when the root passes both controllers down (root on a pure v2 host), else the
+//!    v1 `memory`
 //!    (`memory.limit_in_bytes`, `memory.memsw.limit_in_bytes`) and `pids` (`pids.max`)
 //!    hierarchies (root on a hybrid host), plus v1 `cpuacct` for CPU evidence. The
 //!    child joins it before it forks anything (the stage writes `0` to the
@@ -29,6 +31,9 @@
 //! The private tmpfs mounts (`/tmp`, `/dev/shm`) each get `size=` = memory / 4
 //! ([`Limits::tmpfs_size`]): a full one answers `ENOSPC` (a clean error rather than
 //! an OOM kill), and both together leave half the memory limit to the processes.
+//!
+//! Defaults and caps are fractions of [`memory_budget`]: `MemTotal`, or the lower
+//! limit of the memory cgroup cordon itself runs in (a container, a CI job).
 //!
 //! What it does not do: it does not share one budget among concurrent runs (each run
 //! has its own), and it does not make CPU time a per-run total (cgroup `cpu.max` is a
