@@ -8,8 +8,9 @@
 //! 3. a write inside the workspace must happen (in `workspace-write`; in `read-only`
 //!    it must not).
 //!
-//! The report also lists the host facts behind the choice and a concrete next step for
-//! each missing piece. What it does not do: change the host.
+//! The report also lists the host facts behind the choice, the resource-limit
+//! mechanisms this host offers (see [`crate::limits::probe_host`]), and a concrete
+//! next step for each missing piece. What it does not do: change the host.
 
 use crate::host::{HostFacts, Namespaces};
 use crate::mode::Mode;
@@ -68,6 +69,8 @@ pub struct DoctorReport {
     pub runners: Vec<(RunnerKind, ProbeStatus)>,
     /// Per-mode verdicts.
     pub modes: Vec<ModeReport>,
+    /// Resource limits: defaults and the mechanism this host offers for each.
+    pub limits: crate::limits::HostLimits,
     /// Concrete next steps for what is missing.
     pub next_steps: Vec<String>,
     /// At least one confined mode works fully.
@@ -96,8 +99,18 @@ pub async fn diagnose() -> DoctorReport {
         modes.push(check_mode(&host, mode).await);
     }
     let confined_ok = modes.iter().any(|m| m.works);
-    let next_steps = next_steps(&host, &runners, apparmor.as_deref());
+    let mut next_steps = next_steps(&host, &runners, apparmor.as_deref());
+    let limits = crate::limits::probe_host(host.euid);
+    if !limits.gaps.is_empty() && host.os == "linux" {
+        next_steps.push(
+            "without a memory cgroup the run's memory is not limited as a whole: run cordon as root, or inside a \
+             delegated cgroup v2 subtree with memory and pids enabled (e.g. `systemd-run --user --scope -p \
+             Delegate=yes` and enable them in cgroup.subtree_control)"
+                .into(),
+        );
+    }
     DoctorReport {
+        limits,
         bwrap_version: bwrap_version(&host),
         host,
         apparmor_restrict_unprivileged_userns: apparmor,
@@ -328,6 +341,15 @@ pub fn render(r: &DoctorReport) -> String {
         }
     }
     let _ = writeln!(s, "  {:<16} passthrough (no confinement)", Mode::FullAccess.as_str());
+    let l = &r.limits;
+    let by = |m: crate::limits::Mechanism| serde_json::to_value(m).ok().and_then(|v| v.as_str().map(String::from));
+    let _ = writeln!(s, "resource limits (defaults; mechanism)");
+    let _ = writeln!(s, "  memory             {} bytes; {}", l.memory, by(l.memory_by).unwrap_or_default());
+    let _ = writeln!(s, "  pids               {}; {}", l.pids, by(l.pids_by).unwrap_or_default());
+    let _ = writeln!(s, "  cpu                none by default; {} (per process)", by(l.cpu_by).unwrap_or_default());
+    for g in &l.gaps {
+        let _ = writeln!(s, "      gap {}: {}", g.restriction, g.reason);
+    }
     if !r.next_steps.is_empty() {
         let _ = writeln!(s, "next steps");
         for n in &r.next_steps {

@@ -1204,6 +1204,7 @@ mod tests {
                 allow_unix_sockets: Vec::new(),
             },
             runner: RunnerChoice::Auto,
+            limits: crate::limits::Limits { memory: 1 << 30, pids: 64, cpu: None, explicit: vec![] },
         }
     }
 

@@ -30,6 +30,7 @@ pub mod error;
 pub mod escalation;
 pub mod exec;
 pub mod host;
+pub mod limits;
 pub mod mcp;
 pub mod mode;
 pub mod pin;

@@ -125,6 +125,8 @@ struct RunArgs {
     /// Deadline in seconds (default 120, at most 600).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     timeout: Option<Duration>,
+    #[command(flatten)]
+    limits: cordon::limits::LimitArgs,
     /// Capture output and print one JSON result object on stdout.
     #[arg(long)]
     json: bool,
@@ -286,6 +288,7 @@ fn run(args: RunArgs) -> ExitCode {
     req.workdir = args.cwd;
     req.timeout = args.timeout;
     req.output_cap = args.output_cap;
+    req.limits = args.limits.request();
     req.env = args.env;
     req.stdin = if args.stdin { Stdin::Inherit } else { Stdin::Null };
     // Under --ask the first run never writes to the terminal: its output is captured,
@@ -653,6 +656,7 @@ fn probe_report(host: &HostFacts) -> serde_json::Value {
         },
         "runners": runners,
         "auto": auto,
+        "limits": cordon::limits::probe_host(host.euid),
     })
 }
 
@@ -674,6 +678,14 @@ fn print_probe(host: &HostFacts, report: &serde_json::Value) {
     };
     outln!("  namespaces:       {ns}");
     outln!("  bwrap:            {}", host.bwrap.as_ref().map_or("not found".into(), |p| p.display().to_string()));
+    let l = &report["limits"];
+    outln!("resource limits (defaults; mechanism)");
+    outln!("  memory:           {} bytes; {}", l["memory"], l["memory_by"].as_str().unwrap_or("?"));
+    outln!("  pids:             {}; {}", l["pids"], l["pids_by"].as_str().unwrap_or("?"));
+    outln!("  cpu:              none by default; {} (per process)", l["cpu_by"].as_str().unwrap_or("?"));
+    for g in l["gaps"].as_array().into_iter().flatten() {
+        outln!("    gap {}: {}", g["restriction"].as_str().unwrap_or("?"), g["reason"].as_str().unwrap_or(""));
+    }
     outln!("runners");
     for r in report["runners"].as_array().into_iter().flatten() {
         let status = match &r["probe"]["status"] {

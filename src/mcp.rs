@@ -63,6 +63,15 @@ pub struct BashArgs {
     /// stopped when it passes.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// Memory limit in bytes (default and maximum set by the server).
+    #[serde(default)]
+    pub limit_memory: Option<u64>,
+    /// Process limit (default and maximum set by the server).
+    #[serde(default)]
+    pub limit_pids: Option<u64>,
+    /// CPU seconds per process (default and maximum set by the server).
+    #[serde(default)]
+    pub limit_cpu: Option<u64>,
 }
 
 /// Arguments of the `bash_read` and `bash_kill` tools.
@@ -254,6 +263,7 @@ fn run_params(args: BashArgs) -> RunParams {
         workdir: args.workdir.filter(|w| !w.is_empty()).map(Into::into),
         timeout_ms: args.timeout_ms,
         output_cap: Some(MCP_OUTPUT_CAP),
+        limits: crate::limits::LimitRequest { memory: args.limit_memory, pids: args.limit_pids, cpu: args.limit_cpu },
         ..RunParams::default()
     }
 }
@@ -450,6 +460,13 @@ fn exit_line(result: &RunResult) -> String {
     }
     if result.aborted {
         line.push_str(" (stopped before it finished)");
+    }
+    if let Some(r) = result.limit {
+        let _ = write!(
+            line,
+            " (ran into its {} limit)",
+            serde_json::to_value(r).unwrap_or_default().as_str().unwrap_or("")
+        );
     }
     line
 }

@@ -313,6 +313,9 @@ pub struct RunParams {
     pub writable_roots: Option<Vec<PathBuf>>,
     /// Network, only if the ceiling allows it.
     pub network: Option<bool>,
+    /// Resource limits, each at or below the ceiling's (`limit_memory` bytes,
+    /// `limit_pids`, `limit_cpu` seconds).
+    pub limits: crate::limits::LimitRequest,
 }
 
 /// The parameters of `hello`.
@@ -588,7 +591,8 @@ fn parse_hello(params: Map<String, Value>) -> Result<HelloParams, RpcError> {
     Ok(out)
 }
 
-const RUN_FIELDS: &str = "command, argv, workdir, timeout_ms, output_cap, stdin, env, mode, writable_roots, network";
+const RUN_FIELDS: &str = "command, argv, workdir, timeout_ms, output_cap, stdin, env, mode, writable_roots, network, \
+                          limit_memory, limit_pids, limit_cpu";
 
 /// Parse the parameters of `run` / `start` (also used by the MCP tools' own fields).
 pub fn parse_run(params: Map<String, Value>) -> Result<RunParams, RpcError> {
@@ -626,6 +630,16 @@ pub fn parse_run(params: Map<String, Value>) -> Result<RunParams, RpcError> {
                 out.timeout_ms = Some(t);
             }
             "output_cap" => out.output_cap = Some(want_u64("output_cap", value)?),
+            "limit_memory" => {
+                out.limits.memory = Some(match value {
+                    Value::String(s) => {
+                        crate::limits::parse_bytes(&s).map_err(|e| RpcError::invalid_params("limit_memory", e))?
+                    }
+                    other => want_u64("limit_memory", other)?,
+                })
+            }
+            "limit_pids" => out.limits.pids = Some(want_u64("limit_pids", value)?),
+            "limit_cpu" => out.limits.cpu = Some(want_u64("limit_cpu", value)?),
             "stdin" => {
                 out.stdin = Some(match value {
                     Value::String(s) => s,
@@ -729,6 +743,9 @@ pub struct CeilingArgs {
     /// Run even where the host cannot enforce every restriction (gaps are reported).
     #[arg(long)]
     pub best_effort: bool,
+    /// Ceiling limits: each request's default, and the most it may ask for.
+    #[command(flatten)]
+    pub limits: crate::limits::LimitArgs,
 }
 
 impl Default for CeilingArgs {
@@ -742,6 +759,7 @@ impl Default for CeilingArgs {
             network: false,
             allow_unix_socket: Vec::new(),
             best_effort: false,
+            limits: crate::limits::LimitArgs::default(),
         }
     }
 }
@@ -769,6 +787,8 @@ pub struct Ceiling {
     pub allow_system_root: bool,
     /// Canonical host unix sockets requests may connect to (inherited, not settable).
     pub allow_unix_sockets: Vec<PathBuf>,
+    /// Limits every request gets by default and may only lower.
+    pub limits: crate::limits::LimitRequest,
 }
 
 impl Ceiling {
@@ -796,6 +816,23 @@ impl Ceiling {
             best_effort: policy.best_effort,
             allow_system_root: args.allow_system_root,
             allow_unix_sockets: policy.allow_unix_sockets,
+            limits: args.limits.request(),
+        })
+    }
+
+    /// A request's limits: each missing one takes the ceiling's, each given one may
+    /// only be at or below the ceiling's (`CEILING_EXCEEDED` otherwise).
+    fn clamp_limits(&self, asked: crate::limits::LimitRequest) -> Result<crate::limits::LimitRequest, RpcError> {
+        let pick = |field: &'static str, asked: Option<u64>, ceiling: Option<u64>| match (asked, ceiling) {
+            (Some(a), Some(c)) if a > c => Err(RpcError::ceiling(field, format!("asked for {a}, the ceiling is {c}"))
+                .with("requested", a.to_string())
+                .with("ceiling", c.to_string())),
+            (a, c) => Ok(a.or(c)),
+        };
+        Ok(crate::limits::LimitRequest {
+            memory: pick("limit_memory", asked.memory, self.limits.memory)?,
+            pids: pick("limit_pids", asked.pids, self.limits.pids)?,
+            cpu: pick("limit_cpu", asked.cpu, self.limits.cpu)?,
         })
     }
 
@@ -939,6 +976,7 @@ impl Ceiling {
             allow_unix_sockets: self.allow_unix_sockets.clone(),
             ..PolicyRequest::default()
         };
+        req.limits = self.clamp_limits(params.limits)?;
         Ok(req)
     }
 
@@ -1131,6 +1169,40 @@ mod tests {
             CeilingArgs { cwd: Some(dir.path().into()), writable: vec!["/etc".into()], ..CeilingArgs::default() };
         let err = Ceiling::from_args(&args).unwrap_err();
         assert!(matches!(err, CordonError::InvalidPolicy(crate::error::PolicyError::TooWide { .. })), "{err}");
+    }
+
+    #[test]
+    fn limits_take_the_ceiling_and_may_only_lower_it() {
+        use crate::limits::{LimitArgs, LimitRequest};
+        let dir = tempfile::tempdir().unwrap();
+        let args = CeilingArgs {
+            cwd: Some(dir.path().to_path_buf()),
+            limits: LimitArgs { memory: Some(1 << 30), pids: Some(100), cpu: None },
+            ..CeilingArgs::default()
+        };
+        let c = Ceiling::from_args(&args).unwrap();
+        // Missing: the ceiling's (explicit, so a host that cannot enforce it refuses).
+        let r = c.clamp(params("true")).unwrap();
+        assert_eq!(r.limits, LimitRequest { memory: Some(1 << 30), pids: Some(100), cpu: None });
+        // Lower: taken; no ceiling (cpu): anything the executor's caps allow.
+        let lower = LimitRequest { memory: Some(64 << 20), pids: Some(10), cpu: Some(5) };
+        let r = c.clamp(RunParams { limits: lower, ..params("true") }).unwrap();
+        assert_eq!(r.limits, lower);
+        // Higher: CEILING_EXCEEDED naming the field.
+        for (asked, field) in [
+            (LimitRequest { memory: Some(2 << 30), ..LimitRequest::default() }, "limit_memory"),
+            (LimitRequest { pids: Some(101), ..LimitRequest::default() }, "limit_pids"),
+        ] {
+            let e = c.clamp(RunParams { limits: asked, ..params("x") }).unwrap_err();
+            assert_eq!(e.data["field"], field, "{e:?}");
+        }
+        // The wire form: bytes as a number or with a suffix.
+        let p =
+            line(r#"{"id":1,"method":"run","params":{"command":"x","limit_memory":"64M","limit_pids":8}}"#).unwrap();
+        let Method::Run(p) = p.method else { panic!() };
+        assert_eq!(p.limits, LimitRequest { memory: Some(64 << 20), pids: Some(8), cpu: None });
+        let e = line(r#"{"id":1,"method":"run","params":{"command":"x","limit_memory":"lots"}}"#).unwrap_err();
+        assert_eq!(e.error.data["field"], "limit_memory");
     }
 
     #[test]

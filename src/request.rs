@@ -4,6 +4,7 @@
 //! [`ExecutorConfig`] and caps it, producing a [`Spec`] in which every value is
 //! explicit: a reader of a spec never wonders where a value came from.
 
+use crate::limits::{LimitRequest, Limits};
 use crate::policy::{ExecutionPolicy, PolicyRequest};
 use crate::runner::RunnerChoice;
 use serde::{Deserialize, Serialize};
@@ -82,6 +83,8 @@ pub struct Request {
     pub policy: PolicyRequest,
     /// Runner choice.
     pub runner: RunnerChoice,
+    /// Resource limits (defaults and caps from the config, see [`crate::limits`]).
+    pub limits: LimitRequest,
 }
 
 impl Request {
@@ -98,6 +101,7 @@ impl Request {
             managed_env: Vec::new(),
             policy: PolicyRequest::default(),
             runner: RunnerChoice::Auto,
+            limits: LimitRequest::default(),
         }
     }
 
@@ -145,6 +149,11 @@ pub struct ExecutorConfig {
     /// does); a library user sets it to a `cordon` binary. `None`: the `bwrap`
     /// runner declares an `fs-write` gap (and hard mode refuses it).
     pub stage_helper: Option<PathBuf>,
+    /// Limits when a request gives none (`None` fields: the built-in defaults in
+    /// [`crate::limits`]).
+    pub default_limits: LimitRequest,
+    /// The largest limits a request may ask for (`None` fields: the built-in caps).
+    pub max_limits: LimitRequest,
 }
 
 impl Default for ExecutorConfig {
@@ -160,6 +169,8 @@ impl Default for ExecutorConfig {
             state_dir: None,
             ambient_env: None,
             stage_helper: crate::runner::bwrap::registered_stage_helper(),
+            default_limits: LimitRequest::default(),
+            max_limits: LimitRequest::default(),
         }
     }
 }
@@ -185,4 +196,6 @@ pub struct Spec {
     pub policy: ExecutionPolicy,
     /// Runner choice.
     pub runner: RunnerChoice,
+    /// Resource limits, resolved.
+    pub limits: Limits,
 }

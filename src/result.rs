@@ -28,6 +28,13 @@ pub struct RunResult {
     pub stderr: CollectedOutput,
     /// What the sandbox applied, refused and could not enforce.
     pub sandbox: SandboxFacts,
+    /// The resource limit the run ran into, judged from the kernel's evidence (see
+    /// [`crate::limits::judge`]): `memory`, `pids` or `cpu`; `null` otherwise.
+    #[serde(default)]
+    pub limit: Option<crate::limits::Resource>,
+    /// The run's resource limits and how each was enforced.
+    #[serde(default)]
+    pub limits: Option<crate::limits::AppliedLimits>,
 }
 
 impl RunResult {

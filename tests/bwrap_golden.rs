@@ -113,6 +113,7 @@ impl Case {
             cwd: self.cwd.clone(),
             run_dir: "/tmp/cordon-1000/run-1-1-00000000".into(),
             new_session: self.new_session,
+            tmpfs_size: None,
         }
     }
 }

@@ -1015,9 +1015,24 @@ fn set(names: &[&str]) -> BTreeSet<String> {
 fn assert_result_shape(v: &Value) {
     assert_eq!(
         keys(v),
-        set(&["exit_code", "signal", "timed_out", "aborted", "timeout_ms", "stdout", "stderr", "sandbox"]),
+        set(&[
+            "exit_code",
+            "signal",
+            "timed_out",
+            "aborted",
+            "timeout_ms",
+            "stdout",
+            "stderr",
+            "sandbox",
+            "limit",
+            "limits"
+        ]),
         "{v}"
     );
+    let mut limits = keys(&v["limits"]);
+    // `gaps` is present only when a limit is not fully enforced.
+    limits.remove("gaps");
+    assert_eq!(limits, set(&["memory", "memory_by", "pids", "pids_by", "cpu", "tmpfs_size"]), "limits: {v}");
     for s in ["stdout", "stderr"] {
         assert_eq!(keys(&v[s]), set(&["text", "truncated", "spill_path"]), "{s}: {v}");
         assert!(v[s]["text"].is_string() && v[s]["truncated"].is_boolean(), "{v}");

@@ -2880,12 +2880,13 @@ case!(toctou_serve_swaps_during_setup_never_reach_outside, |c| {
     eprintln!("toctou serve race: {ran}/{REQUESTS} requests ran during the swaps, 0 outside");
 });
 
-// Known gap (review1 report, finding 2): bubblewrap resolves bind DESTINATIONS itself,
-// following symlinks, and creates a missing one (`mkdir`, or an empty file for a file
-// bind) before mounting. While it builds the sandbox its process root is its own tmpfs
-// with the host's root at `/oldroot`, so a destination `ws/a/b` whose `a` was swapped
-// (after the pin) for a symlink to `/oldroot/<outside>` makes bubblewrap create
-// `<outside>/b` on the host. Racy (a few hits per hundred requests); ignored until fixed.
+// Review finding (review1, 2): bubblewrap resolves bind DESTINATIONS itself, following
+// symlinks, and creates a missing one (`mkdir`, or an empty file for a file bind)
+// before mounting. While it builds the sandbox its process root is its own tmpfs with
+// the host's root at `/oldroot`, so a destination `ws/a/b` whose `a` was swapped (after
+// the pin) for a symlink to `/oldroot/<outside>` made bubblewrap create `<outside>/b` on
+// the host. cordon's stage now makes the host read-only (but for the writable roots)
+// before bubblewrap runs, so such a creation fails. Racy: judged over 300 requests.
 #[test]
 fn toctou_serve_bwrap_destination_swaps_never_create_outside() {
     each_identity("toctou_serve_bwrap_destination_swaps_never_create_outside", |c: &Ctx| -> Result<(), Skip> {
@@ -2995,4 +2996,344 @@ case!(net_allow_unix_socket_opens_exactly_the_named_socket, |c| {
             r.assert_refused_with(NET_DENIED, "allow-list, network off: TCP");
         }
     }
+});
+
+// ---------------------------------------------------------------- resource limits
+// The host itself: nothing a run does may exhaust its processes or memory, fill an
+// unbounded tmpfs, or get cordon (rather than the command) killed. See
+// docs/guarantees.md ("Resource limits") and src/limits.rs.
+
+/// `opts` plus limit flags.
+fn with_args(mut o: RunOpts, args: &[&str]) -> RunOpts {
+    o.extra_args.extend(args.iter().map(|a| a.to_string()));
+    o
+}
+
+/// Host pids still mentioning `mark` after at most 5 s of waiting for them to exit.
+fn wait_gone(mark: &str) -> Vec<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = host_pids_with(mark);
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The modes the limit cases cover: both confined ones and the unconfined one (the
+/// limits protect the host in every mode).
+const LIMIT_MODES: [&str; 2] = [WORKSPACE_WRITE, FULL_ACCESS];
+
+case!(limits_a_fork_loop_is_contained_and_nothing_survives, |c| {
+    c.host_probe("fork-loop", &["3", "50"]).assert_ok("control: forking works on the host");
+    for mode in LIMIT_MODES {
+        let mark = format!("forkmark-{}-{mode}", c.unique());
+        let o = with_args(c.opts(mode), &["--limit-pids", "64"]);
+        // Each child sleeps a minute: whatever is still there afterwards survived the run.
+        let r = c.probe_with(&o, "fork-loop", &["2000", "60000", &mark])?;
+        let j = r.run.as_ref().unwrap().j().clone();
+        assert_eq!(r.errname, "EAGAIN", "{mode}: the fork loop must end at the pids limit\n{r:?}");
+        let forked: u64 = r.detail.split("forked=").nth(1).and_then(|v| v.split(';').next()?.parse().ok()).unwrap();
+        assert!(forked < 64, "{mode}: {forked} children with --limit-pids 64\n{r:?}");
+        assert_eq!(j["limits"]["pids"], 64, "{j}");
+        if j["limits"]["pids_by"].as_str().is_some_and(|m| m.starts_with("cgroup")) {
+            assert_eq!(j["limit"], "pids", "{mode}: a cgroup saw the refused forks\n{j}");
+        }
+        // SIGKILL is delivered asynchronously: without a cgroup to sweep (which waits
+        // until it is empty), the killed children may take a moment to exit.
+        let left = wait_gone(&mark);
+        assert!(left.is_empty(), "{mode}: processes {left:?} of the fork loop outlived the run\n{r:?}");
+    }
+});
+
+case!(limits_a_memory_hog_is_stopped_and_reported, |c| {
+    c.host_probe("alloc", &["128"]).assert_ok("control: 128 MiB can be allocated on the host");
+    for mode in LIMIT_MODES {
+        let o = with_args(c.opts(mode), &["--limit-memory", "64M"]);
+        let small = c.probe_or_refusal(&o, "alloc", &["8"])?;
+        let r = match c.probe_or_refusal(&o, "alloc", &["1024"])? {
+            Ok(r) => r,
+            Err(out) => {
+                // Only a host without a usable memory cgroup may refuse, and only in
+                // a confined mode without --best-effort, naming the limit.
+                assert_eq!(out.status.code(), Some(125), "{mode}: {out:?}");
+                assert!(out.stdout.contains("limit-memory"), "{mode}: the refusal must name limit-memory: {out:?}");
+                if c.id.is_root() {
+                    skip_or_fail(&c.test, &format!("no memory cgroup for root here: {}", out.stdout));
+                }
+                // With --best-effort it runs, and says the limit is not the run's total.
+                let be = with_args(o.clone(), &["--best-effort"]);
+                let r = c.probe_with(&be, "alloc", &["1024"])?;
+                let out = r.run.as_ref().unwrap();
+                assert!(gap_names(out).contains(&"limit-memory".to_string()), "{out:?}");
+                assert!(!r.ok, "{mode}: RLIMIT_DATA must stop one process allocating 1 GiB: {r:?}");
+                continue;
+            }
+        };
+        let small = small.expect("the same policy ran the big allocation");
+        small.assert_ok(&format!("{mode}: control: 8 MiB fits in a 64 MiB limit"));
+        let j = r.run.as_ref().unwrap().j().clone();
+        assert!(!r.ok, "{mode}: 1 GiB allocated under --limit-memory 64M: {r:?}");
+        assert_eq!(j["limits"]["memory"], 64 << 20, "{j}");
+        if j["limits"]["memory_by"].as_str().is_some_and(|m| m.starts_with("cgroup")) {
+            assert_eq!(r.signal.as_deref(), Some("SIGKILL"), "{mode}: the OOM killer ends the hog: {r:?}");
+            assert_eq!(j["limit"], "memory", "{mode}: the OOM kill must be reported\n{j}");
+        } else {
+            assert!(gap_names(r.run.as_ref().unwrap()).contains(&"limit-memory".to_string()), "{j}");
+        }
+    }
+});
+
+case!(limits_private_tmp_fills_to_its_size_then_enospc, |c| {
+    // --best-effort: the tmpfs bound holds on every host; the memory limit itself may
+    // be a declared gap for an unprivileged uid (tested above).
+    let o = with_args(c.opts(WORKSPACE_WRITE), &["--limit-memory", "64M", "--best-effort"]);
+    let size: i64 = 16 << 20;
+    for dir in ["/tmp", "/dev/shm"] {
+        let r = c.probe_with(&o, "fill", &[&format!("{dir}/fill"), "100000000"])?;
+        let j = r.run.as_ref().unwrap().j().clone();
+        assert_eq!(j["limits"]["tmpfs_size"], size, "{j}");
+        r.assert_refused_with(&["ENOSPC"], &format!("{dir} must be full at its size"));
+        let bytes: i64 = r.detail.split("bytes=").nth(1).and_then(|v| v.split(';').next()?.parse().ok()).unwrap();
+        assert!(bytes <= size && bytes > 0, "{dir}: wrote {bytes} bytes into a {size}-byte tmpfs: {r:?}");
+    }
+    // Control: the same amount fits in the workspace (the bound is the tmpfs's).
+    c.probe_with(&o, "fill", &[s(&c.ws.join("fill")), &(size + (1 << 20)).to_string()])?
+        .assert_ok("control: the workspace takes more than the tmpfs size");
+});
+
+case!(limits_a_cpu_busy_loop_ends_at_its_cpu_limit, |c| {
+    for mode in LIMIT_MODES {
+        let o = with_args(c.opts(mode), &["--limit-cpu", "1"]);
+        c.probe_with(&o, "true", &[])?.assert_ok(&format!("{mode}: control: a short command runs under --limit-cpu 1"));
+        let r = c.probe_with(&o, "spin", &[])?;
+        let j = r.run.as_ref().unwrap().j().clone();
+        assert_eq!(r.signal.as_deref(), Some("SIGXCPU"), "{mode}: RLIMIT_CPU ends the loop: {r:?}");
+        assert_eq!(j["timed_out"], false, "{j}");
+        assert_eq!(j["limit"], "cpu", "{mode}: the CPU limit must be reported\n{j}");
+    }
+});
+
+case!(limits_ordinary_work_runs_under_the_default_limits, |c| {
+    let ws = git_ws(c, "build");
+    c.file(&ws.join("hello.c"), "#include <stdio.h>\nint main(void){puts(\"hi from c\");return 0;}\n");
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.cwd = Some(ws.clone());
+    // AddressSanitizer reserves terabytes of shadow address space: a default memory
+    // limit applied as RLIMIT_DATA (or RLIMIT_AS) would stop it from starting.
+    let script = "cc -O2 -o hello hello.c && ./hello && git status --short && \
+                  cc -fsanitize=address -o hello-asan hello.c && ASAN_OPTIONS=detect_leaks=0 ./hello-asan";
+    let out = c.sh(&o, script)?;
+    out.assert_success();
+    assert!(out.out().contains("hi from c") && out.out().contains("?? hello.c"), "{out:?}");
+    assert_eq!(out.out().matches("hi from c").count(), 2, "the ASan build must run too: {out:?}");
+    let j = out.j();
+    assert_eq!(j["limit"], serde_json::Value::Null, "{j}");
+    assert_eq!(j["limits"]["pids"], 4096, "{j}");
+    assert!(j["limits"]["memory"].as_u64().unwrap() > 256 << 20, "{j}");
+});
+
+case!(limits_serve_ceiling_limits_apply_and_cannot_be_raised, |c| {
+    // `cordon serve --limit-pids 32`: every request gets the ceiling's limit, may
+    // lower it, and is refused (CEILING_EXCEEDED) above it.
+    let mut cmd = std::process::Command::new(&c.suite.cordon);
+    cmd.env_clear().env("PATH", PATH_ENV).env("LANG", "C");
+    c.id.apply(&mut cmd);
+    if c.runner != "landlock" {
+        cmd.env("CORDON_DISABLE_RUNNERS", "landlock");
+    }
+    cmd.args(["serve", "--mode", "workspace-write", "--limit-pids", "32", "--cwd"]).arg(&c.ws);
+    cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
+    cmd.current_dir(&c.ws);
+    let mut child = cmd.spawn().expect("spawn cordon serve");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    use std::io::{BufRead, Write};
+    let mut call = |id: usize, params: serde_json::Value| -> serde_json::Value {
+        let req = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "run", "params": params});
+        writeln!(stdin, "{req}").unwrap();
+        loop {
+            let line = lines.next().expect("serve closed its output").unwrap();
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    };
+    let mark = format!("serve-forkmark-{}", c.unique());
+    let probe = s(&c.suite.probe);
+    let r = call(1, serde_json::json!({"argv": [probe, "fork-loop", "2000", "60000", mark], "timeout_ms": 30000}));
+    let res = &r["result"];
+    let report = res["stdout"]["text"].as_str().unwrap_or_else(|| panic!("{r}"));
+    assert!(report.contains("\"EAGAIN\""), "the ceiling's pids limit must stop the loop: {r}");
+    assert_eq!(res["limits"]["pids"], 32, "{r}");
+    // bubblewrap reports the command's exit before its pid namespace is torn down
+    // (its pid 1 writes the status, then exits), so without a cgroup to sweep the
+    // children may take a moment to die: wait for that, boundedly.
+    let left = wait_gone(&mark);
+    assert!(left.is_empty(), "processes {left:?} of the loop outlived the run: {r}");
+    let r = call(2, serde_json::json!({"argv": [probe, "fork-loop", "2000", "60000", mark], "limit_pids": 8}));
+    assert_eq!(r["result"]["limits"]["pids"], 8, "a request may lower the limit: {r}");
+    let r = call(3, serde_json::json!({"argv": [probe, "true"], "limit_pids": 33}));
+    assert_eq!(r["error"]["data"]["field"], "limit_pids", "raising the ceiling's limit must be refused: {r}");
+    drop(stdin);
+    let _ = child.wait();
+});
+
+/// A v1 memory cgroup with a limit, under the test's own, whose `cgroup.procs` the
+/// identity may write (so a process of it can move itself in). Removed on drop.
+struct OuterMemcg {
+    dir: PathBuf,
+}
+
+impl OuterMemcg {
+    fn new(c: &Ctx, limit: u64) -> Result<OuterMemcg, Skip> {
+        let own = fs::read_to_string("/proc/self/cgroup")
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.split_once(":memory:").map(|(_, p)| p.to_string()));
+        let base = match own {
+            Some(p) => PathBuf::from("/sys/fs/cgroup/memory").join(p.trim_start_matches('/')),
+            None => return Err(Skip("no cgroup v1 memory hierarchy on this host".into())),
+        };
+        let dir = base.join(format!("cordon-test-outer-{}", c.unique()));
+        fs::create_dir(&dir).map_err(|e| Skip(format!("cannot create a memory cgroup at {}: {e}", dir.display())))?;
+        let cg = OuterMemcg { dir };
+        fs::write(cg.dir.join("memory.limit_in_bytes"), limit.to_string()).unwrap();
+        if cg.dir.join("memory.memsw.limit_in_bytes").exists() {
+            fs::write(cg.dir.join("memory.memsw.limit_in_bytes"), limit.to_string()).unwrap();
+        }
+        chown(&cg.dir.join("cgroup.procs"), c.id.uid, c.id.gid);
+        Ok(cg)
+    }
+}
+
+impl Drop for OuterMemcg {
+    fn drop(&mut self) {
+        for _ in 0..200 {
+            if fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+case!(limits_cordon_in_a_small_memory_cgroup_survives_a_full_tmp, |c| {
+    // Measured before: cordon inside a 1 GiB memory cgroup, the command filling the
+    // (then unbounded) private /tmp, and the cgroup's OOM killer took cordon, so the
+    // caller got no result. Now the defaults are fractions of the enclosing limit,
+    // the tmpfs is bounded, and the command is the OOM killer's first choice.
+    // (Creating the enclosing cgroup needs the suite to run as root.)
+    let outer = OuterMemcg::new(c, 512 << 20)?;
+    let procs = outer.dir.join("cgroup.procs");
+    let mut cmd = std::process::Command::new("/bin/sh");
+    cmd.env_clear().env("PATH", PATH_ENV).env("LANG", "C");
+    c.id.apply(&mut cmd);
+    let script = r#"echo $$ > "$1" && shift && exec "$@""#;
+    cmd.args(["-c", script, "sh", s(&procs), s(&c.suite.cordon), "run", "--json", "--timeout", "30"]);
+    cmd.args(["--mode", WORKSPACE_WRITE, "--runner", &c.runner, "--cwd", s(&c.ws), "--"]);
+    cmd.args([s(&c.suite.probe), "fill", "/tmp/fill", "2000000000"]);
+    cmd.current_dir(&c.ws).stdin(std::process::Stdio::null());
+    let out = cmd.output().expect("spawn cordon in the memory cgroup");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let j: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|_| {
+        panic!(
+            "cordon printed no result (was it OOM-killed?): {:?}\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let budget_share = j["limits"]["memory"].as_u64().unwrap_or(u64::MAX);
+    assert!(budget_share <= 256 << 20, "the default must be half of the enclosing 512 MiB, not of the host: {j}");
+    let report = j["stdout"]["text"].as_str().unwrap_or("");
+    assert!(report.contains("\"ENOSPC\""), "/tmp must fill up to its size and answer ENOSPC: {j}");
+    let bytes: u64 = report.split("bytes=").nth(1).and_then(|v| v.split(';').next()?.parse().ok()).unwrap_or(u64::MAX);
+    assert!(bytes <= j["limits"]["tmpfs_size"].as_u64().unwrap(), "{j}");
+});
+
+case!(limits_without_cgroups_gaps_are_declared_and_hard_mode_refuses, |c| {
+    // A host where cordon cannot create cgroups (emulated): an explicit limit that
+    // the rlimits cannot enforce is a declared gap; without --best-effort nothing runs.
+    let mut o = with_args(c.opts(WORKSPACE_WRITE), &["--limit-pids", "64", "--limit-memory", "64M"]);
+    o.env = vec![("CORDON_DISABLE_CGROUPS".into(), "1".into())];
+    let mark = format!("nocg-forkmark-{}", c.unique());
+    let args = ["300", "60000", mark.as_str()];
+    match c.probe_or_refusal(&o, "fork-loop", &args)? {
+        Ok(r) => panic!("ran without --best-effort although limit-memory is per process only: {r:?}"),
+        Err(out) => {
+            assert_eq!(out.status.code(), Some(125), "{out:?}");
+            assert!(out.stdout.contains("limit-memory"), "the refusal must name the gap: {out:?}");
+            // uid 0 is exempt from RLIMIT_NPROC: without a pids cgroup that is a gap too.
+            assert_eq!(out.stdout.contains("limit-pids"), c.id.is_root(), "{out:?}");
+        }
+    }
+    let be = with_args(o.clone(), &["--best-effort"]);
+    let r = c.probe_with(&be, "fork-loop", &args)?;
+    let out = r.run.as_ref().unwrap();
+    let gaps = gap_names(out);
+    assert!(gaps.contains(&"limit-memory".to_string()), "{out:?}");
+    if c.id.is_root() {
+        assert!(gaps.contains(&"limit-pids".to_string()), "{out:?}");
+        assert_eq!(out.j()["limits"]["pids_by"], "none", "{out:?}");
+    } else {
+        assert!(!gaps.contains(&"limit-pids".to_string()), "RLIMIT_NPROC holds for a uid other than 0: {out:?}");
+        assert_eq!(r.errname, "EAGAIN", "the fork loop must end at the pids limit: {r:?}");
+    }
+    assert_eq!(out.j()["limit"], serde_json::Value::Null, "no cgroup, no evidence, no verdict: {out:?}");
+    let left = wait_gone(&mark);
+    assert!(left.is_empty(), "processes {left:?} outlived the run");
+});
+
+case!(limits_the_command_cannot_leave_its_cgroup_or_become_less_killable, |c| {
+    // The command is the OOM killer's first choice (oom_score_adj 1000) and lives in
+    // the run's cgroups: it may not undo either from inside.
+    c.host_probe("overwrite", &["/proc/self/oom_score_adj", "0"]).assert_ok("control: oom_score_adj is writable");
+    let procs =
+        ["/sys/fs/cgroup/pids/cgroup.procs", "/sys/fs/cgroup/unified/cgroup.procs", "/sys/fs/cgroup/cgroup.procs"];
+    let procs: Vec<&str> = procs.into_iter().filter(|p| Path::new(p).exists()).collect();
+    if c.id.is_root() {
+        for p in &procs {
+            c.host_probe("overwrite", &[p, "0"]).assert_ok("control: root may move itself between cgroups");
+        }
+    }
+    for mode in CONFINED {
+        let r = c.probe(mode, "overwrite", &["/proc/self/oom_score_adj", "0"])?;
+        r.assert_refused_with(FS_DENIED, &format!("{mode}: lowering oom_score_adj"));
+        for p in &procs {
+            c.probe(mode, "overwrite", &[p, "0"])?
+                .assert_refused_with(FS_DENIED, &format!("{mode}: leaving the cgroup via {p}"));
+        }
+        let r = c.probe(mode, "read", &["/proc/self/oom_score_adj"])?;
+        assert!(r.detail.contains("1000"), "{mode}: the command must run with oom_score_adj 1000: {r:?}");
+    }
+});
+
+case!(limits_a_bash_fork_bomb_is_contained, |c| {
+    // The classic exponential bomb. Its first bash returns at once (the bomb lives in
+    // background jobs), the script then waits 2 s without forking (`read -t` on a
+    // pipe the test holds open) and counts the run's processes from inside its pid
+    // namespace with builtins only; the run's end stops the rest. Never run without
+    // --limit-pids.
+    let mark = format!("bombmark-{}", c.unique());
+    let (r, w) = nix::unistd::pipe().unwrap();
+    let mut o = with_args(c.opts(WORKSPACE_WRITE), &["--limit-pids", "64", "--stdin"]);
+    o.stdin = Some(std::sync::Arc::new(r));
+    let script = format!(
+        "bash -c 'f(){{ f|f& }};f' {mark} 2>/dev/null; read -t 2 _; shopt -s nullglob; p=(/proc/[0-9]*); \
+         echo procs=${{#p[@]}}"
+    );
+    let out = c.cordon(&o, &["/bin/bash", "-c", &script])?;
+    drop(w);
+    let j = out.j();
+    let procs: u64 =
+        out.out().split("procs=").nth(1).and_then(|v| v.trim().parse().ok()).unwrap_or_else(|| panic!("{out:?}"));
+    assert!(procs <= 64, "{procs} processes inside the run with --limit-pids 64: {out:?}");
+    assert!(procs > 3, "control: the bomb must have forked at all ({procs} processes): {out:?}");
+    if j["limits"]["pids_by"].as_str().is_some_and(|m| m.starts_with("cgroup")) {
+        assert_eq!(j["limit"], "pids", "the pids cgroup refused forks: {j}");
+    }
+    let left = wait_gone(&mark);
+    assert!(left.is_empty(), "processes {left:?} of the bomb outlived the run");
 });

@@ -10,6 +10,9 @@
 //! # The child's contract, in order
 //!
 //! 1. Parent-death signal (`PR_SET_PDEATHSIG`), so the command dies with cordon.
+//!    Then the run's resource limits ([`ChildLimits`]): join the run's cgroups (a
+//!    raw `write("0")` to each `cgroup.procs` fd the parent opened), set the rlimits,
+//!    and make this process (and so the command) the OOM killer's first choice.
 //! 2. Signal dispositions reset to default and the signal mask cleared (the parent
 //!    ignores `SIGPIPE`; the command must not inherit that).
 //! 3. New session (`setsid`): no controlling terminal, so no `TIOCSTI` into the
@@ -94,6 +97,9 @@ pub enum Step {
     Seccomp = 12,
     /// `execve`.
     Exec = 13,
+    /// Applying [`ChildLimits`] (the detail: 0 cgroup, 1 rlimit, 2 oom_score_adj,
+    /// plus 16 × the index).
+    Limits = 14,
 }
 
 impl Step {
@@ -114,6 +120,7 @@ impl Step {
             11 => Capabilities,
             12 => Seccomp,
             13 => Exec,
+            14 => Limits,
             _ => return None,
         })
     }
@@ -135,6 +142,7 @@ impl Step {
             Step::Capabilities => "capabilities",
             Step::Seccomp => "seccomp",
             Step::Exec => "exec",
+            Step::Limits => "limits",
         }
     }
 }
@@ -210,11 +218,14 @@ pub enum MountOp {
         /// Whether a failure is tolerated.
         optional: bool,
     },
-    /// Mount a fresh tmpfs at `target` (mode 1777, nosuid, nodev). It lives and dies
-    /// with the mount namespace, so nothing is left on the host.
+    /// Mount a fresh tmpfs at `target` (nosuid, nodev) with mount data `data`
+    /// (`mode=1777`, and a `size=` bound). It lives and dies with the mount
+    /// namespace, so nothing is left on the host.
     Tmpfs {
         /// Usually `/tmp` or `/dev/shm`.
         target: CString,
+        /// The mount data, e.g. `mode=1777,size=1073741824`.
+        data: CString,
     },
     /// Create a directory (an existing one is fine): mount points inside a fresh tmpfs.
     Mkdir {
@@ -355,6 +366,23 @@ pub struct StagePlan {
     /// 2 and distinct; sources must not collide with any child fd number. Used to hand
     /// a confinement helper (bubblewrap) its seccomp program.
     pub pass_fds: Vec<(RawFd, RawFd)>,
+    /// Resource limits applied right after the parent-death signal.
+    pub limits: ChildLimits,
+}
+
+/// Resource limits the child applies to itself before anything else, so every
+/// process of the run (an init included) is bounded and counted from the start.
+#[derive(Debug, Default)]
+pub struct ChildLimits {
+    /// `cgroup.procs` fds the parent opened (write-only) in the run's cgroups; the
+    /// child writes `0` to each, moving itself in before it forks anything.
+    pub cgroup_procs: Vec<RawFd>,
+    /// `(RLIMIT_*, soft, hard)` set with `prlimit64` on the child itself. A hard
+    /// limit above the inherited one is lowered to it (never raised).
+    pub rlimits: Vec<(u32, u64, u64)>,
+    /// Write this to `/proc/self/oom_score_adj` (1000: the OOM killer picks the
+    /// command before cordon; raising needs no privilege).
+    pub oom_score_adj: Option<&'static [u8]>,
 }
 
 /// A child that passed its stage and is running the command.
@@ -882,6 +910,7 @@ fn stage_outer(p: &mut Prepared<'_>, unblock: bool) {
     if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) } != 0 {
         fail(p, Step::ParentDeathSignal, errno(), 0);
     }
+    apply_limits(p);
 
     // 2. Signals: default dispositions, empty mask.
     for sig in 1..=64 {
@@ -1036,7 +1065,7 @@ fn stage_outer(p: &mut Prepared<'_>, unblock: bool) {
                     fail(p, Step::Mount, errno(), detail);
                 }
             }
-            MountOp::Tmpfs { target } => {
+            MountOp::Tmpfs { target, data } => {
                 // SAFETY: mount with NUL-terminated strings owned by the plan or static.
                 let r = unsafe {
                     libc::mount(
@@ -1044,7 +1073,7 @@ fn stage_outer(p: &mut Prepared<'_>, unblock: bool) {
                         target.as_ptr(),
                         c"tmpfs".as_ptr(),
                         libc::MS_NOSUID | libc::MS_NODEV,
-                        c"mode=1777".as_ptr() as *const libc::c_void,
+                        data.as_ptr() as *const libc::c_void,
                     )
                 };
                 if r != 0 {
@@ -1077,6 +1106,39 @@ fn stage_outer(p: &mut Prepared<'_>, unblock: bool) {
                     fail(p, Step::Mount, errno(), detail);
                 }
             }
+        }
+    }
+}
+
+/// Step 1b: join the run's cgroups, set the rlimits, volunteer for the OOM killer.
+fn apply_limits(p: &Prepared<'_>) {
+    let limits = &p.plan.limits;
+    for (i, &fd) in limits.cgroup_procs.iter().enumerate() {
+        // SAFETY: write(2) of a static byte to an fd the parent opened for us.
+        let n = unsafe { libc::write(fd, b"0".as_ptr() as *const libc::c_void, 1) };
+        if n != 1 {
+            fail(p, Step::Limits, errno(), 16 * u32::try_from(i).unwrap_or(0));
+        }
+    }
+    for (i, &(resource, soft, hard)) in limits.rlimits.iter().enumerate() {
+        let detail = 1 + 16 * u32::try_from(i).unwrap_or(0);
+        let mut old = libc::rlimit64 { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: prlimit64 on ourselves (pid 0) reading into a local struct.
+        if unsafe { libc::syscall(libc::SYS_prlimit64, 0, resource, std::ptr::null::<libc::rlimit64>(), &mut old) } != 0
+        {
+            fail(p, Step::Limits, errno(), detail);
+        }
+        let max = hard.min(old.rlim_max);
+        let new = libc::rlimit64 { rlim_cur: soft.min(max), rlim_max: max };
+        // SAFETY: prlimit64 on ourselves with a local struct; lowering needs no privilege.
+        if unsafe { libc::syscall(libc::SYS_prlimit64, 0, resource, &new, std::ptr::null_mut::<libc::rlimit64>()) } != 0
+        {
+            fail(p, Step::Limits, errno(), detail);
+        }
+    }
+    if let Some(adj) = limits.oom_score_adj {
+        if let Err(e) = write_file(b"/proc/self/oom_score_adj\0", adj) {
+            fail(p, Step::Limits, e, 2);
         }
     }
 }
@@ -1595,6 +1657,8 @@ pub mod helper {
             seccomp: vec![program],
             notify_socket: plan.notify.then_some(NOTIFY_FD),
             pass_fds: Vec::new(),
+            // Inherited from cordon's stage, which applied them before bubblewrap ran.
+            limits: ChildLimits::default(),
         };
         let mut argv: Vec<*const libc::c_char> = stage.argv.iter().map(|a| a.as_ptr()).collect();
         argv.push(std::ptr::null());

@@ -74,6 +74,9 @@ pub struct Executor {
     state_dir: PathBuf,
     registry: Arc<Registry>,
     next_id: AtomicU64,
+    cgroups: crate::limits::CgroupLayout,
+    /// What the memory defaults and caps are fractions of (see [`crate::limits::memory_budget`]).
+    memory_budget: u64,
 }
 
 impl Drop for Executor {
@@ -363,6 +366,7 @@ struct Launched {
     collectors: Vec<tokio::task::JoinHandle<()>>,
     stdin_writer: Option<tokio::task::JoinHandle<()>>,
     run_dir: Option<PathBuf>,
+    limits: crate::limits::RunLimits,
     guard: KillOnDrop,
 }
 
@@ -380,7 +384,18 @@ impl Executor {
         host.stage_helper = config.stage_helper.clone();
         let base = config.state_dir.clone().unwrap_or_else(std::env::temp_dir);
         let state_dir = private_state_dir(&base, host.euid)?;
-        Ok(Executor { config, host, state_dir, registry: Arc::default(), next_id: AtomicU64::new(1) })
+        let cgroups = crate::limits::CgroupLayout::detect();
+        crate::limits::sweep_stale(&cgroups);
+        let memory_budget = crate::limits::memory_budget(&cgroups);
+        Ok(Executor {
+            config,
+            host,
+            state_dir,
+            registry: Arc::default(),
+            next_id: AtomicU64::new(1),
+            cgroups,
+            memory_budget,
+        })
     }
 
     /// The host facts this executor plans with.
@@ -425,6 +440,9 @@ impl Executor {
             None => cfg.default_timeout.min(cfg.max_timeout),
         };
         let output_cap = req.output_cap.unwrap_or(cfg.default_output_cap).min(cfg.max_output_cap);
+        let limits =
+            crate::limits::resolve_limits(&req.limits, &cfg.default_limits, &cfg.max_limits, self.memory_budget)
+                .map_err(|e| CordonError::InvalidRequest { field: e.field, why: e.why })?;
         let ambient = cfg.ambient_env.clone().unwrap_or_else(|| std::env::vars_os().collect());
         let env = build_environment(ambient, &req.env, &req.managed_env, &[])?;
         let argv = match req.command {
@@ -459,6 +477,7 @@ impl Executor {
             env,
             policy,
             runner: req.runner,
+            limits,
         })
     }
 
@@ -526,10 +545,31 @@ impl Executor {
             cwd: spec.workdir.clone(),
             run_dir: run_dir_path.clone(),
             new_session: !interactive,
+            tmpfs_size: Some(spec.limits.tmpfs_size()),
         };
         let plan = runner
             .plan(&input)
             .map_err(|e| CordonError::RunnerFailed { runner: selection.runner, detail: format!("planning: {e}") })?;
+        // Resource limits: the run's cgroups (best available), then the rlimits that
+        // cover what they do not. A gap in a limit the caller set refuses to run
+        // unless the policy allows best effort.
+        let cg_name = format!("{}{}-{id}-{:08x}", crate::limits::CGROUP_PREFIX, std::process::id(), random_u32());
+        let userns = plan.namespaces.user || selection.runner == RunnerKind::Bwrap;
+        let limits = crate::limits::RunLimits::prepare(&self.cgroups, &cg_name, &spec.limits, self.host.euid, userns);
+        let mut enforcement = plan.enforcement.clone();
+        let limit_gaps = limits.explicit_gaps();
+        if !limit_gaps.is_empty() && spec.policy.mode.is_confined() && !spec.policy.best_effort {
+            let why: Vec<String> = limit_gaps.iter().map(|(r, w)| format!("{} ({w})", r.name())).collect();
+            let reason = format!("cannot fully enforce: {}", why.join(", "));
+            let reasons = vec![crate::error::RunnerReason { runner: selection.runner, reason }];
+            return Err(CordonError::SandboxUnavailable { mode: spec.policy.mode, reasons });
+        }
+        for (r, reason) in limit_gaps {
+            if enforcement.level == crate::result::EnforcementLevel::Full {
+                enforcement.level = crate::result::EnforcementLevel::Partial;
+            }
+            enforcement.gaps.push(crate::result::Gap { restriction: r.name(), reason });
+        }
         let run_dir = if plan.needs_run_dir {
             let mk = |p: &Path| std::fs::DirBuilder::new().mode(0o700).create(p);
             mk(&run_dir_path)
@@ -604,7 +644,8 @@ impl Executor {
         let passed_fds = materialized.keep;
         let helper_status = materialized.helper_status;
         let helper_notify = materialized.helper_notify;
-        let stage_plan = materialized.stage;
+        let mut stage_plan = materialized.stage;
+        stage_plan.limits = limits.child();
 
         // Spawning blocks for the child's stage (well under a millisecond); doing it
         // inline avoids a thread hop per run.
@@ -696,13 +737,14 @@ impl Executor {
             workdir: spec.workdir.clone(),
             mount_layer: plan.namespaces.mount,
             pidfd,
-            enforcement: plan.enforcement.clone(),
+            enforcement,
             selection,
             stdout,
             stderr,
             collectors,
             stdin_writer,
             run_dir,
+            limits,
             guard,
         })
     }
@@ -780,6 +822,9 @@ async fn finish(
     let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
     l.guard.armed = false;
     drop(l.guard);
+    // Nor of its cgroups (which also hold processes that left the group); read what
+    // the kernel recorded, then remove them.
+    let evidence = l.limits.sweep().await;
 
     // Bounded wait for pipes that outliving grandchildren still hold; on timeout the
     // dropped future aborts the collectors.
@@ -821,6 +866,13 @@ async fn finish(
         Some(fd) => cordon_stage::helper::read_status(fd.as_fd()) != cordon_stage::helper::HelperStatus::Executed,
         None => false,
     };
+    let killed_by = match (signal, exit_code) {
+        (Some(s), _) => Some(s),
+        // bubblewrap reports a signalled command as 128 + N.
+        (None, Some(c)) if l.selection.runner == RunnerKind::Bwrap && c > 128 => Some(c - 128),
+        _ => None,
+    };
+    let (limit, limits) = l.limits.conclude(&evidence, killed_by);
     RunResult {
         exit_code,
         signal,
@@ -840,6 +892,8 @@ async fn finish(
             protected: l.policy.protected.clone(),
             skipped: l.selection.skipped,
         },
+        limit,
+        limits: Some(limits),
     }
 }
 

@@ -294,7 +294,8 @@ pub fn binds(policy: &ExecutionPolicy) -> Vec<(PathBuf, i32, bool)> {
 ///    `--cap-drop ALL`, and `--seccomp 3` only without the stage helper);
 /// 2. `--ro-bind / /`, `--dev /dev`, `--proc /proc`, `--remount-ro /proc` (see
 ///    [`bwrap_args`]'s note on `/proc/sys`);
-/// 3. `--perms 1777 --tmpfs /tmp`, `--perms 1777 --tmpfs /dev/shm`;
+/// 3. `--size N --perms 1777 --tmpfs /tmp`, the same for `/dev/shm` (`--size` when
+///    the run bounds its tmpfs, see [`PlanInput::tmpfs_size`]);
 /// 4. the exposed paths ([`exposed`]), shallow first: after the tmpfs, so one that
 ///    lives under `/tmp` is bound onto a mount point bubblewrap creates there;
 /// 5. protected paths read-only, shallow first, after every writable bind (4 and 5
@@ -357,6 +358,9 @@ pub fn bwrap_args(input: &PlanInput<'_>) -> Result<Vec<OsString>, PlanError> {
     }
     push(&mut args, &["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--remount-ro", "/proc"]);
     for t in PRIVATE_TMPFS {
+        if let Some(size) = input.tmpfs_size {
+            push(&mut args, &["--size", &size.to_string()]);
+        }
         push(&mut args, &["--perms", "1777", "--tmpfs", t]);
     }
     for (p, fd, writable) in binds(policy) {
@@ -722,6 +726,7 @@ mod tests {
             cwd: "/home/u/p".into(),
             run_dir: "/tmp/r".into(),
             new_session: true,
+            tmpfs_size: None,
         };
         let args = bwrap_args(&input).unwrap();
         let at = args.iter().position(|a| a == STAGE_HELPER_ARG).unwrap();

@@ -295,7 +295,7 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
     // Required: with the host's /proc every host process's cmdline would stay visible.
     steps.push(MountStep::Proc { required: true });
     for t in PRIVATE_TMPFS {
-        steps.push(MountStep::Tmpfs { target: PathBuf::from(t) });
+        steps.push(MountStep::Tmpfs { target: PathBuf::from(t), size: input.tmpfs_size });
     }
     let mut dirs: Vec<PathBuf> = Vec::new();
     for p in &exposed {
@@ -418,6 +418,7 @@ mod tests {
             cwd: "/tmp/ws".into(),
             run_dir: "/run/c/r1".into(),
             new_session: true,
+            tmpfs_size: Some(1 << 20),
         };
         let steps = mount_steps(&input);
         let attach_targets: Vec<_> = steps
@@ -427,7 +428,10 @@ mod tests {
         let ws = attach_targets.iter().position(|t| t == Path::new("/tmp/ws")).unwrap();
         let git = attach_targets.iter().position(|t| t == Path::new("/tmp/ws/.git")).unwrap();
         assert!(ws < git);
-        let tmpfs = steps.iter().position(|s| *s == MountStep::Tmpfs { target: "/tmp".into() }).unwrap();
+        let tmpfs = steps
+            .iter()
+            .position(|s| matches!(s, MountStep::Tmpfs { target, .. } if target == Path::new("/tmp")))
+            .unwrap();
         let mkdir = steps.iter().position(|s| *s == MountStep::Mkdir { path: "/tmp/ws".into() }).unwrap();
         let first_attach = steps.iter().position(|s| matches!(s, MountStep::Attach { .. })).unwrap();
         let last_clone = steps.iter().rposition(|s| matches!(s, MountStep::Clone { .. })).unwrap();

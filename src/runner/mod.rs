@@ -148,6 +148,14 @@ pub enum Restriction {
     /// gap of that runner on hosts below ABI 7. Runners that refuse through mounts
     /// and seccomp alone (`bwrap`) make no such promise.
     DenialAudit,
+    /// The run's memory (its processes and its private tmpfs pages) stays within
+    /// its limit (see [`crate::limits`]). Reported in `enforcement` when the caller
+    /// set the limit; a default limit's shortfall is reported in the result's `limits`.
+    LimitMemory,
+    /// The run's process count stays within its limit.
+    LimitPids,
+    /// Each process of the run stays within its CPU-seconds limit.
+    LimitCpu,
 }
 
 impl Restriction {
@@ -222,6 +230,9 @@ pub struct PlanInput<'a> {
     pub run_dir: PathBuf,
     /// Start a new session (no controlling terminal).
     pub new_session: bool,
+    /// `size=` of each private tmpfs (`/tmp`, `/dev/shm`), in bytes; `None` leaves
+    /// the kernel's default (half of RAM).
+    pub tmpfs_size: Option<u64>,
 }
 
 impl PlanInput<'_> {
@@ -265,6 +276,8 @@ pub enum MountStep {
     Tmpfs {
         /// Target path.
         target: PathBuf,
+        /// Its `size=` in bytes (`None`: the kernel's default).
+        size: Option<u64>,
     },
     /// Create a directory (a mount point inside a fresh tmpfs).
     Mkdir {

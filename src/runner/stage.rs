@@ -83,6 +83,15 @@ fn cpath(p: &Path) -> Result<CString, MaterializeError> {
     cstr(p.as_os_str().as_bytes(), || format!("path `{}`", p.display()))
 }
 
+/// The mount data of a private tmpfs: world-writable with the sticky bit, like the
+/// host's, and bounded when a size is given.
+pub fn tmpfs_data(size: Option<u64>) -> String {
+    match size {
+        Some(n) => format!("mode=1777,size={n}"),
+        None => "mode=1777".into(),
+    }
+}
+
 /// Everything beneath a writable root except creating device nodes.
 pub(crate) fn write_access(abi: u32) -> landlock::BitFlags<AccessFs> {
     AccessFs::from_all(ABI::from(abi as i32)) & !(AccessFs::MakeChar | AccessFs::MakeBlock)
@@ -248,7 +257,10 @@ pub fn materialize(
                 expect: if created.contains(&target.as_path()) { None } else { Some(pinned(target)?) },
             },
             MountStep::Proc { required } => MountOp::Proc { target: c"/proc".to_owned(), optional: !required },
-            MountStep::Tmpfs { target } => MountOp::Tmpfs { target: cpath(target)? },
+            MountStep::Tmpfs { target, size } => MountOp::Tmpfs {
+                target: cpath(target)?,
+                data: cstr(tmpfs_data(*size).as_bytes(), || "tmpfs data".into())?,
+            },
             MountStep::Mkdir { path } => MountOp::Mkdir { path: cpath(path)? },
             MountStep::ReadOnlyRecursive => {
                 MountOp::SetAttr { target: c"/".to_owned(), recursive: true, set: MOUNT_ATTR_RDONLY, clear: 0 }
@@ -398,6 +410,7 @@ pub fn materialize(
         notify_socket: if observed.is_empty() || helper_notify { None } else { notify_socket },
         drop_capabilities: plan.drop_capabilities,
         seccomp,
+        limits: cordon_stage::ChildLimits::default(),
     };
     Ok(Materialized { stage, observed, keep, helper_status, helper_notify })
 }

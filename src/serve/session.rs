@@ -332,6 +332,7 @@ impl Session {
             "ceiling": self.ceiling.to_json(),
             "runners": runners,
             "modes": modes,
+            "limits": crate::limits::probe_host(host.euid),
         })
     }
 

@@ -718,6 +718,7 @@ pub fn signal_name(n: i32) -> String {
         13 => "SIGPIPE",
         14 => "SIGALRM",
         15 => "SIGTERM",
+        24 => "SIGXCPU",
         31 => "SIGSYS",
         _ => return format!("SIG{n}"),
     }

@@ -1114,6 +1114,71 @@ static void op_tmpdir(void) {
             usage(msg);                                                        \
     } while (0)
 
+/* ---------------------------------------------------------------- resources */
+
+/* Fork up to N children that sleep MS and exit, stopping at the first refused fork
+ * (EAGAIN at a pids limit). The children are left running for the run's cleanup. */
+static void op_fork_loop(long n, long ms) {
+    long forked = 0;
+    for (; forked < n; forked++) {
+        pid_t p = fork();
+        if (p == 0) {
+            detach_stdio();
+            sleep_ms(ms);
+            _exit(0);
+        }
+        if (p < 0) {
+            int e = errno;
+            dappend("forked=%ld", forked);
+            fail(e, "fork");
+        }
+    }
+    dappend("forked=%ld", forked);
+    succeed();
+}
+
+/* Allocate and touch MB mebibytes, one at a time. */
+static void op_alloc(long mb) {
+    long done = 0;
+    for (; done < mb; done++) {
+        char *p = malloc(1 << 20);
+        if (!p) {
+            dappend("allocated=%ldM", done);
+            fail(ENOMEM, "malloc");
+        }
+        memset(p, 1, 1 << 20);
+    }
+    dappend("allocated=%ldM", done);
+    succeed();
+}
+
+/* Write PATH in 64 KiB chunks until a write fails or MAX bytes are written. */
+static void op_fill(const char *path, long max) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    TRY(fd, "open");
+    static char chunk[1 << 16];
+    memset(chunk, 'x', sizeof chunk);
+    long long written = 0;
+    while (written < max) {
+        ssize_t w = write(fd, chunk, sizeof chunk);
+        if (w < 0) {
+            int e = errno;
+            dappend("bytes=%lld", written);
+            fail(e, "write");
+        }
+        written += w;
+    }
+    dappend("bytes=%lld", written);
+    succeed();
+}
+
+/* Burn CPU until a signal ends it. */
+static void op_spin(void) {
+    volatile unsigned long x = 0;
+    for (;;)
+        x++;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         g_op = "";
@@ -1353,6 +1418,12 @@ int main(int argc, char **argv) {
     if (!strcmp(op, "daemonize")) { NEED(2, "daemonize MS PATH"); op_daemonize(num(a[0]), a[1]); }
     if (!strcmp(op, "background")) { NEED(2, "background MS PATH"); op_background(num(a[0]), a[1]); }
     if (!strcmp(op, "sleep")) { NEED(1, "sleep MS"); sleep_ms(num(a[0])); succeed(); }
+
+    /* resources (the trailing MARK arguments only make the process findable) */
+    if (!strcmp(op, "fork-loop")) { NEED(2, "fork-loop N MS [MARK]"); op_fork_loop(num(a[0]), num(a[1])); }
+    if (!strcmp(op, "alloc")) { NEED(1, "alloc MB"); op_alloc(num(a[0])); }
+    if (!strcmp(op, "fill")) { NEED(2, "fill PATH MAXBYTES"); op_fill(a[0], num(a[1])); }
+    if (!strcmp(op, "spin")) op_spin();
 
     /* environment */
     if (!strcmp(op, "environ")) op_environ();

@@ -1,0 +1,1019 @@
+//! Resource limits per run: memory, processes and CPU time, so that nothing a command
+//! does can take the host (or cordon) down.
+//!
+//! Three layers, best available first, each reported for what it is:
+//!
+//! 1. **A per-run cgroup** ([`RunCgroup`]), where cordon can create one: cgroup v2
+//!    (`memory.max`, `memory.swap.max`, `memory.oom.group`, `pids.max`) in cordon's
+//!    own cgroup when that subtree is delegated to it, or under `<v2 root>/cordon`
+//!    when the root passes both controllers down (root on a pure v2 host), else the
+//!    v1 `memory`
+//!    (`memory.limit_in_bytes`, `memory.memsw.limit_in_bytes`) and `pids` (`pids.max`)
+//!    hierarchies (root on a hybrid host), plus v1 `cpuacct` for CPU evidence. The
+//!    child joins it before it forks anything (the stage writes `0` to the
+//!    `cgroup.procs` fds opened here); after the run every process left in it is
+//!    killed and the cgroup removed. It bounds the run's total: every process, and the
+//!    pages of its private tmpfs (charged to the writer's memory cgroup).
+//! 2. **rlimits** set by the child on itself ([`plan_limits`]): `RLIMIT_CPU` always
+//!    (CPU seconds per process: a process that forks gets a fresh budget per child;
+//!    the run's wall time is bounded by its timeout); `RLIMIT_NPROC` when no pids
+//!    cgroup exists and the uid is not 0 (the kernel exempts uid 0; inside a user
+//!    namespace it counts the run's own processes, outside it every process of the
+//!    uid, so there only an explicit limit is applied); `RLIMIT_DATA` when no memory
+//!    cgroup exists and the caller set the limit explicitly (per process, not the
+//!    run's total: a gap; it also counts reserved address space, which
+//!    AddressSanitizer's shadow memory cannot live with, so a default is not applied).
+//!    `RLIMIT_AS` is never used: runtimes that reserve large address ranges (JVM, Go,
+//!    V8) would fail under it.
+//! 3. **`oom_score_adj` = 1000** in the child: whatever the mechanism, the OOM killer
+//!    picks the command before cordon.
+//!
+//! The private tmpfs mounts (`/tmp`, `/dev/shm`) each get `size=` = memory / 4
+//! ([`Limits::tmpfs_size`]): a full one answers `ENOSPC` (a clean error rather than
+//! an OOM kill), and both together leave half the memory limit to the processes.
+//!
+//! Defaults and caps are fractions of [`memory_budget`]: `MemTotal`, or the lower
+//! limit of the memory cgroup cordon itself runs in (a container, a CI job).
+//!
+//! What it does not do: it does not share one budget among concurrent runs (each run
+//! has its own), and it does not make CPU time a per-run total (cgroup `cpu.max` is a
+//! rate, not a budget).
+
+use crate::runner::Restriction;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+
+/// Default memory limit, as a percentage of the host's `MemTotal` (or of the limit
+/// of the memory cgroup cordon runs in, when lower: see [`memory_budget`]): the host
+/// keeps the other half for itself and for cordon.
+pub const DEFAULT_MEMORY_PERCENT: u64 = 50;
+/// The largest memory limit a request may ask for, as a percentage of the budget.
+pub const MAX_MEMORY_PERCENT: u64 = 90;
+/// `MemTotal` assumed when `/proc/meminfo` cannot be read.
+pub const FALLBACK_MEM_TOTAL: u64 = 4 << 30;
+/// Smallest memory limit accepted: below this even a shell cannot start.
+pub const MIN_MEMORY: u64 = 8 << 20;
+/// Default process limit: ample for parallel builds (`make -j`, test runners), far
+/// below what exhausts a host's pid space (`pid_max` is 32768 or more).
+pub const DEFAULT_PIDS: u64 = 4096;
+/// The largest process limit a request may ask for.
+pub const MAX_PIDS: u64 = 32768;
+/// Default CPU seconds per process: none (the run's timeout bounds its wall time).
+pub const DEFAULT_CPU_SECONDS: Option<u64> = None;
+/// The largest CPU limit a request may ask for (one day).
+pub const MAX_CPU_SECONDS: u64 = 24 * 3600;
+/// Each private tmpfs may hold memory / this many bytes (both: half the limit).
+pub const TMPFS_SHARE: u64 = 4;
+/// What the child writes to `/proc/self/oom_score_adj`: the OOM killer's first pick.
+pub const OOM_SCORE_ADJ: &[u8] = b"1000";
+// The rlimit resource numbers as the stage takes them (`u32` on glibc, `int` on musl).
+#[allow(clippy::unnecessary_cast)]
+const RLIMIT_NPROC: u32 = libc::RLIMIT_NPROC as u32;
+#[allow(clippy::unnecessary_cast)]
+const RLIMIT_DATA: u32 = libc::RLIMIT_DATA as u32;
+#[allow(clippy::unnecessary_cast)]
+const RLIMIT_CPU: u32 = libc::RLIMIT_CPU as u32;
+/// Prefix of every per-run cgroup directory.
+pub const CGROUP_PREFIX: &str = "cordon-run-";
+
+/// One limited resource; also the value of a result's `limit` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Resource {
+    /// Memory (bytes).
+    Memory,
+    /// Processes and threads.
+    Pids,
+    /// CPU seconds.
+    Cpu,
+}
+
+impl Resource {
+    /// The restriction that reports this resource's enforcement.
+    pub fn restriction(self) -> Restriction {
+        match self {
+            Resource::Memory => Restriction::LimitMemory,
+            Resource::Pids => Restriction::LimitPids,
+            Resource::Cpu => Restriction::LimitCpu,
+        }
+    }
+}
+
+/// Limits a caller asks for; `None` takes the default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LimitRequest {
+    /// Memory in bytes.
+    pub memory: Option<u64>,
+    /// Processes (and threads).
+    pub pids: Option<u64>,
+    /// CPU seconds per process.
+    pub cpu: Option<u64>,
+}
+
+/// Resolved limits of one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Memory in bytes.
+    pub memory: u64,
+    /// Processes.
+    pub pids: u64,
+    /// CPU seconds per process.
+    pub cpu: Option<u64>,
+    /// The limits the caller set explicitly (the rest are defaults). A gap in an
+    /// explicit limit makes a run without `best_effort` refuse; a gap in a default is
+    /// reported in the result's `limits` only.
+    pub explicit: Vec<Resource>,
+}
+
+impl Limits {
+    /// `size=` of each private tmpfs: a quarter of the memory limit.
+    pub fn tmpfs_size(&self) -> u64 {
+        self.memory / TMPFS_SHARE
+    }
+}
+
+/// The host's `MemTotal` in bytes (read once).
+pub fn mem_total() -> u64 {
+    static TOTAL: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| parse_mem_total(&s)).unwrap_or(FALLBACK_MEM_TOTAL)
+    })
+}
+
+/// The memory cordon may plan with: the host's `MemTotal`, or less when cordon
+/// itself lives in a memory cgroup with a lower limit (a container, a systemd unit,
+/// a CI job) — the defaults and caps are fractions of this, so a default limit never
+/// exceeds what the enclosing cgroup allows (which would let the enclosing cgroup's
+/// OOM killer act first, among cordon's own processes).
+pub fn memory_budget(layout: &CgroupLayout) -> u64 {
+    let mut budget = mem_total();
+    let v1 = layout.v1.get("memory").map(|d| (d, "memory.limit_in_bytes"));
+    let v2 = layout.v2.as_ref().map(|d| (d, "memory.max"));
+    for (own, file) in v1.into_iter().chain(v2) {
+        // Limits are hierarchical: the lowest on the way up to the hierarchy's root.
+        for dir in own.ancestors() {
+            let Ok(text) = std::fs::read_to_string(dir.join(file)) else { break };
+            if let Ok(limit) = text.trim().parse::<u64>() {
+                budget = budget.min(limit);
+            }
+        }
+    }
+    budget
+}
+
+/// `MemTotal` from `/proc/meminfo` text, in bytes.
+pub fn parse_mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kb.checked_mul(1024)
+}
+
+/// Why a limit in a request is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitError {
+    /// The request field.
+    pub field: &'static str,
+    /// Why.
+    pub why: String,
+}
+
+/// Fill and cap a limit request: an absent limit takes `defaults`' value (or the
+/// built-in default), every value is capped by `caps` (or the built-in cap). Zero
+/// and a memory limit under [`MIN_MEMORY`] are refused.
+pub fn resolve_limits(
+    req: &LimitRequest,
+    defaults: &LimitRequest,
+    caps: &LimitRequest,
+    mem_total: u64,
+) -> Result<Limits, LimitError> {
+    let max_memory = caps.memory.unwrap_or(mem_total.saturating_mul(MAX_MEMORY_PERCENT) / 100);
+    let max_pids = caps.pids.unwrap_or(MAX_PIDS);
+    let max_cpu = caps.cpu.unwrap_or(MAX_CPU_SECONDS);
+    for (field, v) in [("limit_memory", req.memory), ("limit_pids", req.pids), ("limit_cpu", req.cpu)] {
+        if v == Some(0) {
+            return Err(LimitError { field, why: "must be greater than zero".into() });
+        }
+    }
+    if let Some(m) = req.memory.filter(|&m| m < MIN_MEMORY) {
+        return Err(LimitError { field: "limit_memory", why: format!("{m} bytes is below the minimum {MIN_MEMORY}") });
+    }
+    let memory = req
+        .memory
+        .or(defaults.memory)
+        .unwrap_or(mem_total.saturating_mul(DEFAULT_MEMORY_PERCENT) / 100)
+        .min(max_memory);
+    let pids = req.pids.or(defaults.pids).unwrap_or(DEFAULT_PIDS).min(max_pids);
+    let cpu = req.cpu.or(defaults.cpu).or(DEFAULT_CPU_SECONDS).map(|c| c.min(max_cpu));
+    let mut explicit = Vec::new();
+    if req.memory.is_some() {
+        explicit.push(Resource::Memory);
+    }
+    if req.pids.is_some() {
+        explicit.push(Resource::Pids);
+    }
+    if req.cpu.is_some() {
+        explicit.push(Resource::Cpu);
+    }
+    Ok(Limits { memory, pids, cpu, explicit })
+}
+
+/// Parse a byte count with an optional binary suffix: `K`, `M`, `G`, `T` (also
+/// `KiB`/`KB`-style spellings, all powers of 1024).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, suffix) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("`{s}` is not a byte count (e.g. 512M, 2G)"))?;
+    let shift = match suffix.to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => return Err(format!("`{s}`: unknown suffix `{suffix}` (expected K, M, G or T)")),
+    };
+    n.checked_mul(1 << shift).ok_or_else(|| format!("`{s}` is too large"))
+}
+
+/// The limit flags shared by `cordon run` and the server ceilings (`serve`, `mcp`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::Args)]
+pub struct LimitArgs {
+    /// Memory limit of the run (processes and private tmpfs), bytes with an optional
+    /// K/M/G/T suffix (default: half of the host's RAM, at most 90%).
+    #[arg(long = "limit-memory", value_name = "BYTES", value_parser = parse_bytes)]
+    pub memory: Option<u64>,
+    /// Process (and thread) limit of the run (default 4096, at most 32768).
+    #[arg(long = "limit-pids", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub pids: Option<u64>,
+    /// CPU seconds per process (RLIMIT_CPU; default: none, the timeout bounds the run).
+    #[arg(long = "limit-cpu", value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub cpu: Option<u64>,
+}
+
+impl LimitArgs {
+    /// As a request.
+    pub fn request(&self) -> LimitRequest {
+        LimitRequest { memory: self.memory, pids: self.pids, cpu: self.cpu }
+    }
+}
+
+/// How one limit is enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mechanism {
+    /// A per-run cgroup v2.
+    CgroupV2,
+    /// A per-run cgroup in a v1 hierarchy.
+    CgroupV1,
+    /// An rlimit the child set on itself (per process, or per uid for `RLIMIT_NPROC`).
+    Rlimit,
+    /// Nothing: see the gap.
+    None,
+}
+
+/// What a run's limits were and how each was enforced (the result's `limits`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppliedLimits {
+    /// Memory limit in bytes.
+    pub memory: u64,
+    /// How it was enforced.
+    pub memory_by: Mechanism,
+    /// Process limit.
+    pub pids: u64,
+    /// How it was enforced.
+    pub pids_by: Mechanism,
+    /// CPU seconds per process, if limited.
+    pub cpu: Option<u64>,
+    /// `size=` of each private tmpfs (confined modes).
+    pub tmpfs_size: u64,
+    /// Every limit not fully enforced, default or explicit, with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gaps: Vec<crate::result::Gap>,
+}
+
+/// What the host's cgroups covered for one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Coverage {
+    /// The memory controller, and which version.
+    pub memory: Option<Mechanism>,
+    /// The pids controller, and which version.
+    pub pids: Option<Mechanism>,
+}
+
+/// The child-side half of the limits, planned (pure).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitPlan {
+    /// `(RLIMIT_*, soft, hard)` for the child.
+    pub rlimits: Vec<(u32, u64, u64)>,
+    /// The report.
+    pub applied: AppliedLimits,
+    /// Gaps, per restriction, with reasons (explicit and default limits alike).
+    pub gaps: Vec<(Restriction, String)>,
+}
+
+/// Plan the rlimits and the report for `limits`, given what the cgroups covered,
+/// the caller's euid and whether the command gets its own user namespace (pure).
+/// `why_no_cgroup` explains a missing controller.
+pub fn plan_limits(limits: &Limits, coverage: Coverage, euid: u32, userns: bool, why_no_cgroup: &str) -> LimitPlan {
+    let mut rlimits = Vec::new();
+    let mut gaps = Vec::new();
+    let pids_by = match coverage.pids {
+        Some(m) => m,
+        // In a user namespace the kernel counts the run's own processes; outside one,
+        // every process (thread) of the uid: stricter than asked, never looser, but a
+        // default could starve a busy desktop session, so only an explicit limit.
+        None if euid != 0 && (userns || limits.explicit.contains(&Resource::Pids)) => {
+            rlimits.push((RLIMIT_NPROC, limits.pids, limits.pids));
+            Mechanism::Rlimit
+        }
+        None if euid != 0 => {
+            gaps.push((
+                Restriction::LimitPids,
+                format!(
+                    "no pids cgroup could be created ({why_no_cgroup}), and outside a user namespace RLIMIT_NPROC \
+                     counts every process of the uid, so the default is not applied"
+                ),
+            ));
+            Mechanism::None
+        }
+        None => {
+            gaps.push((
+                Restriction::LimitPids,
+                format!("RLIMIT_NPROC does not apply to uid 0 and no pids cgroup could be created: {why_no_cgroup}"),
+            ));
+            Mechanism::None
+        }
+    };
+    let memory_by = match coverage.memory {
+        Some(m) => m,
+        // RLIMIT_DATA also counts address space reserved but never touched, so it
+        // stops programs that reserve large ranges (AddressSanitizer's shadow memory
+        // fails to map under any RLIMIT_DATA): only an explicit limit gets it.
+        None if limits.explicit.contains(&Resource::Memory) => {
+            rlimits.push((RLIMIT_DATA, limits.memory, limits.memory));
+            gaps.push((
+                Restriction::LimitMemory,
+                format!(
+                    "no memory cgroup could be created ({why_no_cgroup}): RLIMIT_DATA bounds each process, not the \
+                     run's total"
+                ),
+            ));
+            Mechanism::Rlimit
+        }
+        None => {
+            gaps.push((
+                Restriction::LimitMemory,
+                format!(
+                    "no memory cgroup could be created ({why_no_cgroup}), and RLIMIT_DATA would break programs that \
+                     reserve large address ranges (AddressSanitizer), so the default is not applied; the OOM killer \
+                     still picks the command before cordon (oom_score_adj 1000)"
+                ),
+            ));
+            Mechanism::None
+        }
+    };
+    if let Some(cpu) = limits.cpu {
+        // Soft: SIGXCPU at the limit; hard one second later: SIGKILL if it was caught.
+        rlimits.push((RLIMIT_CPU, cpu, cpu.saturating_add(1)));
+    }
+    let applied = AppliedLimits {
+        memory: limits.memory,
+        memory_by,
+        pids: limits.pids,
+        pids_by,
+        cpu: limits.cpu,
+        tmpfs_size: limits.tmpfs_size(),
+        gaps: gaps.iter().map(|(r, why)| crate::result::Gap { restriction: r.name(), reason: why.clone() }).collect(),
+    };
+    LimitPlan { rlimits, applied, gaps }
+}
+
+/// One run's limits, from creation of its cgroups to the verdict: what the executor
+/// holds between planning and the result.
+#[derive(Debug)]
+pub struct RunLimits {
+    limits: Limits,
+    cgroup: RunCgroup,
+    plan: LimitPlan,
+}
+
+impl RunLimits {
+    /// Create the run's cgroups (named `name`) and plan the rest for a caller with
+    /// `euid`; `userns`: the command gets its own user namespace.
+    pub fn prepare(layout: &CgroupLayout, name: &str, limits: &Limits, euid: u32, userns: bool) -> RunLimits {
+        let cgroup = RunCgroup::create(layout, name, limits);
+        let plan = plan_limits(limits, cgroup.coverage(), euid, userns, &cgroup.why_not());
+        RunLimits { limits: limits.clone(), cgroup, plan }
+    }
+
+    /// The gaps in limits the caller set explicitly: these are enforcement gaps
+    /// (and refuse a confined run without `best_effort`).
+    pub fn explicit_gaps(&self) -> Vec<(Restriction, String)> {
+        self.plan
+            .gaps
+            .iter()
+            .filter(|(r, _)| self.limits.explicit.iter().any(|e| e.restriction() == *r))
+            .cloned()
+            .collect()
+    }
+
+    /// What the child applies.
+    pub fn child(&self) -> cordon_stage::ChildLimits {
+        cordon_stage::ChildLimits {
+            cgroup_procs: self.cgroup.procs_fds(),
+            rlimits: self.plan.rlimits.clone(),
+            oom_score_adj: Some(OOM_SCORE_ADJ),
+        }
+    }
+
+    /// After the command's leader is reaped: kill whatever is left in the run's
+    /// cgroups, read what they recorded and remove them (off the async runtime).
+    pub async fn sweep(&mut self) -> Evidence {
+        let cgroup = std::mem::take(&mut self.cgroup);
+        tokio::task::spawn_blocking(move || {
+            cgroup.kill_all();
+            cgroup.evidence()
+        })
+        .await
+        .unwrap_or_default()
+    }
+
+    /// The limit the run ran into (see [`judge`]) and the report.
+    pub fn conclude(self, evidence: &Evidence, killed_by: Option<i32>) -> (Option<Resource>, AppliedLimits) {
+        (judge(&self.limits, evidence, killed_by), self.plan.applied)
+    }
+}
+
+/// What the run's cgroups recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Evidence {
+    /// Processes the OOM killer killed in the run's memory cgroup.
+    pub oom_kills: u64,
+    /// Forks refused at `pids.max`.
+    pub pids_max: u64,
+    /// The run's total CPU time in nanoseconds, when a cgroup accounted it.
+    pub cpu_ns: Option<u64>,
+}
+
+/// Which limit ended (or hampered) the run, judged from evidence (pure):
+/// `memory` when the OOM killer killed a process in the run's memory cgroup;
+/// `pids` when the pids cgroup refused a fork; `cpu` when the command died of
+/// `SIGXCPU` (the kernel's signal at the soft `RLIMIT_CPU`), or of `SIGKILL` while
+/// a cgroup measured at least the limit in CPU time (the hard limit). `killed_by` is
+/// the command's terminating signal (for bubblewrap, `exit_code - 128`).
+pub fn judge(limits: &Limits, ev: &Evidence, killed_by: Option<i32>) -> Option<Resource> {
+    if ev.oom_kills > 0 {
+        return Some(Resource::Memory);
+    }
+    if ev.pids_max > 0 {
+        return Some(Resource::Pids);
+    }
+    let cpu = limits.cpu?;
+    let spent = ev.cpu_ns.is_some_and(|ns| ns >= cpu.saturating_mul(1_000_000_000));
+    match killed_by {
+        Some(libc::SIGXCPU) => Some(Resource::Cpu),
+        Some(libc::SIGKILL) if spent => Some(Resource::Cpu),
+        _ => None,
+    }
+}
+
+/// Where cordon's own cgroups live: the v2 directory and the v1 hierarchies'
+/// directories, by controller.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CgroupLayout {
+    /// cordon's cgroup in the unified (v2) hierarchy, when one is mounted.
+    pub v2: Option<PathBuf>,
+    /// Where the unified hierarchy's root is mounted (its top cgroup).
+    pub v2_root: Option<PathBuf>,
+    /// cordon's cgroup in each v1 hierarchy, by controller (`memory`, `pids`, `cpuacct`).
+    pub v1: BTreeMap<String, PathBuf>,
+    /// Cgroups are not used: [`ENV_DISABLE_CGROUPS`] is set (a host without them).
+    pub disabled: bool,
+}
+
+/// Set to `1`, cordon behaves as on a host where it cannot create cgroups (tests,
+/// and reproducing such hosts; see [`crate::host`] for the other knobs).
+pub const ENV_DISABLE_CGROUPS: &str = "CORDON_DISABLE_CGROUPS";
+
+/// The v1 controllers cordon uses.
+const V1_CONTROLLERS: [&str; 3] = ["memory", "pids", "cpuacct"];
+
+impl CgroupLayout {
+    /// Read `/proc/self/mountinfo` and `/proc/self/cgroup`.
+    pub fn detect() -> CgroupLayout {
+        if std::env::var(ENV_DISABLE_CGROUPS).is_ok_and(|v| v == "1") {
+            return CgroupLayout { disabled: true, ..CgroupLayout::default() };
+        }
+        let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let cg = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        CgroupLayout::parse(&mi, &cg)
+    }
+
+    /// The layout from mountinfo and `/proc/self/cgroup` text (pure).
+    pub fn parse(mountinfo: &str, proc_cgroup: &str) -> CgroupLayout {
+        // (root, mount point) per hierarchy: "" for v2, the controller for v1.
+        let mut mounts: BTreeMap<String, (String, PathBuf)> = BTreeMap::new();
+        for line in mountinfo.lines() {
+            let Some((pre, post)) = line.split_once(" - ") else { continue };
+            let pre: Vec<&str> = pre.split(' ').collect();
+            let post: Vec<&str> = post.split(' ').collect();
+            let (Some(root), Some(point), Some(fstype)) = (pre.get(3), pre.get(4), post.first()) else { continue };
+            let point = PathBuf::from(unescape_mountinfo(point));
+            match *fstype {
+                "cgroup2" => {
+                    mounts.entry(String::new()).or_insert((root.to_string(), point));
+                }
+                "cgroup" => {
+                    for opt in post.get(2).unwrap_or(&"").split(',') {
+                        if V1_CONTROLLERS.contains(&opt) {
+                            mounts.entry(opt.to_string()).or_insert((root.to_string(), point.clone()));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut layout = CgroupLayout::default();
+        for line in proc_cgroup.lines() {
+            let mut parts = line.splitn(3, ':');
+            let (Some(_id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+                continue;
+            };
+            for c in controllers.split(',') {
+                let Some((root, point)) = mounts.get(c) else { continue };
+                let Some(rel) = Path::new(path).strip_prefix(root).ok() else { continue };
+                let dir = point.join(rel);
+                if c.is_empty() {
+                    if root == "/" {
+                        layout.v2_root = Some(point.clone());
+                    }
+                    layout.v2 = Some(dir);
+                } else {
+                    layout.v1.insert(c.to_string(), dir);
+                }
+            }
+        }
+        layout
+    }
+}
+
+fn unescape_mountinfo(s: &str) -> String {
+    s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+}
+
+/// A run's cgroups: created before the spawn, emptied and removed when dropped.
+#[derive(Debug, Default)]
+pub struct RunCgroup {
+    /// Directories created, each with its version.
+    dirs: Vec<(Mechanism, PathBuf)>,
+    /// `cgroup.procs` of each, open for writing (the child writes `0`).
+    procs: Vec<OwnedFd>,
+    coverage: Coverage,
+    /// Why no cgroup (or not every controller) could be used.
+    why_not: Vec<String>,
+}
+
+/// The shared parent of cordon's v2 run cgroups when its own cgroup cannot have
+/// children with controllers: `<v2 root>/cordon`.
+pub const V2_PARENT: &str = "cordon";
+
+fn v2_enabled(dir: &Path) -> std::io::Result<bool> {
+    let controllers = std::fs::read_to_string(dir.join("cgroup.subtree_control"))?;
+    let enabled: Vec<&str> = controllers.split_whitespace().collect();
+    Ok(enabled.contains(&"memory") && enabled.contains(&"pids"))
+}
+
+/// Where a v2 run cgroup goes: cordon's own cgroup when it already passes `memory`
+/// and `pids` to its children (a delegated subtree); else, when the hierarchy's root
+/// does, [`V2_PARENT`] under it with both enabled (root, or a writable root). A cgroup
+/// that holds processes cannot enable controllers for children ("no internal
+/// processes"), which is why cordon does not enable them in its own.
+fn v2_parent(layout: &CgroupLayout, own: &Path) -> std::io::Result<PathBuf> {
+    if v2_enabled(own)? {
+        return Ok(own.to_path_buf());
+    }
+    let Some(root) = layout.v2_root.as_ref().filter(|r| v2_enabled(r).unwrap_or(false)) else {
+        return Err(std::io::Error::other(
+            "memory and pids are not enabled for child cgroups, neither in cordon's cgroup nor at the root",
+        ));
+    };
+    let parent = root.join(V2_PARENT);
+    match std::fs::create_dir(&parent) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    if !v2_enabled(&parent)? {
+        write(&parent, "cgroup.subtree_control", "+memory +pids")?;
+    }
+    Ok(parent)
+}
+
+fn write(dir: &Path, file: &str, value: &str) -> std::io::Result<()> {
+    std::fs::write(dir.join(file), value)
+}
+
+fn open_procs(dir: &Path) -> std::io::Result<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_CLOEXEC).open(dir.join("cgroup.procs"))?;
+    Ok(f.into())
+}
+
+impl RunCgroup {
+    /// Create the run's cgroups named `name` under cordon's own (v2 first, else the
+    /// v1 `memory`, `pids` and `cpuacct` hierarchies) and write the limits. Never
+    /// fails: what could not be created is left uncovered and [`RunCgroup::why_not`]
+    /// says why.
+    pub fn create(layout: &CgroupLayout, name: &str, limits: &Limits) -> RunCgroup {
+        let mut cg = RunCgroup::default();
+        if let Some(base) = &layout.v2 {
+            match cg.try_v2(layout, base, name, limits) {
+                Ok(()) => return cg,
+                Err(e) => cg.why_not.push(format!("cgroup v2 at {}: {e}", base.display())),
+            }
+        }
+        for controller in V1_CONTROLLERS {
+            // cpuacct only measures, for the CPU verdict: skip it without a CPU limit.
+            if controller == "cpuacct" && limits.cpu.is_none() {
+                continue;
+            }
+            let Some(base) = layout.v1.get(controller) else { continue };
+            if let Err(e) = cg.try_v1(controller, base, name, limits) {
+                cg.why_not.push(format!("cgroup v1 {controller} at {}: {e}", base.display()));
+            }
+        }
+        if layout.disabled {
+            cg.why_not.push(format!("cgroups disabled by {ENV_DISABLE_CGROUPS}"));
+        } else if layout.v2.is_none() && layout.v1.is_empty() {
+            cg.why_not.push("no cgroup hierarchy is mounted".into());
+        }
+        cg
+    }
+
+    fn try_v2(&mut self, layout: &CgroupLayout, base: &Path, name: &str, limits: &Limits) -> std::io::Result<()> {
+        let parent = v2_parent(layout, base)?;
+        let dir = parent.join(name);
+        std::fs::create_dir(&dir)?;
+        self.dirs.push((Mechanism::CgroupV2, dir.clone()));
+        write(&dir, "memory.max", &limits.memory.to_string())?;
+        let _ = write(&dir, "memory.swap.max", "0");
+        let _ = write(&dir, "memory.oom.group", "1");
+        write(&dir, "pids.max", &limits.pids.to_string())?;
+        self.procs.push(open_procs(&dir)?);
+        self.coverage = Coverage { memory: Some(Mechanism::CgroupV2), pids: Some(Mechanism::CgroupV2) };
+        Ok(())
+    }
+
+    fn try_v1(&mut self, controller: &str, base: &Path, name: &str, limits: &Limits) -> std::io::Result<()> {
+        let dir = base.join(name);
+        std::fs::create_dir(&dir)?;
+        self.dirs.push((Mechanism::CgroupV1, dir.clone()));
+        match controller {
+            "memory" => {
+                write(&dir, "memory.limit_in_bytes", &limits.memory.to_string())?;
+                // Swap included, where swap accounting exists (must follow the limit).
+                if dir.join("memory.memsw.limit_in_bytes").exists() {
+                    write(&dir, "memory.memsw.limit_in_bytes", &limits.memory.to_string())?;
+                }
+            }
+            "pids" => write(&dir, "pids.max", &limits.pids.to_string())?,
+            _ => {}
+        }
+        self.procs.push(open_procs(&dir)?);
+        match controller {
+            "memory" => self.coverage.memory = Some(Mechanism::CgroupV1),
+            "pids" => self.coverage.pids = Some(Mechanism::CgroupV1),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// What the cgroups cover.
+    pub fn coverage(&self) -> Coverage {
+        self.coverage
+    }
+
+    /// Why a controller is not covered (empty when all are).
+    pub fn why_not(&self) -> String {
+        if self.why_not.is_empty() {
+            "unknown reason".into()
+        } else {
+            self.why_not.join("; ")
+        }
+    }
+
+    /// The `cgroup.procs` fds for the child.
+    pub fn procs_fds(&self) -> Vec<RawFd> {
+        self.procs.iter().map(|f| f.as_raw_fd()).collect()
+    }
+
+    /// Read what the cgroups recorded.
+    pub fn evidence(&self) -> Evidence {
+        let mut ev = Evidence::default();
+        for (mech, dir) in &self.dirs {
+            let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+            match mech {
+                Mechanism::CgroupV2 => {
+                    ev.oom_kills += keyed(&read("memory.events"), "oom_kill");
+                    ev.pids_max += keyed(&read("pids.events"), "max");
+                    ev.cpu_ns = Some(keyed(&read("cpu.stat"), "usage_usec").saturating_mul(1000));
+                }
+                _ => {
+                    ev.oom_kills += keyed(&read("memory.oom_control"), "oom_kill");
+                    ev.pids_max += keyed(&read("pids.events"), "max");
+                    if let Ok(ns) = read("cpuacct.usage").trim().parse::<u64>() {
+                        ev.cpu_ns = Some(ns);
+                    }
+                }
+            }
+        }
+        ev
+    }
+
+    /// SIGKILL every process left in the run's cgroups, repeatedly, until they are
+    /// empty (a fork bomb is bounded by `pids.max`, so this converges).
+    pub fn kill_all(&self) {
+        for _ in 0..200 {
+            let mut any = false;
+            for (_, dir) in &self.dirs {
+                for pid in std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default().lines() {
+                    if let Ok(pid) = pid.trim().parse::<i32>() {
+                        any = true;
+                        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
+                    }
+                }
+            }
+            if !any {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for RunCgroup {
+    fn drop(&mut self) {
+        self.procs.clear();
+        self.kill_all();
+        for (_, dir) in self.dirs.iter().rev() {
+            // A cgroup whose last process is still exiting is busy for a moment.
+            for _ in 0..100 {
+                match std::fs::remove_dir(dir) {
+                    Ok(()) => break,
+                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                        std::thread::sleep(std::time::Duration::from_millis(5))
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+}
+
+/// Remove the empty per-run cgroups under `base` that a cordon process which no
+/// longer exists left behind (it was killed before it could remove them). A cgroup
+/// that still holds processes cannot be removed and stays.
+pub fn sweep_stale(layout: &CgroupLayout) {
+    let shared = layout.v2_root.as_ref().map(|r| r.join(V2_PARENT));
+    for base in layout.v2.iter().chain(shared.iter()).chain(layout.v1.values()) {
+        sweep_stale_in(base);
+    }
+}
+
+fn sweep_stale_in(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(CGROUP_PREFIX)) else { continue };
+        let Some(pid) = rest.split('-').next().filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
+/// `key N` from a flat-keyed cgroup file (0 when absent).
+fn keyed(text: &str, key: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(' ')).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(0)
+}
+
+/// What `cordon probe` and `cordon doctor` report about limits on this host: the
+/// default values and the mechanism each would get for this process, found by
+/// creating (and removing) a cgroup the way a run does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostLimits {
+    /// Default memory limit (bytes).
+    pub memory: u64,
+    /// How a run's memory is limited.
+    pub memory_by: Mechanism,
+    /// Default process limit.
+    pub pids: u64,
+    /// How a run's processes are limited (confined modes, which get a user namespace
+    /// when not root).
+    pub pids_by: Mechanism,
+    /// How CPU time is limited (always `RLIMIT_CPU`, per process).
+    pub cpu_by: Mechanism,
+    /// cordon's own cgroups.
+    pub cgroups: CgroupLayout,
+    /// What is missing, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gaps: Vec<crate::result::Gap>,
+}
+
+/// Probe this host's limit mechanisms (creates and removes one empty cgroup).
+pub fn probe_host(euid: u32) -> HostLimits {
+    let layout = CgroupLayout::detect();
+    let none = LimitRequest::default();
+    let limits = resolve_limits(&none, &none, &none, memory_budget(&layout)).unwrap_or(Limits {
+        memory: FALLBACK_MEM_TOTAL / 2,
+        pids: DEFAULT_PIDS,
+        cpu: None,
+        explicit: Vec::new(),
+    });
+    let cg = RunCgroup::create(&layout, &format!("{CGROUP_PREFIX}probe-{}", std::process::id()), &limits);
+    let plan = plan_limits(&limits, cg.coverage(), euid, true, &cg.why_not());
+    drop(cg);
+    HostLimits {
+        memory: limits.memory,
+        memory_by: plan.applied.memory_by,
+        pids: limits.pids,
+        pids_by: plan.applied.pids_by,
+        cpu_by: Mechanism::Rlimit,
+        cgroups: layout,
+        gaps: plan.applied.gaps,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lim(memory: u64, pids: u64, cpu: Option<u64>) -> Limits {
+        Limits { memory, pids, cpu, explicit: Vec::new() }
+    }
+
+    #[test]
+    fn bytes_take_binary_suffixes() {
+        assert_eq!(parse_bytes("64M"), Ok(64 << 20));
+        assert_eq!(parse_bytes("1g"), Ok(1 << 30));
+        assert_eq!(parse_bytes("512KiB"), Ok(512 << 10));
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert!(parse_bytes("12X").is_err());
+        assert!(parse_bytes("M").is_err());
+        assert!(parse_bytes("99999999999T").is_err());
+    }
+
+    #[test]
+    fn resolve_fills_defaults_caps_and_records_explicit_limits() {
+        let none = LimitRequest::default();
+        let l = resolve_limits(&none, &none, &none, 8 << 30).unwrap();
+        assert_eq!(l, Limits { memory: 4 << 30, pids: DEFAULT_PIDS, cpu: None, explicit: vec![] });
+        let req = LimitRequest { memory: Some(100 << 30), pids: Some(64), cpu: Some(1) };
+        let l = resolve_limits(&req, &none, &none, 8 << 30).unwrap();
+        assert_eq!(l.memory, (8u64 << 30) * 90 / 100, "capped at MAX_MEMORY_PERCENT");
+        assert_eq!((l.pids, l.cpu), (64, Some(1)));
+        assert_eq!(l.explicit, vec![Resource::Memory, Resource::Pids, Resource::Cpu]);
+        let caps = LimitRequest { memory: Some(1 << 30), pids: Some(10), cpu: Some(5) };
+        let l = resolve_limits(&req, &none, &caps, 8 << 30).unwrap();
+        assert_eq!((l.memory, l.pids, l.cpu), (1 << 30, 10, Some(1)));
+        assert!(resolve_limits(&LimitRequest { pids: Some(0), ..none }, &none, &none, 1 << 30).is_err());
+        assert!(resolve_limits(&LimitRequest { memory: Some(1024), ..none }, &none, &none, 1 << 30).is_err());
+    }
+
+    #[test]
+    fn plan_prefers_cgroups_and_names_each_gap() {
+        let l = lim(1 << 30, 64, Some(2));
+        let full = Coverage { memory: Some(Mechanism::CgroupV1), pids: Some(Mechanism::CgroupV1) };
+        let p = plan_limits(&l, full, 0, false, "");
+        assert!(p.gaps.is_empty());
+        assert_eq!(p.rlimits, vec![(RLIMIT_CPU, 2, 3)]);
+        // Root without cgroups: pids is a gap (uid 0 ignores RLIMIT_NPROC); a default
+        // memory limit is not applied as RLIMIT_DATA, an explicit one is (per process).
+        let p = plan_limits(&l, Coverage::default(), 0, false, "read-only");
+        let names: Vec<_> = p.gaps.iter().map(|(r, _)| *r).collect();
+        assert_eq!(names, vec![Restriction::LimitPids, Restriction::LimitMemory]);
+        assert_eq!(p.rlimits, vec![(RLIMIT_CPU, 2, 3)]);
+        assert_eq!((p.applied.pids_by, p.applied.memory_by), (Mechanism::None, Mechanism::None));
+        let explicit = Limits { explicit: vec![Resource::Memory], ..l.clone() };
+        let p = plan_limits(&explicit, Coverage::default(), 0, false, "read-only");
+        assert!(p.rlimits.contains(&(RLIMIT_DATA, 1 << 30, 1 << 30)));
+        assert_eq!(p.applied.memory_by, Mechanism::Rlimit);
+        // Unprivileged without cgroups: RLIMIT_NPROC holds the pids.
+        let p = plan_limits(&l, Coverage::default(), 1000, true, "x");
+        assert!(p.rlimits.contains(&(RLIMIT_NPROC, 64, 64)));
+        assert_eq!(p.applied.pids_by, Mechanism::Rlimit);
+        assert_eq!(p.gaps.len(), 1);
+        // Outside a user namespace only an explicit limit is applied (it counts the whole uid).
+        let p = plan_limits(&l, Coverage::default(), 1000, false, "x");
+        assert_eq!(p.applied.pids_by, Mechanism::None);
+        let explicit = Limits { explicit: vec![Resource::Pids], ..l.clone() };
+        let p = plan_limits(&explicit, Coverage::default(), 1000, false, "x");
+        assert_eq!(p.applied.pids_by, Mechanism::Rlimit);
+        assert_eq!(p.applied.tmpfs_size, 1 << 28);
+    }
+
+    #[test]
+    fn judge_reports_only_with_evidence() {
+        let l = lim(1 << 30, 64, Some(1));
+        let none = Evidence::default();
+        assert_eq!(judge(&l, &none, Some(libc::SIGKILL)), None, "a bare SIGKILL is no evidence");
+        assert_eq!(judge(&l, &Evidence { oom_kills: 1, ..none }, Some(libc::SIGKILL)), Some(Resource::Memory));
+        assert_eq!(judge(&l, &Evidence { pids_max: 3, ..none }, None), Some(Resource::Pids));
+        assert_eq!(judge(&l, &none, Some(libc::SIGXCPU)), Some(Resource::Cpu));
+        let spent = Evidence { cpu_ns: Some(1_200_000_000), ..none };
+        assert_eq!(judge(&l, &spent, Some(libc::SIGKILL)), Some(Resource::Cpu));
+        assert_eq!(judge(&lim(1 << 30, 64, None), &none, Some(libc::SIGXCPU)), None, "no cpu limit, no cpu verdict");
+    }
+
+    #[test]
+    fn layout_of_a_hybrid_host() {
+        let mi = "\
+30 25 0:26 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755
+31 30 0:27 / /sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw
+35 30 0:31 / /sys/fs/cgroup/memory rw,nosuid - cgroup cgroup rw,memory
+36 30 0:32 / /sys/fs/cgroup/pids rw,nosuid - cgroup cgroup rw,pids
+37 30 0:33 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid - cgroup cgroup rw,cpu,cpuacct
+";
+        let cg = "8:pids:/\n4:memory:/process_api/abc\n2:cpu,cpuacct:/x\n0::/\n";
+        let l = CgroupLayout::parse(mi, cg);
+        assert_eq!(l.v2, Some(PathBuf::from("/sys/fs/cgroup/unified")));
+        assert_eq!(l.v2_root, Some(PathBuf::from("/sys/fs/cgroup/unified")));
+        assert_eq!(l.v1["memory"], PathBuf::from("/sys/fs/cgroup/memory/process_api/abc"));
+        assert_eq!(l.v1["pids"], PathBuf::from("/sys/fs/cgroup/pids"));
+        assert_eq!(l.v1["cpuacct"], PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/x"));
+        // A container whose mount root is its own cgroup.
+        let mi = "31 25 0:27 /ct /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+        let l = CgroupLayout::parse(mi, "0::/ct/sub\n");
+        assert_eq!(l.v2, Some(PathBuf::from("/sys/fs/cgroup/sub")));
+        assert_eq!(l.v2_root, None, "a container's mount is not the hierarchy's root");
+    }
+
+    #[test]
+    fn v2_runs_go_to_a_delegated_own_cgroup_else_a_shared_parent_at_the_root() {
+        // A fake hierarchy: regular files stand in for the cgroupfs control files.
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let own = root.join("user.slice/session.scope");
+        std::fs::create_dir_all(&own).unwrap();
+        let set = |d: &Path, v: &str| std::fs::write(d.join("cgroup.subtree_control"), v).unwrap();
+        set(&own, "memory pids");
+        set(&root, "");
+        let layout =
+            CgroupLayout { v2: Some(own.clone()), v2_root: Some(root.clone()), v1: BTreeMap::new(), disabled: false };
+        assert_eq!(v2_parent(&layout, &own).unwrap(), own, "a delegated subtree is used as is");
+        set(&own, "");
+        assert!(v2_parent(&layout, &own).is_err(), "neither own cgroup nor root pass the controllers");
+        set(&root, "cpu memory pids");
+        let shared = root.join(V2_PARENT);
+        std::fs::create_dir(&shared).unwrap();
+        set(&shared, "");
+        assert_eq!(v2_parent(&layout, &own).unwrap(), shared);
+        assert_eq!(std::fs::read_to_string(shared.join("cgroup.subtree_control")).unwrap(), "+memory +pids");
+    }
+
+    #[test]
+    fn the_memory_budget_is_the_lowest_limit_above_cordon() {
+        let dir = tempfile::tempdir().unwrap();
+        let own = dir.path().join("a/b");
+        std::fs::create_dir_all(&own).unwrap();
+        std::fs::write(own.join("memory.limit_in_bytes"), "9223372036854771712\n").unwrap();
+        std::fs::write(dir.path().join("a/memory.limit_in_bytes"), "1073741824\n").unwrap();
+        let mut layout = CgroupLayout::default();
+        layout.v1.insert("memory".into(), own);
+        assert_eq!(memory_budget(&layout), mem_total().min(1 << 30));
+        assert_eq!(memory_budget(&CgroupLayout::default()), mem_total());
+    }
+
+    #[test]
+    fn stale_cgroups_of_dead_cordons_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let dead = dir.path().join(format!("{CGROUP_PREFIX}999999999-1-00000000"));
+        let alive = dir.path().join(format!("{CGROUP_PREFIX}{}-1-00000000", std::process::id()));
+        let other = dir.path().join("user.slice");
+        for d in [&dead, &alive, &other] {
+            std::fs::create_dir(d).unwrap();
+        }
+        sweep_stale_in(dir.path());
+        assert!(!dead.exists() && alive.exists() && other.exists());
+    }
+
+    #[test]
+    fn keyed_files() {
+        assert_eq!(keyed("low 0\nhigh 0\nmax 0\noom 2\noom_kill 1\n", "oom_kill"), 1);
+        assert_eq!(keyed("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", "oom_kill"), 3);
+        assert_eq!(keyed("max 7\n", "max"), 7);
+        assert_eq!(keyed("", "max"), 0);
+    }
+
+    #[test]
+    fn mem_total_parses() {
+        assert_eq!(parse_mem_total("MemTotal:       24684092 kB\nMemFree: 1 kB\n"), Some(24684092 * 1024));
+    }
+}
