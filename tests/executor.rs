@@ -220,6 +220,12 @@ fn proc_state(pid: i32) -> Option<char> {
     stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next())
 }
 
+/// The parent pid from `/proc/<pid>/stat`, if the process exists.
+fn ppid(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Whether `pid` is gone: `kill(pid, 0)` fails with ESRCH. A zombie whose reaping
 /// is still pending counts as alive here; [`wait_gone`] waits it out.
 fn gone(pid: i32) -> bool {
@@ -800,7 +806,8 @@ async fn background_kill_aborts_and_reports() {
     let fx = Fx::new("bg-kill");
     let h = fx.start(fx.req("echo $$ > leader.pid; sleep 30", Mode::FullAccess)).await;
     let leader = read_pid(&fx.ws().join("leader.pid"), Duration::from_secs(10)).await;
-    assert_eq!(leader, h.pid(), "Handle::pid is the command's pid");
+    // Handle::pid is the run's group leader: the supervising init, the command's parent.
+    assert_eq!(ppid(leader), Some(h.pid()), "Handle::pid is the command's supervising init");
     assert_eq!(h.status(), Status::Running);
     assert_eq!(h.exit_code(), None);
     assert!(h.kill(), "kill() while running must return true");
@@ -858,8 +865,9 @@ async fn dropping_the_executor_kills_and_reaps_everything() {
     let mut pids = vec![];
     for (i, h) in handles.iter().enumerate() {
         let leader = read_pid(&fx.ws().join(format!("leader{i}.pid")), Duration::from_secs(10)).await;
-        assert_eq!(leader, h.pid());
+        assert_eq!(ppid(leader), Some(h.pid()));
         pids.push((leader, "leader"));
+        pids.push((h.pid(), "supervising init"));
         pids.push((read_pid(&fx.ws().join(format!("gc{i}.pid")), Duration::from_secs(10)).await, "child"));
     }
     let _cleanup = KillOnDrop(pids.iter().map(|p| p.0).collect());

@@ -1,8 +1,11 @@
 //! The executor: resolve a request, pick a runner, spawn, collect, wait, kill.
 //!
 //! Process lifecycle is policy here: stdin is `/dev/null` unless given; the
-//! environment is explicit (scrubbed); the child leads its own process group (and, in
-//! confined modes, its own pid namespace); a deadline or an abort sends SIGTERM to the
+//! environment is explicit (scrubbed); every run starts under an init (the stage
+//! crate's): pid 1 of the run's own pid namespace in confined modes, otherwise a
+//! supervising child subreaper that leads the run's process group, kills and reaps
+//! whatever the run leaves behind, and kills the run when cordon dies, even by SIGKILL
+//! (bubblewrap's pid-namespace init, which bubblewrap never reaps, is reaped there); a deadline or an abort sends SIGTERM to the
 //! whole group, waits [`crate::request::KILL_GRACE`], then SIGKILLs the group; pipes
 //! still held open by outliving grandchildren are drained for at most
 //! [`crate::request::DRAIN_GRACE`]. A run whose future is dropped kills its group; an
@@ -144,7 +147,9 @@ pub struct Handle {
 }
 
 impl Handle {
-    /// The pid of the process (the leader of its group).
+    /// The pid of the run's process-group leader as the host sees it: the run's init
+    /// (pid 1 of its pid namespace when confined; otherwise a supervising subreaper
+    /// whose child is the command). Signals to its group reach the command.
     pub fn pid(&self) -> i32 {
         self.shared.pid
     }

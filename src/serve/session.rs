@@ -79,7 +79,8 @@ impl std::fmt::Debug for Session {
 pub struct Started {
     /// The handle for `read` and `kill`.
     pub handle: u64,
-    /// The pid of the process (the leader of its process group, as seen by the host).
+    /// The pid of the run's process-group leader, as seen by the host (the run's init;
+    /// the command is its child).
     pub pid: i32,
     /// The mode it runs under.
     pub mode: Mode,
