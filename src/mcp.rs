@@ -25,7 +25,7 @@ use crate::exec::Status;
 use crate::mode::Mode;
 use crate::protocol::{Ceiling, CeilingArgs, RpcError, RunParams};
 use crate::request::{Command, ExecutorConfig};
-use crate::result::{DenialKind, EnforcementLevel, RunResult};
+use crate::result::{CollectedOutput, DenialKind, EnforcementLevel, RunResult};
 use crate::serve::session::{KillReply, ReadReply, Session, Started};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -357,7 +357,8 @@ fn sandbox_guidance(result: &RunResult, ceiling: &Ceiling) -> String {
     out
 }
 
-fn push_stream(out: &mut String, name: &str, text: &str, truncated: bool, spill: Option<&std::path::Path>) {
+fn push_stream(out: &mut String, name: &str, s: &CollectedOutput) {
+    let (text, truncated, spill) = (s.text.as_str(), s.truncated, s.spill_path.as_deref());
     if text.is_empty() && !truncated {
         let _ = write!(out, "\n{name}: (empty)");
         return;
@@ -371,8 +372,19 @@ fn push_stream(out: &mut String, name: &str, text: &str, truncated: bool, spill:
             }
         }
         let _ = write!(out, "\n{name} (truncated; the last {} bytes", text.len());
-        if let Some(p) = spill {
-            let _ = write!(out, "; the complete output is saved outside the sandbox at {}", p.display());
+        match spill {
+            Some(p) if s.spill_truncated => {
+                let _ = write!(
+                    out,
+                    "; its beginning, up to the spill cap, is saved outside the sandbox at {}",
+                    p.display()
+                );
+            }
+            Some(p) => {
+                let _ = write!(out, "; the complete output is saved outside the sandbox at {}", p.display());
+            }
+            None if s.spill_failed => out.push_str("; saving the complete output failed, the rest is lost"),
+            None => {}
         }
         out.push_str("):\n");
     } else {
@@ -402,8 +414,8 @@ fn exit_line(result: &RunResult) -> String {
 /// The text a model reads for a finished run.
 pub fn describe_run(result: &RunResult, ceiling: &Ceiling) -> String {
     let mut out = exit_line(result);
-    push_stream(&mut out, "stdout", &result.stdout.text, result.stdout.truncated, result.stdout.spill_path.as_deref());
-    push_stream(&mut out, "stderr", &result.stderr.text, result.stderr.truncated, result.stderr.spill_path.as_deref());
+    push_stream(&mut out, "stdout", &result.stdout);
+    push_stream(&mut out, "stderr", &result.stderr);
     out.push('\n');
     out.push_str(&sandbox_guidance(result, ceiling));
     out

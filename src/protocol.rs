@@ -303,6 +303,8 @@ pub struct RunParams {
     pub timeout_ms: Option<u64>,
     /// In-memory tail per stream, in bytes.
     pub output_cap: Option<u64>,
+    /// Spill-file bytes per stream (capped by the executor's maximum).
+    pub spill_cap: Option<u64>,
     /// Bytes for the command's stdin.
     pub stdin: Option<String>,
     /// Extra environment variables, in the order given.
@@ -588,7 +590,8 @@ fn parse_hello(params: Map<String, Value>) -> Result<HelloParams, RpcError> {
     Ok(out)
 }
 
-const RUN_FIELDS: &str = "command, argv, workdir, timeout_ms, output_cap, stdin, env, mode, writable_roots, network";
+const RUN_FIELDS: &str =
+    "command, argv, workdir, timeout_ms, output_cap, spill_cap, stdin, env, mode, writable_roots, network";
 
 /// Parse the parameters of `run` / `start` (also used by the MCP tools' own fields).
 pub fn parse_run(params: Map<String, Value>) -> Result<RunParams, RpcError> {
@@ -626,6 +629,7 @@ pub fn parse_run(params: Map<String, Value>) -> Result<RunParams, RpcError> {
                 out.timeout_ms = Some(t);
             }
             "output_cap" => out.output_cap = Some(want_u64("output_cap", value)?),
+            "spill_cap" => out.spill_cap = Some(want_u64("spill_cap", value)?),
             "stdin" => {
                 out.stdin = Some(match value {
                     Value::String(s) => s,
@@ -899,6 +903,7 @@ impl Ceiling {
         req.workdir = Some(workdir);
         req.timeout = params.timeout_ms.map(Duration::from_millis);
         req.output_cap = params.output_cap.map(|c| usize::try_from(c).unwrap_or(usize::MAX));
+        req.spill_cap = params.spill_cap;
         req.stdin = match params.stdin {
             Some(s) => Stdin::Bytes(s.into_bytes()),
             None => Stdin::Null,

@@ -605,6 +605,7 @@ async fn failed_spill_withholds_the_path_but_keeps_the_tail() {
     assert!(r.stdout.truncated);
     assert_eq!(r.stdout.text, all[all.len() - 4096..], "the tail survives a failed spill");
     assert_eq!(r.stdout.spill_path, None, "a failed spill must not be offered as complete");
+    assert!(r.stdout.spill_failed && !r.stdout.spill_truncated, "a failed spill must say so: {:?}", r.stdout);
     let left = fx.state_files("out-");
     assert!(left.is_empty(), "the partial spill file was left behind: {left:?}");
     drop(fx);
@@ -1027,7 +1028,12 @@ fn assert_result_shape(v: &Value) {
         "{v}"
     );
     for s in ["stdout", "stderr"] {
-        assert_eq!(keys(&v[s]), set(&["text", "truncated", "spill_path"]), "{s}: {v}");
+        assert_eq!(
+            keys(&v[s]),
+            set(&["text", "truncated", "spill_path", "spill_truncated", "spill_failed"]),
+            "{s}: {v}"
+        );
+        assert!(v[s]["spill_truncated"].is_boolean() && v[s]["spill_failed"].is_boolean(), "{v}");
         assert!(v[s]["text"].is_string() && v[s]["truncated"].is_boolean(), "{v}");
     }
     let mut sandbox = keys(&v["sandbox"]);

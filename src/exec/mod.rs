@@ -380,6 +380,17 @@ impl Executor {
         cordon_stage::signals::ignore_sigpipe();
         let base = config.state_dir.clone().unwrap_or_else(std::env::temp_dir);
         let state_dir = private_state_dir(&base, host.euid)?;
+        capture::sweep_stale_spills(
+            &state_dir,
+            host.euid,
+            std::time::SystemTime::now(),
+            capture::SPILL_RETENTION,
+            |pid| {
+                // EPERM: it exists under another uid. Only ESRCH (or no valid pid) means gone.
+                i32::try_from(pid)
+                    .is_ok_and(|p| p > 0 && !matches!(kill(Pid::from_raw(p), None), Err(nix::errno::Errno::ESRCH)))
+            },
+        );
         Ok(Executor { config, host, state_dir, registry: Arc::default(), next_id: AtomicU64::new(1) })
     }
 
@@ -419,6 +430,7 @@ impl Executor {
             None => cfg.default_timeout.min(cfg.max_timeout),
         };
         let output_cap = req.output_cap.unwrap_or(cfg.default_output_cap).min(cfg.max_output_cap);
+        let spill_cap = req.spill_cap.unwrap_or(cfg.default_spill_cap).min(cfg.max_spill_cap);
         let ambient = cfg.ambient_env.clone().unwrap_or_else(|| std::env::vars_os().collect());
         let env = build_environment(ambient, &req.env, &req.managed_env, &[])?;
         let argv = match req.command {
@@ -448,6 +460,7 @@ impl Executor {
             workdir,
             timeout,
             output_cap,
+            spill_cap,
             stdin: req.stdin,
             output: req.output,
             env,
@@ -554,8 +567,11 @@ impl Executor {
                 (cordon_stage::fds::dup_cloexec(0).map_err(|e| CordonError::io("duplicating stdin", e))?, None)
             }
         };
-        let stdout = StreamCapture::new(spec.output_cap, Some(&self.state_dir), &format!("out-{id}-"));
-        let stderr = StreamCapture::new(spec.output_cap, Some(&self.state_dir), &format!("err-{id}-"));
+        // Spill names carry cordon's pid: the startup sweep leaves a live writer's alone.
+        let pid_tag = std::process::id();
+        let spill = (spec.output == Output::Capture).then_some(self.state_dir.as_path());
+        let stdout = StreamCapture::new(spec.output_cap, spec.spill_cap, spill, &format!("out-{pid_tag}-{id}-"));
+        let stderr = StreamCapture::new(spec.output_cap, spec.spill_cap, spill, &format!("err-{pid_tag}-{id}-"));
         let mut readers = Vec::new();
         let child_out: [OwnedFd; 2] = match spec.output {
             Output::Capture => {

@@ -192,6 +192,8 @@ impl Session {
                 "max_timeout_ms": cfg.max_timeout.as_millis() as u64,
                 "default_output_cap": cfg.default_output_cap,
                 "max_output_cap": cfg.max_output_cap,
+                "default_spill_cap": cfg.default_spill_cap,
+                "max_spill_cap": cfg.max_spill_cap,
             },
         }))
     }
