@@ -48,6 +48,8 @@ const REAP_WAIT: Duration =
 struct Job {
     handle: Handle,
     mode: Mode,
+    /// Its in-memory tail per stream (what a `read` reply can carry).
+    output_cap: usize,
 }
 
 #[derive(Default)]
@@ -66,6 +68,8 @@ pub struct Session {
     ceiling: Ceiling,
     jobs: Mutex<Jobs>,
     shutdown: watch::Sender<bool>,
+    /// Spill files named in responses the transport has written: the client's now.
+    delivered: Mutex<std::collections::HashSet<PathBuf>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -131,7 +135,48 @@ impl Session {
     pub fn new(ceiling: Ceiling, config: ExecutorConfig) -> Result<Session, CordonError> {
         let exec = Executor::new(config)?;
         let (shutdown, _) = watch::channel(false);
-        Ok(Session { exec, ceiling, jobs: Mutex::new(Jobs::default()), shutdown })
+        Ok(Session { exec, ceiling, jobs: Mutex::new(Jobs::default()), shutdown, delivered: Mutex::default() })
+    }
+
+    /// The output tail bytes (both streams) the answer to `method` can carry: what the
+    /// transport reserves from its pending-output budget before dispatching it.
+    pub fn output_reservation(&self, method: &Method) -> usize {
+        let cfg = self.exec.config();
+        let cap = match method {
+            Method::Run(p) => p
+                .output_cap
+                .map_or(cfg.default_output_cap, |c| usize::try_from(c).unwrap_or(usize::MAX))
+                .min(cfg.max_output_cap),
+            Method::Read { handle } => self.jobs().map.get(handle).map_or(0, |j| j.output_cap),
+            _ => 0,
+        };
+        cap.saturating_mul(2)
+    }
+
+    /// Record spill files named in a response the client received.
+    pub fn mark_delivered(&self, paths: &[PathBuf]) {
+        if !paths.is_empty() {
+            self.delivered.lock().unwrap_or_else(|p| p.into_inner()).extend(paths.iter().cloned());
+        }
+    }
+
+    /// Remove the spill files of finished background processes whose paths no
+    /// delivered response named (call when the connection is over: nobody else can
+    /// receive them).
+    pub async fn discard_undelivered_spills(&self) {
+        let handles: Vec<Handle> = self.jobs().map.values().map(|j| j.handle.clone()).collect();
+        let delivered = self.delivered.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for h in handles {
+            if h.status() != Status::Exited {
+                continue;
+            }
+            let r = h.done().await;
+            for p in [r.stdout.spill_path, r.stderr.spill_path].into_iter().flatten() {
+                if !delivered.contains(&p) {
+                    let _ = std::fs::remove_file(p);
+                }
+            }
+        }
     }
 
     /// The ceiling.
@@ -194,6 +239,7 @@ impl Session {
                 "max_output_cap": cfg.max_output_cap,
                 "default_spill_cap": cfg.default_spill_cap,
                 "max_spill_cap": cfg.max_spill_cap,
+                "max_pending_output": super::MAX_PENDING_OUTPUT,
             },
         }))
     }
@@ -222,6 +268,7 @@ impl Session {
     pub async fn start(&self, p: RunParams) -> Result<Started, RpcError> {
         let spec = self.spec(p)?;
         let mode = spec.policy.mode;
+        let output_cap = spec.output_cap;
         {
             let mut jobs = self.jobs();
             if jobs.closed {
@@ -256,7 +303,7 @@ impl Session {
             } else {
                 jobs.next += 1;
                 let id = jobs.next;
-                jobs.map.insert(id, Job { handle: handle.clone(), mode });
+                jobs.map.insert(id, Job { handle: handle.clone(), mode, output_cap });
                 forget_oldest_finished(&mut jobs);
                 Some(id)
             }
