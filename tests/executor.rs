@@ -853,7 +853,36 @@ async fn background_kill_confined() {
     assert_no_process_with(&m, "killed confined background run").await;
 }
 
+/// A TERM-ignoring full-access run with a descendant that left its process group: the
+/// hard kill after the grace reaches that descendant too (cordon asks the supervising
+/// init to sweep instead of SIGKILLing the group, which would orphan it).
+#[tokio::test(flavor = "multi_thread")]
+async fn hard_kill_reaches_descendants_that_left_the_group() {
+    let fx = Fx::new("sweep");
+    let m = unique_marker();
+    let h = fx.start(fx.req(&format!("trap '' TERM; setsid sleep {m} & sleep {m} & wait"), Mode::FullAccess)).await;
+    wait_for_sleepers(&m, 2).await;
+    assert!(h.kill());
+    let r = done_within(&h).await;
+    assert!(r.aborted, "{r:?}");
+    assert_eq!(r.signal, Some(libc::SIGKILL), "the TERM-ignoring shell was killed after the grace: {r:?}");
+    assert_no_process_with(&m, "hard-killed full-access run").await;
+}
+
 // ------------------------------------------------------------------ 9, 10. no leftovers
+
+/// Dropping the executor ends full-access runs whole, including a descendant that
+/// called `setsid`.
+#[tokio::test(flavor = "multi_thread")]
+async fn dropping_the_executor_kills_descendants_that_left_the_group() {
+    let fx = Fx::new("drop-setsid");
+    let m = unique_marker();
+    let h = fx.start(fx.req(&format!("setsid sleep {m} & sleep {m} & wait"), Mode::FullAccess)).await;
+    wait_for_sleepers(&m, 2).await;
+    drop(fx);
+    assert_no_process_with(&m, "full-access run whose executor was dropped").await;
+    done_within(&h).await;
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn dropping_the_executor_kills_and_reaps_everything() {

@@ -704,7 +704,9 @@ extern "C" fn inner_entry(arg: *mut libc::c_void) -> libc::c_int {
 /// until it has none (via `/proc/self/task/<pid>/children`; without that file only
 /// cordon's final group kill remains), then reports and exits. Its parent-death signal
 /// is a catchable one ([`SUPERVISOR_PDEATHSIG`]): when cordon dies (even by SIGKILL)
-/// it kills and reaps every descendant the same way, then exits.
+/// it kills and reaps every descendant the same way, then exits. cordon ends a run it
+/// must kill with [`SUPERVISOR_SWEEP_SIGNAL`] (see [`request_sweep`]) rather than a
+/// SIGKILL that would end the init before the descendants that left its group.
 fn init_stage(p: &mut Prepared<'_>) -> ! {
     let supervise = p.plan.namespaces & libc::CLONE_NEWPID as libc::c_ulong == 0;
     stage_outer(p, false, if supervise { SUPERVISOR_PDEATHSIG } else { libc::SIGKILL });
@@ -773,7 +775,9 @@ fn init_stage(p: &mut Prepared<'_>) -> ! {
     }
     let handler =
         if supervise { supervisor_signal as *const () as usize } else { forward_signal as *const () as usize };
-    for sig in FORWARDED_SIGNALS {
+    SUPERVISOR_EXIT_FD.store(exit_fd, std::sync::atomic::Ordering::Relaxed);
+    let sweep = supervise.then_some((SUPERVISOR_SWEEP_SIGNAL, supervisor_sweep as *const () as usize));
+    for (sig, handler) in FORWARDED_SIGNALS.into_iter().map(|s| (s, handler)).chain(sweep) {
         // SAFETY: installing an async-signal-safe handler with sigaction.
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
@@ -794,15 +798,13 @@ fn init_stage(p: &mut Prepared<'_>) -> ! {
         // SAFETY: wait4 for any child into a local status word.
         let r = unsafe { libc::wait4(-1, &mut status, libc::__WALL, std::ptr::null_mut()) };
         if r == child {
+            // The status first: a sweep signal during the sweep below must not lose it.
+            report_status(exit_fd, status);
             if supervise {
-                kill_and_reap_all_children();
+                kill_and_reap_all_children(0);
             }
-            let bytes = status.to_ne_bytes();
-            // SAFETY: write/_exit are async-signal-safe; the buffer is local.
-            unsafe {
-                libc::write(exit_fd, bytes.as_ptr() as *const libc::c_void, bytes.len());
-                libc::_exit(0);
-            }
+            // SAFETY: _exit cannot fail.
+            unsafe { libc::_exit(0) };
         }
         if r < 0 && errno() != libc::EINTR {
             // SAFETY: _exit cannot fail.
@@ -819,6 +821,49 @@ pub const SUPERVISOR_PDEATHSIG: libc::c_int = libc::SIGHUP;
 
 /// cordon's pid, as the supervising init saw it at start.
 static SUPERVISOR_PARENT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+/// The init's exit-status pipe, for the sweep handler.
+static SUPERVISOR_EXIT_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+/// The command's wait status was written to the exit-status pipe.
+static STATUS_REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sent by cordon to a supervising init (to its pid alone, never its group) to end the
+/// run at once: the init SIGKILLs and reaps every descendant, reports the command's
+/// status when it reaped it, and exits. A SIGKILL to the run's group would end the init
+/// first and orphan descendants that left the group; this reaches them too. A real-time
+/// signal (above the C library's reserved ones) that no command expects from cordon;
+/// a command that sends it to its own group only ends its own run.
+pub const SUPERVISOR_SWEEP_SIGNAL: libc::c_int = 40;
+
+/// Tell the supervising init `pid` to end its run now ([`SUPERVISOR_SWEEP_SIGNAL`]).
+pub fn request_sweep(pid: libc::pid_t) -> io::Result<()> {
+    // SAFETY: kill with integer arguments.
+    if unsafe { libc::kill(pid, SUPERVISOR_SWEEP_SIGNAL) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Write the command's raw wait status to the exit-status pipe (once).
+fn report_status(exit_fd: RawFd, status: libc::c_int) {
+    if STATUS_REPORTED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let bytes = status.to_ne_bytes();
+    // SAFETY: write is async-signal-safe; the buffer is local.
+    unsafe { libc::write(exit_fd, bytes.as_ptr() as *const libc::c_void, bytes.len()) };
+}
+
+/// The supervising init's [`SUPERVISOR_SWEEP_SIGNAL`] handler.
+extern "C" fn supervisor_sweep(_sig: libc::c_int) {
+    let command = INIT_CHILD.load(std::sync::atomic::Ordering::Relaxed);
+    if !kill_and_reap_all_children(command) {
+        // SAFETY: kill is async-signal-safe; 0 is the run's group, this init included.
+        unsafe { libc::kill(0, libc::SIGKILL) };
+    }
+    // SAFETY: _exit cannot fail.
+    unsafe { libc::_exit(0) };
+}
 
 /// The supervising init's handler: a signal aimed at the run's group is for the
 /// command (which got it too); once cordon is gone, kill everything and die.
@@ -830,7 +875,7 @@ extern "C" fn supervisor_signal(_sig: libc::c_int) {
     }
     // Every descendant comes to this subreaper as its parent dies: kill and reap
     // until none is left (the run's group and those that left it alike).
-    if kill_and_reap_all_children() {
+    if kill_and_reap_all_children(0) {
         // SAFETY: _exit cannot fail.
         unsafe { libc::_exit(0) };
     }
@@ -893,8 +938,8 @@ fn kill_children() -> bool {
 /// subreaper as their parents die (a dying process's children are reparented before
 /// it can be reaped), until there is no child left: then every descendant is gone.
 /// Without the `children` file, return false at once (cordon's group kill is then the
-/// only sweep).
-fn kill_and_reap_all_children() -> bool {
+/// only sweep). When it reaps `command` (> 0), its status is reported.
+fn kill_and_reap_all_children(command: libc::pid_t) -> bool {
     loop {
         if !kill_children() {
             return false;
@@ -902,6 +947,9 @@ fn kill_and_reap_all_children() -> bool {
         let mut status = 0;
         // SAFETY: wait4 for any child into a local status word.
         let r = unsafe { libc::wait4(-1, &mut status, libc::__WALL, std::ptr::null_mut()) };
+        if r > 0 && r == command {
+            report_status(SUPERVISOR_EXIT_FD.load(std::sync::atomic::Ordering::Relaxed), status);
+        }
         if r < 0 && errno() != libc::EINTR {
             return true;
         }

@@ -4,9 +4,8 @@
 //!
 //! Like every run without a pid namespace, it runs under the stage's supervising init
 //! (a child subreaper leading the run's process group): processes that leave the
-//! group (`setsid`) are still its descendants and are killed when the command exits or
-//! cordon dies. A process that both leaves the group and is not yet orphaned when the
-//! init is SIGKILLed (by cordon, after the grace) can outlive the run.
+//! group (`setsid`) are still its descendants and are killed when the command exits,
+//! when cordon ends the run (a sweep request to the init) or when cordon dies.
 //!
 //! What it does not do: restrict anything.
 
