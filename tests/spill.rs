@@ -3,8 +3,9 @@
 //! - `yes` with `--spill-cap 1M` leaves at most 1 MiB on disk and says `spill_truncated`;
 //! - a `--json` run whose stdout reader went away ends promptly (exit 141), leaves no
 //!   process and no spill file; a live-mode run leaves no spill file;
-//! - the startup sweep removes a stale spill whose writer is gone, and leaves a fresh
-//!   one, one whose writer lives, foreign files, directories and symlinks alone.
+//! - the startup sweep removes a stale spill (and per-run directory) whose writer is
+//!   gone, and leaves a fresh one, one whose writer lives, foreign files, other
+//!   directories and symlinks (and what they point to) alone.
 //!
 //! A failed spill (`spill_failed`) is covered in tests/executor.rs (a full tmpfs) and
 //! the capture's unit tests. Each CLI case gets its own `TMPDIR`, so cordon's private
@@ -226,12 +227,30 @@ fn startup_sweep_removes_only_stale_spills_of_gone_writers() {
     age(&victim, two_days);
     let link = dir.join(format!("out-{dead}-6-abcdefABCDEF"));
     std::os::unix::fs::symlink(&victim, &link).unwrap();
+    // A per-run directory a killed cordon left, holding a symlink out of it: the
+    // directory goes, the symlink's target stays.
+    let run_dir = dir.join(format!("run-{dead}-8-0badf00d"));
+    std::fs::create_dir_all(run_dir.join("tmp")).unwrap();
+    let outside = tmp.path().join("outside-target");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("keep"), b"keep").unwrap();
+    std::os::unix::fs::symlink(&outside, run_dir.join("tmp/escape")).unwrap();
+    let dir_age = |p: &Path| {
+        let f = std::fs::File::open(p).unwrap();
+        f.set_modified(SystemTime::now() - two_days).unwrap();
+    };
+    dir_age(&run_dir);
+    let fresh_run_dir = dir.join(format!("run-{dead}-9-0badf00d"));
+    std::fs::create_dir(&fresh_run_dir).unwrap();
 
     // Starting cordon sweeps (any command; full-access needs no sandbox).
     let mut child = cordon(tmp.path(), &["run", "--mode", "full-access", "--", "true"]).spawn().unwrap();
     assert_eq!(wait_bounded(&mut child, "sweep").code(), Some(0));
 
     assert!(!stale.exists() && !stale_err.exists(), "the stale spills of a gone writer were not swept");
+    assert!(!run_dir.exists(), "the stale per-run directory of a gone cordon was not swept");
+    assert_eq!(std::fs::read(outside.join("keep")).unwrap(), b"keep", "the sweep followed a symlink");
+    assert!(fresh_run_dir.exists(), "the sweep removed a per-run directory younger than the retention");
     for (p, why) in [
         (&fresh, "a spill younger than the retention"),
         (&live_writer, "a spill whose writer still runs"),

@@ -20,7 +20,9 @@
 //! writer (the cordon process named in the file name) is gone and that was last
 //! written more than [`SPILL_RETENTION`] ago is removed. Nothing else is touched: only
 //! regular files (never a symlink, never followed) owned by this euid whose names have
-//! exactly the spill shape `out-<pid>-<run>-<12 letters or digits>` (or `err-`).
+//! exactly the spill shape `out-<pid>-<run>-<12 letters or digits>` (or `err-`), and
+//! per-run directories a killed cordon left (`run-<pid>-<run>-<8 hex digits>`, real
+//! directories of this euid, by the same age and writer rule).
 //!
 //! What it does not do: it does not read pipes itself (the executor drains them).
 
@@ -56,9 +58,28 @@ pub fn spill_writer_pid(name: &str) -> Option<u32> {
     pid.parse().ok()
 }
 
+/// The pid of the cordon process that made a per-run directory named `name`, if the
+/// name has exactly the shape the executor gives them: `run-<pid>-<run>-<8 hex digits>`.
+pub fn run_dir_writer_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("run-")?;
+    let mut parts = rest.split('-');
+    let (pid, run, rand) = (parts.next()?, parts.next()?, parts.next()?);
+    let digits = |s: &str| !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit());
+    if parts.next().is_some() || !digits(pid) || !digits(run) {
+        return None;
+    }
+    if rand.len() != 8 || !rand.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
 /// Remove the stale spill files in `dir` (cordon's private state directory for
-/// `euid`): see the module docs for what counts. `alive` says whether a pid still
-/// runs. Returns what was removed.
+/// `euid`): see the module docs for what counts. Per-run directories left by a cordon
+/// that was killed (`run-<pid>-<run>-<hex>`, real directories of this euid, not
+/// modified for the retention, their maker gone) go the same way, with their contents
+/// (removed without following symlinks). `alive` says whether a pid still runs.
+/// Returns what was removed.
 pub fn sweep_stale_spills(
     dir: &Path,
     euid: u32,
@@ -70,19 +91,27 @@ pub fn sweep_stale_spills(
     let Ok(entries) = std::fs::read_dir(dir) else { return removed };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(spill_writer_pid) else { continue };
+        let Some(text) = name.to_str() else { continue };
+        let (pid, is_dir) = match (spill_writer_pid(text), run_dir_writer_pid(text)) {
+            (Some(pid), _) => (pid, false),
+            (None, Some(pid)) => (pid, true),
+            (None, None) => continue,
+        };
         // `DirEntry::metadata` does not follow symlinks.
         let Ok(meta) = entry.metadata() else { continue };
-        if !meta.file_type().is_file() || meta.uid() != euid {
+        let kind_ok = if is_dir { meta.file_type().is_dir() } else { meta.file_type().is_file() };
+        if !kind_ok || meta.uid() != euid {
             continue;
         }
         let old = meta.modified().ok().and_then(|m| now.duration_since(m).ok()).is_some_and(|age| age > retention);
         if !old || alive(pid) {
             continue;
         }
-        // unlink removes the name itself; it never follows a symlink.
+        // unlink removes the name itself; it never follows a symlink. `remove_dir_all`
+        // does not follow symlinks either (it works relative to opened directories).
         let path = dir.join(&name);
-        if std::fs::remove_file(&path).is_ok() {
+        let gone = if is_dir { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+        if gone.is_ok() {
             removed.push(path);
         }
     }
@@ -498,6 +527,12 @@ mod tests {
             "out-123-4-abc.EF012345",
         ] {
             assert_eq!(spill_writer_pid(foreign), None, "{foreign}");
+        }
+        assert_eq!(run_dir_writer_pid("run-42-3-0badf00d"), Some(42));
+        for foreign in
+            ["run-42-3-0badf00", "run-42-3-0badf00g", "run-42-0badf00d", "out-42-3-0badf00d", "run-42-3-0badf00d-x"]
+        {
+            assert_eq!(run_dir_writer_pid(foreign), None, "{foreign}");
         }
     }
 
