@@ -310,3 +310,69 @@ fn serve_spills_nobody_received_are_removed() {
         }
     }
 }
+
+/// Background handles hold their output tails until forgotten; they are bounded in
+/// bytes per connection too (`max_background_tails`): twenty background runs of 16 MiB
+/// of output, one after the other and never read, keep the server under the same RSS
+/// bound (the oldest finished handles are forgotten to make room), and a start that
+/// cannot fit while the others still run is refused.
+#[test]
+fn serve_background_tails_are_bounded_in_bytes() {
+    use std::io::{BufRead, Write};
+    const BOUND_KIB: u64 = 512 * 1024;
+    const JOBS: usize = 20;
+    const OUT: usize = 16 << 20;
+    let dirs = Dirs::new("bg-tails");
+    let mut child = Command::new(CORDON)
+        .args(["serve", "--mode", "full-access", "--cwd"])
+        .arg(dirs.ws())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut call = |id: usize, method: &str, params: serde_json::Value| -> serde_json::Value {
+        let req = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{req}").unwrap();
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    };
+    let wait_file = |p: PathBuf| {
+        let start = std::time::Instant::now();
+        while !p.exists() {
+            assert!(start.elapsed() < std::time::Duration::from_secs(30), "{} never appeared", p.display());
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    };
+    for i in 0..JOBS {
+        let cmd = format!("head -c {OUT} /dev/zero; touch done-{i}");
+        let r = call(i, "start", serde_json::json!({"command": cmd, "output_cap": OUT}));
+        let handle = r["result"]["handle"].as_u64().unwrap_or_else(|| panic!("start {i}: {r}"));
+        wait_file(dirs.ws().join(format!("done-{i}")));
+        // It has done its work; `kill` returns once it is reaped (nothing left to kill).
+        let r = call(1000 + i, "kill", serde_json::json!({"handle": handle}));
+        assert_eq!(r["result"]["status"], "exited", "{r}");
+    }
+    let hwm = vm_hwm_kib(child.id());
+    // The first handles were forgotten to make room (documented: oldest finished first).
+    let r = call(100, "read", serde_json::json!({"handle": 1}));
+    assert_eq!(r["error"]["data"]["code"], "UNKNOWN_HANDLE", "{r}");
+    // Room for four running at the largest cap; the fifth is refused, not queued.
+    let mut refused = None;
+    for i in 0..5 {
+        let r = call(200 + i, "start", serde_json::json!({"command": "sleep 30", "output_cap": OUT}));
+        if r.get("error").is_some() {
+            refused = Some((i, r));
+            break;
+        }
+    }
+    let (i, r) = refused.expect("five running background processes at the largest cap were all accepted");
+    assert_eq!(i, 4, "{r}");
+    assert_eq!(r["error"]["data"]["code"], "TOO_MANY_PROCESSES", "{r}");
+    drop(stdin);
+    child.wait().unwrap();
+    eprintln!("serve peak RSS with {JOBS} background runs: {hwm} KiB");
+    assert!(hwm < BOUND_KIB, "server peak RSS {hwm} KiB exceeds {BOUND_KIB} KiB");
+}

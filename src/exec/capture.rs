@@ -265,6 +265,9 @@ impl StreamCapture {
         let tail_start = s.tail.len() - held;
         let truncated = s.total > held as u64;
         let text = String::from_utf8_lossy(&s.tail[tail_start..]).into_owned();
+        // Keep only what later incremental reads can still return: the last `cap` bytes.
+        s.tail.drain(..tail_start);
+        s.tail.shrink_to_fit();
         let needed = truncated || !s.all_utf8;
         let mut spill_path = None;
         if let Some((file, path)) = s.spill.take() {

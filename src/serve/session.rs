@@ -6,8 +6,9 @@
 //! input.
 //!
 //! Limits (constants below): at most [`MAX_RUNNING_JOBS`] background processes run at
-//! once; at most [`MAX_KEPT_JOBS`] handles are remembered (the oldest finished ones
-//! are forgotten first).
+//! once; at most [`MAX_KEPT_JOBS`] handles, holding at most [`MAX_BACKGROUND_TAILS`]
+//! bytes of output tails between them, are remembered (the oldest finished ones are
+//! forgotten first; a `start` that cannot fit while the rest still run is refused).
 //!
 //! What it does not do: it does not read or write the transport (see
 //! [`crate::serve`], [`crate::mcp`]).
@@ -37,6 +38,12 @@ pub const MAX_RUNNING_JOBS: usize = 128;
 /// Handles remembered per connection (finished ones are forgotten oldest first), so a
 /// long session's memory stays bounded.
 pub const MAX_KEPT_JOBS: usize = 1024;
+/// Output tail bytes (twice each handle's `output_cap`: both streams) the remembered
+/// background handles of one connection may hold: every kept handle at the default
+/// cap, or four at the largest. Memory per tail byte is at most about three (the tail
+/// and the finished result's text), so this bounds a connection's background output
+/// near 400 MiB instead of leaving it to the handle count.
+pub const MAX_BACKGROUND_TAILS: usize = MAX_KEPT_JOBS * 2 * crate::request::DEFAULT_OUTPUT_CAP;
 /// Requests handled at once per `cordon serve` connection; beyond it the server stops
 /// reading until one finishes (backpressure, never an error).
 pub const MAX_IN_FLIGHT: usize = 256;
@@ -60,6 +67,8 @@ struct Jobs {
     /// Slots reserved by `start` calls still launching: counted against the limit
     /// together with the running jobs, so concurrent starts can never overshoot it.
     starting: usize,
+    /// Tail bytes reserved by `start` calls still launching.
+    starting_tails: usize,
 }
 
 /// A connection's executor and background processes.
@@ -233,6 +242,7 @@ impl Session {
                 "max_in_flight": MAX_IN_FLIGHT,
                 "max_running_background": MAX_RUNNING_JOBS,
                 "max_kept_handles": MAX_KEPT_JOBS,
+                "max_background_tails": MAX_BACKGROUND_TAILS,
                 "default_timeout_ms": cfg.default_timeout.as_millis() as u64,
                 "max_timeout_ms": cfg.max_timeout.as_millis() as u64,
                 "default_output_cap": cfg.default_output_cap,
@@ -284,13 +294,37 @@ impl Session {
                     ),
                 ));
             }
+            let tails = output_cap.saturating_mul(2);
+            // Finished handles can be forgotten to make room; running ones cannot.
+            let held: usize = jobs
+                .map
+                .values()
+                .filter(|j| j.handle.status() == Status::Running)
+                .map(|j| j.output_cap.saturating_mul(2))
+                .sum::<usize>()
+                + jobs.starting_tails;
+            if held.saturating_add(tails) > MAX_BACKGROUND_TAILS {
+                return Err(RpcError::new(
+                    codes::TOO_MANY_PROCESSES,
+                    "TOO_MANY_PROCESSES",
+                    format!(
+                        "running background processes hold {held} bytes of output tails and this one needs {tails} \
+                         (limit {MAX_BACKGROUND_TAILS} per connection); kill or wait for one, or ask for a smaller \
+                         output_cap"
+                    ),
+                ));
+            }
+            forget_oldest_finished(&mut jobs, tails);
             jobs.starting += 1;
+            jobs.starting_tails += tails;
         }
         let started = self.exec.start(spec).await.map_err(|e| RpcError::cordon(&e));
         let handle = match started {
             Ok(h) => h,
             Err(e) => {
-                self.jobs().starting -= 1;
+                let mut jobs = self.jobs();
+                jobs.starting -= 1;
+                jobs.starting_tails -= output_cap.saturating_mul(2);
                 return Err(e);
             }
         };
@@ -298,13 +332,14 @@ impl Session {
         let id = {
             let mut jobs = self.jobs();
             jobs.starting -= 1;
+            jobs.starting_tails -= output_cap.saturating_mul(2);
             if jobs.closed {
                 None
             } else {
                 jobs.next += 1;
                 let id = jobs.next;
                 jobs.map.insert(id, Job { handle: handle.clone(), mode, output_cap });
-                forget_oldest_finished(&mut jobs);
+                forget_oldest_finished(&mut jobs, 0);
                 Some(id)
             }
         };
@@ -431,8 +466,15 @@ impl Session {
     }
 }
 
-fn forget_oldest_finished(jobs: &mut Jobs) {
-    while jobs.map.len() > MAX_KEPT_JOBS {
+/// Output tail bytes the remembered handles hold (both streams each).
+fn kept_tails(jobs: &Jobs) -> usize {
+    jobs.map.values().map(|j| j.output_cap.saturating_mul(2)).sum()
+}
+
+/// Forget the oldest finished handles while more than [`MAX_KEPT_JOBS`] are kept or
+/// their tails and `more` (plus starts in progress) exceed [`MAX_BACKGROUND_TAILS`].
+fn forget_oldest_finished(jobs: &mut Jobs, more: usize) {
+    while jobs.map.len() > MAX_KEPT_JOBS || kept_tails(jobs) + jobs.starting_tails + more > MAX_BACKGROUND_TAILS {
         let oldest = jobs.map.iter().find(|(_, j)| j.handle.status() == Status::Exited).map(|(id, _)| *id);
         match oldest {
             Some(id) => {
