@@ -1191,6 +1191,7 @@ mod tests {
             workdir: "/ws".into(),
             timeout: Duration::from_secs(1),
             output_cap: 1,
+            spill_cap: 1,
             stdin: Stdin::Null,
             output: Output::Capture,
             env: vec![("PATH".into(), "/bin".into()), ("HOME".into(), "/h".into())],

@@ -2,7 +2,10 @@
 //!
 //! Exit statuses: the command's own status (128+N for signal N); 125 when anything
 //! failed before the command ran (stderr names the error code); 127 when the program
-//! was not found; 126 when it is not executable; 2 for bad flags.
+//! was not found; 126 when it is not executable; 2 for bad flags; 141 (128 + SIGPIPE)
+//! when `--json` output has no reader any more (cordon aborts the run as soon as its
+//! stdout, a pipe or socket, reports the reader gone, and removes the run's spill
+//! files, since nobody can receive their paths).
 
 use clap::{Parser, Subcommand};
 use cordon::error::CordonError;
@@ -38,6 +41,9 @@ const EXIT_SETUP_FAILED: u8 = 125;
 const EXIT_NOT_EXECUTABLE: u8 = 126;
 /// Exit status when the program is not found.
 const EXIT_NOT_FOUND: u8 = 127;
+/// Exit status when the reader of `--json` output went away (128 + SIGPIPE, as for
+/// any pipeline writer whose reader left): the run was aborted, its result is lost.
+const EXIT_STDOUT_GONE: u8 = 128 + 13;
 
 #[derive(Parser, Debug)]
 #[command(name = "cordon", version, about = "Run commands under OS confinement chosen from a mode ladder")]
@@ -47,6 +53,7 @@ struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+#[allow(clippy::large_enum_variant, reason = "parsed once per process; boxing buys nothing")]
 enum Sub {
     /// Run a command under a sandbox mode.
     Run(Box<RunArgs>),
@@ -133,6 +140,10 @@ struct RunArgs {
     /// In-memory tail per stream, in bytes (with --json).
     #[arg(long, value_name = "BYTES")]
     output_cap: Option<usize>,
+    /// Spill-file bytes per stream (with --json; K, M, G suffixes; default 1G, at most
+    /// 4G; 0: no file). Past it the file keeps the head and `spill_truncated` is set.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    spill_cap: Option<u64>,
     /// Extra environment variable NAME=VALUE, or NAME to keep cordon's own value
     /// (repeatable; CORDON_* is reserved). Never scrubbed: the way to pass a credential on purpose.
     #[arg(long = "env", value_name = "NAME[=VALUE]", value_parser = parse_env)]
@@ -188,6 +199,18 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
         return Err(format!("timeout must be a positive number of seconds, got `{s}`"));
     }
     Ok(Duration::from_secs_f64(secs.min(1e9)))
+}
+
+/// A byte count: digits with an optional binary suffix K, M or G (case-insensitive).
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let (digits, shift) = match s.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&s[..i], 10),
+        Some((i, 'm' | 'M')) => (&s[..i], 20),
+        Some((i, 'g' | 'G')) => (&s[..i], 30),
+        _ => (s, 0),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("`{s}` is not a byte count (digits, then K, M or G)"))?;
+    n.checked_mul(1 << shift).ok_or_else(|| format!("`{s}` is too large"))
 }
 
 fn parse_env(s: &str) -> Result<(String, String), String> {
@@ -289,6 +312,7 @@ fn run(args: RunArgs) -> ExitCode {
     req.timeout = args.timeout;
     req.output_cap = args.output_cap;
     req.limits = args.limits.request();
+    req.spill_cap = args.spill_cap;
     req.env = args.env;
     req.stdin = if args.stdin { Stdin::Inherit } else { Stdin::Null };
     // Under --ask the first run never writes to the terminal: its output is captured,
@@ -311,20 +335,96 @@ fn run(args: RunArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return error_exit(&CordonError::Io { what: "starting the runtime".into(), source: e }, json),
     };
+    let gone = StdoutWatch::default();
+    let abort = gone.abort_on_signal_or_gone(json);
     let outcome = rt.block_on(async move {
         let exec = Executor::new(ExecutorConfig::default())?;
         let spec = exec.resolve(req)?;
-        exec.run_until(spec, interrupted()).await
+        exec.run_until(spec, abort).await
     });
     match outcome {
         Ok(result) => {
-            if json {
-                print_json(&result);
+            if json && !gone.deliver(&result, &[&result]) {
+                return ExitCode::from(EXIT_STDOUT_GONE);
             }
             ExitCode::from((result.shell_status() & 0xff) as u8)
         }
         Err(e) => error_exit(&e, json),
     }
+}
+
+/// Whether `--json` output still has a reader.
+#[derive(Debug, Default, Clone)]
+struct StdoutWatch {
+    gone: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl StdoutWatch {
+    /// The run's abort: SIGINT/SIGTERM/SIGHUP, or (with `json`) stdout's reader gone.
+    fn abort_on_signal_or_gone(&self, json: bool) -> impl std::future::Future<Output = ()> + 'static {
+        let gone = self.gone.clone();
+        async move {
+            if !json {
+                return interrupted().await;
+            }
+            tokio::select! {
+                _ = interrupted() => {}
+                _ = stdout_gone() => gone.store(true, std::sync::atomic::Ordering::SeqCst),
+            }
+        }
+    }
+
+    /// Print the result line; when stdout is gone (seen by the watch or by the write),
+    /// remove the spill files of `results` (their paths reach nobody) and say so.
+    fn deliver(&self, value: &impl serde::Serialize, results: &[&cordon::RunResult]) -> bool {
+        let mut ok = !self.gone.load(std::sync::atomic::Ordering::SeqCst);
+        if ok {
+            let mut out = std::io::stdout().lock();
+            ok = serde_json::to_writer(&mut out, value).is_ok() && out.write_all(b"\n").is_ok() && out.flush().is_ok();
+        }
+        if !ok {
+            for r in results {
+                for p in [&r.stdout.spill_path, &r.stderr.spill_path].into_iter().flatten() {
+                    let _ = std::fs::remove_file(p);
+                }
+            }
+            eprintln!("cordon: stdout is closed; the run was stopped and its result dropped");
+        }
+        ok
+    }
+}
+
+/// Resolves when fd 1 reports `POLLERR` or `POLLHUP`: the reader of a pipe or socket
+/// closed its end. Never resolves for a file or a terminal that stays open. A thread
+/// blocks in `poll` (no events requested: errors and hang-ups are always reported).
+async fn stdout_gone() {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let watcher = std::thread::Builder::new().name("stdout-watch".into()).spawn(move || {
+        let stdout = std::io::stdout();
+        loop {
+            let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::empty())];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => {
+                    let r = fds[0].revents().unwrap_or(PollFlags::empty());
+                    if r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP) {
+                        let _ = tx.send(());
+                        return;
+                    }
+                    if r.contains(PollFlags::POLLNVAL) {
+                        return;
+                    }
+                }
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => return,
+            }
+        }
+    });
+    if watcher.is_ok() && rx.await.is_ok() {
+        return;
+    }
+    std::future::pending::<()>().await
 }
 
 /// The `cordon run` flags that bring in a session or escalation (docs/escalation.md).
@@ -419,17 +519,17 @@ fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return error_exit(&CordonError::Io { what: "starting the runtime".into(), source: e }, json),
     };
+    let gone = StdoutWatch::default();
+    let abort = gone.abort_on_signal_or_gone(json);
     let outcome = rt.block_on(async {
         let exec = Executor::new(ExecutorConfig::default())?;
         match &approver {
-            Some(a) => {
-                esc::run_with_escalation_until(&exec, req, a.as_ref(), &opts, audit.as_ref(), interrupted()).await
-            }
+            Some(a) => esc::run_with_escalation_until(&exec, req, a.as_ref(), &opts, audit.as_ref(), abort).await,
             None => {
                 let spec = exec.resolve(req)?;
                 opts.governing.refuse_under(exec.state_dir());
                 opts.governing.check(&spec.policy)?;
-                let first = exec.run_until(spec, interrupted()).await?;
+                let first = exec.run_until(spec, abort).await?;
                 Ok(esc::EscalatedOutcome { first: Some(first), escalation: None, not_offered: None, retry: None })
             }
         }
@@ -472,7 +572,11 @@ fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitCode {
         if let Some(r) = report {
             value["escalation"] = r;
         }
-        print_json(&value);
+        let all: Vec<&cordon::RunResult> =
+            outcome.first.iter().chain(outcome.retry.iter().filter_map(|r| r.as_ref().ok())).collect();
+        if !gone.deliver(&value, &all) {
+            return ExitCode::from(EXIT_STDOUT_GONE);
+        }
     }
     ExitCode::from((result.shell_status() & 0xff) as u8)
 }

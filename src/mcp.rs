@@ -31,7 +31,7 @@ use crate::exec::Status;
 use crate::mode::Mode;
 use crate::protocol::{Ceiling, CeilingArgs, RpcError, RunParams};
 use crate::request::{Command, ExecutorConfig};
-use crate::result::{DenialKind, EnforcementLevel, RunResult};
+use crate::result::{CollectedOutput, DenialKind, EnforcementLevel, RunResult};
 use crate::serve::session::{KillReply, ReadReply, Session, Started};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -414,14 +414,8 @@ fn fenced(out: &mut String, boundary: &str, text: &str) {
     let _ = writeln!(out, ">>>{boundary}");
 }
 
-fn push_stream(
-    out: &mut String,
-    boundary: &str,
-    name: &str,
-    text: &str,
-    truncated: bool,
-    spill: Option<&std::path::Path>,
-) {
+fn push_stream(out: &mut String, boundary: &str, name: &str, s: &CollectedOutput) {
+    let (text, truncated, spill) = (s.text.as_str(), s.truncated, s.spill_path.as_deref());
     if text.is_empty() && !truncated {
         let _ = write!(out, "\n{name}: (empty)");
         return;
@@ -435,12 +429,23 @@ fn push_stream(
             }
         }
         let _ = write!(out, "\n{name} (truncated; the last {} bytes", text.len());
-        if let Some(p) = spill {
-            let _ = write!(
-                out,
-                "; the complete output is saved outside the sandbox at {}",
-                printable(&p.display().to_string())
-            );
+        match spill {
+            Some(p) if s.spill_truncated => {
+                let _ = write!(
+                    out,
+                    "; its beginning, up to the spill cap, is saved outside the sandbox at {}",
+                    printable(&p.display().to_string())
+                );
+            }
+            Some(p) => {
+                let _ = write!(
+                    out,
+                    "; the complete output is saved outside the sandbox at {}",
+                    printable(&p.display().to_string())
+                );
+            }
+            None if s.spill_failed => out.push_str("; saving the complete output failed, the rest is lost"),
+            None => {}
         }
         out.push_str("):\n");
     } else {
@@ -480,9 +485,8 @@ pub fn describe_run(result: &RunResult, ceiling: &Ceiling) -> String {
 pub fn describe_run_fenced(result: &RunResult, ceiling: &Ceiling, boundary: &str) -> String {
     let mut out = exit_line(result);
     out.push_str(&fence_note(boundary));
-    let (o, e) = (&result.stdout, &result.stderr);
-    push_stream(&mut out, boundary, "stdout", &o.text, o.truncated, o.spill_path.as_deref());
-    push_stream(&mut out, boundary, "stderr", &e.text, e.truncated, e.spill_path.as_deref());
+    push_stream(&mut out, boundary, "stdout", &result.stdout);
+    push_stream(&mut out, boundary, "stderr", &result.stderr);
     out.push('\n');
     out.push_str(&sandbox_guidance(result, ceiling));
     out

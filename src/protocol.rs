@@ -303,6 +303,8 @@ pub struct RunParams {
     pub timeout_ms: Option<u64>,
     /// In-memory tail per stream, in bytes.
     pub output_cap: Option<u64>,
+    /// Spill-file bytes per stream (capped by the executor's maximum).
+    pub spill_cap: Option<u64>,
     /// Bytes for the command's stdin.
     pub stdin: Option<String>,
     /// Extra environment variables, in the order given.
@@ -591,8 +593,9 @@ fn parse_hello(params: Map<String, Value>) -> Result<HelloParams, RpcError> {
     Ok(out)
 }
 
-const RUN_FIELDS: &str = "command, argv, workdir, timeout_ms, output_cap, stdin, env, mode, writable_roots, network, \
-                          limit_memory, limit_pids, limit_cpu";
+const RUN_FIELDS: &str =
+    "command, argv, workdir, timeout_ms, output_cap, spill_cap, stdin, env, mode, writable_roots, \
+                          network, limit_memory, limit_pids, limit_cpu";
 
 /// Parse the parameters of `run` / `start` (also used by the MCP tools' own fields).
 pub fn parse_run(params: Map<String, Value>) -> Result<RunParams, RpcError> {
@@ -640,6 +643,7 @@ pub fn parse_run(params: Map<String, Value>) -> Result<RunParams, RpcError> {
             }
             "limit_pids" => out.limits.pids = Some(want_u64("limit_pids", value)?),
             "limit_cpu" => out.limits.cpu = Some(want_u64("limit_cpu", value)?),
+            "spill_cap" => out.spill_cap = Some(want_u64("spill_cap", value)?),
             "stdin" => {
                 out.stdin = Some(match value {
                     Value::String(s) => s,
@@ -962,6 +966,7 @@ impl Ceiling {
         req.workdir = Some(workdir);
         req.timeout = params.timeout_ms.map(Duration::from_millis);
         req.output_cap = params.output_cap.map(|c| usize::try_from(c).unwrap_or(usize::MAX));
+        req.spill_cap = params.spill_cap;
         req.stdin = match params.stdin {
             Some(s) => Stdin::Bytes(s.into_bytes()),
             None => Stdin::Null,

@@ -21,6 +21,13 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
 pub const DEFAULT_OUTPUT_CAP: usize = 64 * 1024;
 /// The largest in-memory tail a request may ask for.
 pub const MAX_OUTPUT_CAP: usize = 16 * 1024 * 1024;
+/// Default spill cap per stream. Without one, `yes` writes ~250 MB/s to the host's
+/// temp directory: ~30 GB by the default deadline, more than many disks by the longest.
+/// 1 GiB keeps any log a caller would read in full, and a run's worst case (two
+/// streams) at 2 GiB.
+pub const DEFAULT_SPILL_CAP: u64 = 1 << 30;
+/// The largest spill cap a request may ask for (larger ones are capped).
+pub const MAX_SPILL_CAP: u64 = 4 << 30;
 /// Grace between SIGTERM and SIGKILL when a run is stopped.
 pub const KILL_GRACE: Duration = Duration::from_secs(3);
 /// How long to keep draining pipes that outliving grandchildren hold open.
@@ -71,6 +78,8 @@ pub struct Request {
     pub timeout: Option<Duration>,
     /// In-memory tail per stream, in bytes (default and cap from the config).
     pub output_cap: Option<usize>,
+    /// Spill-file bytes per stream (default and cap from the config; 0: no file).
+    pub spill_cap: Option<u64>,
     /// Stdin.
     pub stdin: Stdin,
     /// Output handling.
@@ -95,6 +104,7 @@ impl Request {
             workdir: None,
             timeout: None,
             output_cap: None,
+            spill_cap: None,
             stdin: Stdin::Null,
             output: Output::Capture,
             env: Vec::new(),
@@ -131,6 +141,10 @@ pub struct ExecutorConfig {
     pub default_output_cap: usize,
     /// The largest tail a request may ask for (larger ones are capped).
     pub max_output_cap: usize,
+    /// Spill cap per stream when a request gives none.
+    pub default_spill_cap: u64,
+    /// The largest spill cap a request may ask for (larger ones are capped).
+    pub max_spill_cap: u64,
     /// SIGTERM → SIGKILL grace.
     pub kill_grace: Duration,
     /// Bounded wait for pipes held by outliving grandchildren.
@@ -163,6 +177,8 @@ impl Default for ExecutorConfig {
             max_timeout: MAX_TIMEOUT,
             default_output_cap: DEFAULT_OUTPUT_CAP,
             max_output_cap: MAX_OUTPUT_CAP,
+            default_spill_cap: DEFAULT_SPILL_CAP,
+            max_spill_cap: MAX_SPILL_CAP,
             kill_grace: KILL_GRACE,
             drain_grace: DRAIN_GRACE,
             shell: PathBuf::from(DEFAULT_SHELL),
@@ -186,6 +202,8 @@ pub struct Spec {
     pub timeout: Duration,
     /// The in-memory tail per stream.
     pub output_cap: usize,
+    /// The spill-file bytes per stream.
+    pub spill_cap: u64,
     /// Stdin.
     pub stdin: Stdin,
     /// Output handling.

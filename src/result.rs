@@ -55,8 +55,17 @@ pub struct CollectedOutput {
     pub text: String,
     /// Bytes were dropped from the in-memory tail.
     pub truncated: bool,
-    /// The complete stream, when it was spilled successfully.
+    /// The complete stream, when it was spilled successfully (only its head, up to the
+    /// spill cap, when `spill_truncated`).
     pub spill_path: Option<PathBuf>,
+    /// The stream outgrew the spill cap: the spill file holds its first bytes only
+    /// (with a cap of 0, no file was made). Added in protocol 1 as an additive field.
+    #[serde(default)]
+    pub spill_truncated: bool,
+    /// The exact bytes were needed (the tail was truncated or is not valid UTF-8) but
+    /// spilling them failed (no space, an I/O error): they are lost.
+    #[serde(default)]
+    pub spill_failed: bool,
 }
 
 /// How completely the requested restrictions were enforced.

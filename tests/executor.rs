@@ -220,6 +220,12 @@ fn proc_state(pid: i32) -> Option<char> {
     stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next())
 }
 
+/// The parent pid from `/proc/<pid>/stat`, if the process exists.
+fn ppid(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Whether `pid` is gone: `kill(pid, 0)` fails with ESRCH. A zombie whose reaping
 /// is still pending counts as alive here; [`wait_gone`] waits it out.
 fn gone(pid: i32) -> bool {
@@ -599,6 +605,7 @@ async fn failed_spill_withholds_the_path_but_keeps_the_tail() {
     assert!(r.stdout.truncated);
     assert_eq!(r.stdout.text, all[all.len() - 4096..], "the tail survives a failed spill");
     assert_eq!(r.stdout.spill_path, None, "a failed spill must not be offered as complete");
+    assert!(r.stdout.spill_failed && !r.stdout.spill_truncated, "a failed spill must say so: {:?}", r.stdout);
     let left = fx.state_files("out-");
     assert!(left.is_empty(), "the partial spill file was left behind: {left:?}");
     drop(fx);
@@ -800,7 +807,8 @@ async fn background_kill_aborts_and_reports() {
     let fx = Fx::new("bg-kill");
     let h = fx.start(fx.req("echo $$ > leader.pid; sleep 30", Mode::FullAccess)).await;
     let leader = read_pid(&fx.ws().join("leader.pid"), Duration::from_secs(10)).await;
-    assert_eq!(leader, h.pid(), "Handle::pid is the command's pid");
+    // Handle::pid is the run's group leader: the supervising init, the command's parent.
+    assert_eq!(ppid(leader), Some(h.pid()), "Handle::pid is the command's supervising init");
     assert_eq!(h.status(), Status::Running);
     assert_eq!(h.exit_code(), None);
     assert!(h.kill(), "kill() while running must return true");
@@ -845,7 +853,36 @@ async fn background_kill_confined() {
     assert_no_process_with(&m, "killed confined background run").await;
 }
 
+/// A TERM-ignoring full-access run with a descendant that left its process group: the
+/// hard kill after the grace reaches that descendant too (cordon asks the supervising
+/// init to sweep instead of SIGKILLing the group, which would orphan it).
+#[tokio::test(flavor = "multi_thread")]
+async fn hard_kill_reaches_descendants_that_left_the_group() {
+    let fx = Fx::new("sweep");
+    let m = unique_marker();
+    let h = fx.start(fx.req(&format!("trap '' TERM; setsid sleep {m} & sleep {m} & wait"), Mode::FullAccess)).await;
+    wait_for_sleepers(&m, 2).await;
+    assert!(h.kill());
+    let r = done_within(&h).await;
+    assert!(r.aborted, "{r:?}");
+    assert_eq!(r.signal, Some(libc::SIGKILL), "the TERM-ignoring shell was killed after the grace: {r:?}");
+    assert_no_process_with(&m, "hard-killed full-access run").await;
+}
+
 // ------------------------------------------------------------------ 9, 10. no leftovers
+
+/// Dropping the executor ends full-access runs whole, including a descendant that
+/// called `setsid`.
+#[tokio::test(flavor = "multi_thread")]
+async fn dropping_the_executor_kills_descendants_that_left_the_group() {
+    let fx = Fx::new("drop-setsid");
+    let m = unique_marker();
+    let h = fx.start(fx.req(&format!("setsid sleep {m} & sleep {m} & wait"), Mode::FullAccess)).await;
+    wait_for_sleepers(&m, 2).await;
+    drop(fx);
+    assert_no_process_with(&m, "full-access run whose executor was dropped").await;
+    done_within(&h).await;
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn dropping_the_executor_kills_and_reaps_everything() {
@@ -858,8 +895,9 @@ async fn dropping_the_executor_kills_and_reaps_everything() {
     let mut pids = vec![];
     for (i, h) in handles.iter().enumerate() {
         let leader = read_pid(&fx.ws().join(format!("leader{i}.pid")), Duration::from_secs(10)).await;
-        assert_eq!(leader, h.pid());
+        assert_eq!(ppid(leader), Some(h.pid()));
         pids.push((leader, "leader"));
+        pids.push((h.pid(), "supervising init"));
         pids.push((read_pid(&fx.ws().join(format!("gc{i}.pid")), Duration::from_secs(10)).await, "child"));
     }
     let _cleanup = KillOnDrop(pids.iter().map(|p| p.0).collect());
@@ -1034,7 +1072,12 @@ fn assert_result_shape(v: &Value) {
     limits.remove("gaps");
     assert_eq!(limits, set(&["memory", "memory_by", "pids", "pids_by", "cpu", "tmpfs_size"]), "limits: {v}");
     for s in ["stdout", "stderr"] {
-        assert_eq!(keys(&v[s]), set(&["text", "truncated", "spill_path"]), "{s}: {v}");
+        assert_eq!(
+            keys(&v[s]),
+            set(&["text", "truncated", "spill_path", "spill_truncated", "spill_failed"]),
+            "{s}: {v}"
+        );
+        assert!(v[s]["spill_truncated"].is_boolean() && v[s]["spill_failed"].is_boolean(), "{v}");
         assert!(v[s]["text"].is_string() && v[s]["truncated"].is_boolean(), "{v}");
     }
     let mut sandbox = keys(&v["sandbox"]);

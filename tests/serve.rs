@@ -164,3 +164,215 @@ fn serve_piped_request_gets_its_real_result() {
         assert_eq!(r["stdout"]["text"], "piped\n", "try {i}: {line}");
     }
 }
+
+/// The server's peak resident memory (`VmHWM`, KiB).
+fn vm_hwm_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).expect("VmHWM in /proc/<pid>/status");
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Issue 12: a client that sends big runs and does not read its responses must not
+/// grow the server without bound. Twenty runs of 16 MiB of NUL bytes (each 96 MiB of
+/// JSON, `\u0000` per byte) took the server to 2 GB when responses were bounded by
+/// count only. Now pending output is bounded in bytes per connection: the server stops
+/// starting runs until the client reads, and its peak RSS (`VmHWM`) stays under
+/// [`SERVE_UNREAD_RSS_BOUND_KIB`], the bound docs/protocol.md states.
+#[test]
+fn serve_memory_stays_bounded_when_the_client_does_not_read() {
+    use std::io::{BufRead, Write};
+    /// docs/protocol.md: "the server's peak RSS stays under 512 MiB".
+    const SERVE_UNREAD_RSS_BOUND_KIB: u64 = 512 * 1024;
+    const RUNS: usize = 20;
+    const OUT: usize = 16 << 20;
+    /// How long an unbounded server needs at most to run all twenty (it runs them at
+    /// once); a bounded one stops after the first and waits for the client.
+    const SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
+    let dirs = Dirs::new("unread");
+    let mut child = Command::new(CORDON)
+        .args(["serve", "--mode", "full-access", "--cwd"])
+        .arg(dirs.ws())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for i in 0..RUNS {
+        let req = serde_json::json!({
+            "jsonrpc": "2.0", "id": i, "method": "run",
+            "params": { "command": format!("head -c {OUT} /dev/zero; touch done-{i}"), "output_cap": OUT }
+        });
+        writeln!(stdin, "{req}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let done = || (0..RUNS).filter(|i| dirs.ws().join(format!("done-{i}")).exists()).count();
+    let start = std::time::Instant::now();
+    while done() < RUNS && start.elapsed() < SETTLE {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let unread_hwm = vm_hwm_kib(child.id());
+    // Now read everything: every run still gets its complete result.
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = Vec::new();
+    let mut ids = std::collections::BTreeSet::new();
+    for _ in 0..RUNS {
+        line.clear();
+        out.read_until(b'\n', &mut line).unwrap();
+        let text = &line[..line.len().min(200)];
+        let head = String::from_utf8_lossy(text);
+        assert!(head.starts_with(r#"{"jsonrpc":"2.0","id":"#), "{head}");
+        let id: usize = head[22..].split(',').next().unwrap().parse().unwrap();
+        assert!(head.contains(r#""exit_code":0,"#), "{head}");
+        assert!(line.len() > 6 * OUT, "run {id}: the 16 MiB tail was not returned whole ({} bytes)", line.len());
+        ids.insert(id);
+    }
+    assert_eq!(ids.len(), RUNS, "every run answered once");
+    let hwm = vm_hwm_kib(child.id());
+    drop(stdin);
+    child.wait().unwrap();
+    assert_eq!(done(), RUNS);
+    eprintln!("serve peak RSS: {hwm} KiB ({unread_hwm} KiB while the client did not read)");
+    assert!(
+        hwm < SERVE_UNREAD_RSS_BOUND_KIB,
+        "server peak RSS {hwm} KiB (while unread: {unread_hwm} KiB) exceeds {SERVE_UNREAD_RSS_BOUND_KIB} KiB"
+    );
+}
+
+/// Spill files of `cordon serve` under `tmp` (its `TMPDIR`).
+fn serve_spills(tmp: &Path) -> Vec<PathBuf> {
+    let dir = tmp.join(format!("cordon-{}", nix::unistd::geteuid().as_raw()));
+    match std::fs::read_dir(dir) {
+        Ok(rd) => rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("out-")))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// A spill file belongs to the client only once a response naming it was written:
+/// with a client that reads, the foreground run's file stays (positive control); with
+/// one that closed its end, neither the foreground run's file nor the unread
+/// background process's file is left behind.
+#[test]
+fn serve_spills_nobody_received_are_removed() {
+    use std::io::{Read, Write};
+    // Non-UTF-8 output keeps its exact bytes in a spill file.
+    let big = "head -c 200000 /dev/zero; printf '\\377'";
+    let requests = [
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "run", "params": {"command": big}}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "start", "params": {"command": big}}),
+    ];
+    for reader in [true, false] {
+        let dirs = Dirs::new(if reader { "spill-read" } else { "spill-gone" });
+        let tmp = dirs.root.join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
+        let mut child = Command::new(CORDON)
+            .args(["serve", "--mode", "full-access", "--cwd"])
+            .arg(dirs.ws())
+            .env("TMPDIR", &tmp)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        for r in &requests {
+            writeln!(stdin, "{r}").unwrap();
+        }
+        let text = if reader {
+            // Wait for both answers, then end the session.
+            let mut text = Vec::new();
+            let mut buf = [0u8; 65536];
+            while text.iter().filter(|&&b| b == b'\n').count() < 2 {
+                let n = out.read(&mut buf).unwrap();
+                assert!(n > 0, "the server ended early");
+                text.extend_from_slice(&buf[..n]);
+            }
+            drop(stdin);
+            out.read_to_end(&mut text).unwrap();
+            String::from_utf8_lossy(&text).into_owned()
+        } else {
+            drop(out);
+            drop(stdin);
+            String::new()
+        };
+        child.wait().unwrap();
+        let left = serve_spills(&tmp);
+        if reader {
+            let run: serde_json::Value =
+                serde_json::from_str(text.lines().find(|l| l.contains(r#""id":1,"#)).unwrap()).unwrap();
+            let path = PathBuf::from(run["result"]["stdout"]["spill_path"].as_str().expect("a spill was reported"));
+            assert_eq!(left, vec![path], "the delivered run's spill stays; the unread background one goes");
+        } else {
+            assert_eq!(left, Vec::<PathBuf>::new(), "spill files no client received were left on disk");
+        }
+    }
+}
+
+/// Background handles hold their output tails until forgotten; they are bounded in
+/// bytes per connection too (`max_background_tails`): twenty background runs of 16 MiB
+/// of output, one after the other and never read, keep the server under the same RSS
+/// bound (the oldest finished handles are forgotten to make room), and a start that
+/// cannot fit while the others still run is refused.
+#[test]
+fn serve_background_tails_are_bounded_in_bytes() {
+    use std::io::{BufRead, Write};
+    const BOUND_KIB: u64 = 512 * 1024;
+    const JOBS: usize = 20;
+    const OUT: usize = 16 << 20;
+    let dirs = Dirs::new("bg-tails");
+    let mut child = Command::new(CORDON)
+        .args(["serve", "--mode", "full-access", "--cwd"])
+        .arg(dirs.ws())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut call = |id: usize, method: &str, params: serde_json::Value| -> serde_json::Value {
+        let req = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{req}").unwrap();
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    };
+    let wait_file = |p: PathBuf| {
+        let start = std::time::Instant::now();
+        while !p.exists() {
+            assert!(start.elapsed() < std::time::Duration::from_secs(30), "{} never appeared", p.display());
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    };
+    for i in 0..JOBS {
+        let cmd = format!("head -c {OUT} /dev/zero; touch done-{i}");
+        let r = call(i, "start", serde_json::json!({"command": cmd, "output_cap": OUT}));
+        let handle = r["result"]["handle"].as_u64().unwrap_or_else(|| panic!("start {i}: {r}"));
+        wait_file(dirs.ws().join(format!("done-{i}")));
+        // It has done its work; `kill` returns once it is reaped (nothing left to kill).
+        let r = call(1000 + i, "kill", serde_json::json!({"handle": handle}));
+        assert_eq!(r["result"]["status"], "exited", "{r}");
+    }
+    let hwm = vm_hwm_kib(child.id());
+    // The first handles were forgotten to make room (documented: oldest finished first).
+    let r = call(100, "read", serde_json::json!({"handle": 1}));
+    assert_eq!(r["error"]["data"]["code"], "UNKNOWN_HANDLE", "{r}");
+    // Room for four running at the largest cap; the fifth is refused, not queued.
+    let mut refused = None;
+    for i in 0..5 {
+        let r = call(200 + i, "start", serde_json::json!({"command": "sleep 30", "output_cap": OUT}));
+        if r.get("error").is_some() {
+            refused = Some((i, r));
+            break;
+        }
+    }
+    let (i, r) = refused.expect("five running background processes at the largest cap were all accepted");
+    assert_eq!(i, 4, "{r}");
+    assert_eq!(r["error"]["data"]["code"], "TOO_MANY_PROCESSES", "{r}");
+    drop(stdin);
+    child.wait().unwrap();
+    eprintln!("serve peak RSS with {JOBS} background runs: {hwm} KiB");
+    assert!(hwm < BOUND_KIB, "server peak RSS {hwm} KiB exceeds {BOUND_KIB} KiB");
+}

@@ -38,6 +38,12 @@
 //! 12. seccomp filters, last, in plan order.
 //! 13. `execve`.
 //!
+//! With an init ([`StagePlan::init`]), steps 1, 2, 4 and 5 are the init's; it then
+//! starts the command, which takes steps 3 and 6 to 13. Without a pid namespace the
+//! init supervises instead of being pid 1: it takes step 3 itself (the command joins
+//! its process group), its parent-death signal is [`SUPERVISOR_PDEATHSIG`], and it is a
+//! child subreaper that kills and reaps every process the run leaves behind.
+//!
 //! If a step fails, the child writes a [`StageFailure`] record (step, errno, detail)
 //! to a close-on-exec status pipe and exits with [`STAGE_SETUP_FAILED_EXIT`]. The parent
 //! reads the pipe: end-of-file means `execve` succeeded.
@@ -341,10 +347,13 @@ pub struct StagePlan {
     pub mount_slots: usize,
     /// Call `setsid`; otherwise only `setpgid(0, 0)`.
     pub new_session: bool,
-    /// Run a minimal init as pid 1 of the new pid namespace (needs `CLONE_NEWPID`):
-    /// it forwards signals to the command, reaps orphans and reports the command's
-    /// wait status on [`Spawned::exit_status`]. Without it the command itself would be
-    /// pid 1, which ignores signals it has no handler for (`kill -9 $$` would fail).
+    /// Run a minimal init that reports the command's wait status on
+    /// [`Spawned::exit_status`]. With `CLONE_NEWPID` it is pid 1 of the new pid
+    /// namespace: it forwards signals to the command and reaps orphans (without it the
+    /// command itself would be pid 1, which ignores signals it has no handler for:
+    /// `kill -9 $$` would fail). Without `CLONE_NEWPID` it is a supervising subreaper
+    /// that leads the run's process group, reaps and kills what the run leaves behind,
+    /// and kills the run when cordon dies (see `init_stage`).
     pub init: bool,
     /// Set `no_new_privs`.
     pub no_new_privs: bool,
@@ -485,6 +494,11 @@ struct Prepared<'a> {
     /// The helper writes a success record before `execve` (its status pipe is also
     /// held by bubblewrap's monitor, so end-of-file cannot mean success there).
     ok_record: bool,
+    /// Supervising init (no pid namespace): the command stays in the init's process
+    /// group instead of starting its own (step 3 is the init's).
+    join_init_group: bool,
+    /// The pid of the process that spawns (cordon), for the init's parent-death check.
+    parent_pid: libc::pid_t,
 }
 
 fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
@@ -522,6 +536,9 @@ fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
         exit_fd: -1,
         inner_stack_top: 0,
         ok_record: false,
+        join_init_group: false,
+        // SAFETY: getpid has no arguments and cannot fail.
+        parent_pid: unsafe { libc::getpid() },
     };
     if plan.init {
         return spawn_with_init(prepared, status_read, status_write);
@@ -704,12 +721,55 @@ extern "C" fn inner_entry(arg: *mut libc::c_void) -> libc::c_int {
     stage_inner(p)
 }
 
-/// Pid 1: namespaces and mounts, then the command (vfork-style), then init duties.
+/// The init: pid 1 of a new pid namespace, or (without `CLONE_NEWPID`) a supervising
+/// subreaper. Namespaces and mounts, then the command (vfork-style), then init duties.
+///
+/// The supervising init (every run without a pid namespace: passthrough, bubblewrap)
+/// leads the run's process group and the command stays in it, so cordon's group
+/// signals reach both; it ignores those signals itself (no-op handlers) so that it
+/// outlives the command and can report its status. It is `PR_SET_CHILD_SUBREAPER`:
+/// descendants orphaned during the run (bubblewrap's own pid-namespace init among
+/// them) become its children, and it reaps them. When the command exits it SIGKILLs
+/// every child it still has, and every orphan that is reparented to it as they die,
+/// until it has none (via `/proc/self/task/<pid>/children`; without that file only
+/// cordon's final group kill remains), then reports and exits. Its parent-death signal
+/// is a catchable one ([`SUPERVISOR_PDEATHSIG`]): when cordon dies (even by SIGKILL)
+/// it kills and reaps every descendant the same way, then exits. cordon ends a run it
+/// must kill with [`SUPERVISOR_SWEEP_SIGNAL`] (see [`request_sweep`]) rather than a
+/// SIGKILL that would end the init before the descendants that left its group.
 fn init_stage(p: &mut Prepared<'_>) -> ! {
-    stage_outer(p, false);
-    // Our own process group, so group signals aimed at the caller's group miss us.
-    // SAFETY: setpgid with integer arguments.
-    unsafe { libc::setpgid(0, 0) };
+    let supervise = p.plan.namespaces & libc::CLONE_NEWPID as libc::c_ulong == 0;
+    stage_outer(p, false, if supervise { SUPERVISOR_PDEATHSIG } else { libc::SIGKILL });
+    if supervise {
+        // cordon may have died before the parent-death signal was armed.
+        // SAFETY: getppid has no arguments.
+        if unsafe { libc::getppid() } != p.parent_pid {
+            // SAFETY: _exit cannot fail.
+            unsafe { libc::_exit(STAGE_SETUP_FAILED_EXIT) };
+        }
+        SUPERVISOR_PARENT.store(p.parent_pid, std::sync::atomic::Ordering::Relaxed);
+        // 3. The session step is the init's; the command joins its group.
+        // SAFETY: setsid/setpgid with integer arguments.
+        let r = unsafe {
+            if p.plan.new_session {
+                libc::setsid()
+            } else {
+                libc::setpgid(0, 0)
+            }
+        };
+        if r < 0 {
+            fail(p, Step::NewSession, errno(), 2);
+        }
+        // SAFETY: prctl with integer arguments.
+        if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
+            fail(p, Step::ParentDeathSignal, errno(), 1);
+        }
+        p.join_init_group = true;
+    } else {
+        // Our own process group, so group signals aimed at the caller's group miss us.
+        // SAFETY: setpgid with integer arguments.
+        unsafe { libc::setpgid(0, 0) };
+    }
     // SAFETY: `inner_entry` runs on the dedicated stack (this process's copy of the
     // parent's allocation) with a pointer to our `Prepared`; CLONE_VFORK suspends us
     // until it has exec'd or exited.
@@ -743,11 +803,15 @@ fn init_stage(p: &mut Prepared<'_>) -> ! {
         let zero = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
         libc::syscall(libc::SYS_capset, &mut header as *mut CapHeader, zero.as_ptr());
     }
-    for sig in FORWARDED_SIGNALS {
+    let handler =
+        if supervise { supervisor_signal as *const () as usize } else { forward_signal as *const () as usize };
+    SUPERVISOR_EXIT_FD.store(exit_fd, std::sync::atomic::Ordering::Relaxed);
+    let sweep = supervise.then_some((SUPERVISOR_SWEEP_SIGNAL, supervisor_sweep as *const () as usize));
+    for (sig, handler) in FORWARDED_SIGNALS.into_iter().map(|s| (s, handler)).chain(sweep) {
         // SAFETY: installing an async-signal-safe handler with sigaction.
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = forward_signal as *const () as usize;
+            sa.sa_sigaction = handler;
             sa.sa_flags = libc::SA_RESTART;
             libc::sigfillset(&mut sa.sa_mask);
             libc::sigaction(sig, &sa, std::ptr::null_mut());
@@ -764,18 +828,180 @@ fn init_stage(p: &mut Prepared<'_>) -> ! {
         // SAFETY: wait4 for any child into a local status word.
         let r = unsafe { libc::wait4(-1, &mut status, libc::__WALL, std::ptr::null_mut()) };
         if r == child {
-            let bytes = status.to_ne_bytes();
-            // SAFETY: write/_exit are async-signal-safe; the buffer is local.
-            unsafe {
-                libc::write(exit_fd, bytes.as_ptr() as *const libc::c_void, bytes.len());
-                libc::_exit(0);
+            // The status first: a sweep signal during the sweep below must not lose it.
+            report_status(exit_fd, status);
+            if supervise {
+                kill_and_reap_all_children(0);
             }
+            // SAFETY: _exit cannot fail.
+            unsafe { libc::_exit(0) };
         }
         if r < 0 && errno() != libc::EINTR {
             // SAFETY: _exit cannot fail.
             unsafe { libc::_exit(0) };
         }
     }
+}
+
+/// The supervising init's parent-death signal: catchable, so that it can kill what the
+/// run started before it dies (SIGKILL would end the init alone). SIGHUP is among the
+/// signals the init handles; a SIGHUP that does not mean "cordon died" (the parent is
+/// still there) is ignored.
+pub const SUPERVISOR_PDEATHSIG: libc::c_int = libc::SIGHUP;
+
+/// cordon's pid, as the supervising init saw it at start.
+static SUPERVISOR_PARENT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+/// The init's exit-status pipe, for the sweep handler.
+static SUPERVISOR_EXIT_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+/// The command's wait status was written to the exit-status pipe.
+static STATUS_REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sent by cordon to a supervising init (to its pid alone, never its group) to end the
+/// run at once: the init SIGKILLs and reaps every descendant, reports the command's
+/// status when it reaped it, and exits. A SIGKILL to the run's group would end the init
+/// first and orphan descendants that left the group; this reaches them too. A real-time
+/// signal (above the C library's reserved ones) that no command expects from cordon;
+/// a command that sends it to its own group only ends its own run.
+pub const SUPERVISOR_SWEEP_SIGNAL: libc::c_int = 40;
+
+/// Tell the supervising init `pid` to end its run now ([`SUPERVISOR_SWEEP_SIGNAL`]).
+pub fn request_sweep(pid: libc::pid_t) -> io::Result<()> {
+    // SAFETY: kill with integer arguments.
+    if unsafe { libc::kill(pid, SUPERVISOR_SWEEP_SIGNAL) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Write the command's raw wait status to the exit-status pipe (once).
+fn report_status(exit_fd: RawFd, status: libc::c_int) {
+    if STATUS_REPORTED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let bytes = status.to_ne_bytes();
+    // SAFETY: write is async-signal-safe; the buffer is local.
+    unsafe { libc::write(exit_fd, bytes.as_ptr() as *const libc::c_void, bytes.len()) };
+}
+
+/// The supervising init's [`SUPERVISOR_SWEEP_SIGNAL`] handler.
+extern "C" fn supervisor_sweep(_sig: libc::c_int) {
+    let command = INIT_CHILD.load(std::sync::atomic::Ordering::Relaxed);
+    if !kill_and_reap_all_children(command) {
+        // SAFETY: kill is async-signal-safe; 0 is the run's group, this init included.
+        unsafe { libc::kill(0, libc::SIGKILL) };
+    }
+    // SAFETY: _exit cannot fail.
+    unsafe { libc::_exit(0) };
+}
+
+/// The supervising init's handler: a signal aimed at the run's group is for the
+/// command (which got it too); once cordon is gone, kill everything and die.
+extern "C" fn supervisor_signal(_sig: libc::c_int) {
+    // SAFETY: getppid has no arguments.
+    let parent = unsafe { libc::getppid() };
+    if parent == SUPERVISOR_PARENT.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    // Every descendant comes to this subreaper as its parent dies: kill and reap
+    // until none is left (the run's group and those that left it alike).
+    if kill_and_reap_all_children(0) {
+        // SAFETY: _exit cannot fail.
+        unsafe { libc::_exit(0) };
+    }
+    // No `children` file: kill the run's group, which includes this init, so this
+    // does not return.
+    // SAFETY: kill is async-signal-safe; 0 is this process's group.
+    unsafe {
+        libc::kill(0, libc::SIGKILL);
+        libc::_exit(0);
+    }
+}
+
+/// SIGKILL every child of this (single-threaded) process listed in
+/// `/proc/self/task/<pid>/children`. Returns false when that file cannot be read.
+/// Raw syscalls and stack buffers only (it runs in a signal handler and after fork).
+fn kill_children() -> bool {
+    let mut path = [0u8; 64];
+    let prefix = b"/proc/self/task/";
+    path[..prefix.len()].copy_from_slice(prefix);
+    let mut n = prefix.len();
+    // SAFETY: getpid has no arguments.
+    let pid = unsafe { libc::getpid() };
+    n += write_decimal(&mut path[n..], pid as u32);
+    let suffix = b"/children\0";
+    path[n..n + suffix.len()].copy_from_slice(suffix);
+    // SAFETY: `path` is NUL-terminated; open/read/close are async-signal-safe.
+    let fd = unsafe { libc::open(path.as_ptr() as *const libc::c_char, libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return false;
+    }
+    let mut buf = [0u8; 4096];
+    // Pids fit in an i32 (the kernel's PID_MAX_LIMIT is 2^22); saturate anyway.
+    let mut current: i32 = -1;
+    loop {
+        // SAFETY: reading into a local buffer.
+        let got = unsafe { libc::read(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
+        if got <= 0 {
+            break;
+        }
+        for &b in &buf[..got as usize] {
+            if b.is_ascii_digit() {
+                current = current.max(0).saturating_mul(10).saturating_add(i32::from(b - b'0'));
+            } else if current > 0 {
+                // SAFETY: kill with integer arguments.
+                unsafe { libc::kill(current, libc::SIGKILL) };
+                current = -1;
+            }
+        }
+    }
+    if current > 0 {
+        // SAFETY: kill with integer arguments.
+        unsafe { libc::kill(current, libc::SIGKILL) };
+    }
+    // SAFETY: closing the fd opened above.
+    unsafe { libc::close(fd) };
+    true
+}
+
+/// Kill every remaining child, reap it, and repeat for the orphans reparented to this
+/// subreaper as their parents die (a dying process's children are reparented before
+/// it can be reaped), until there is no child left: then every descendant is gone.
+/// Without the `children` file, return false at once (cordon's group kill is then the
+/// only sweep). When it reaps `command` (> 0), its status is reported.
+fn kill_and_reap_all_children(command: libc::pid_t) -> bool {
+    loop {
+        if !kill_children() {
+            return false;
+        }
+        let mut status = 0;
+        // SAFETY: wait4 for any child into a local status word.
+        let r = unsafe { libc::wait4(-1, &mut status, libc::__WALL, std::ptr::null_mut()) };
+        if r > 0 && r == command {
+            report_status(SUPERVISOR_EXIT_FD.load(std::sync::atomic::Ordering::Relaxed), status);
+        }
+        if r < 0 && errno() != libc::EINTR {
+            return true;
+        }
+    }
+}
+
+/// Write `v` in decimal at the start of `out`; returns the number of bytes.
+fn write_decimal(out: &mut [u8], mut v: u32) -> usize {
+    let mut digits = [0u8; 10];
+    let mut n = 0;
+    loop {
+        digits[n] = b'0' + (v % 10) as u8;
+        n += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for i in 0..n {
+        out[i] = digits[n - 1 - i];
+    }
+    n
 }
 
 fn reap(pid: libc::pid_t) {
@@ -893,21 +1119,21 @@ const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
 
 /// The child side without an init: outer then inner steps. Never returns.
 fn child_stage(p: &mut Prepared<'_>) -> ! {
-    stage_outer(p, true);
+    stage_outer(p, true, libc::SIGKILL);
     stage_inner(p)
 }
 
 /// Steps 1, 2, 4 and 5: parent-death signal, signal dispositions, identity maps,
 /// mounts. `unblock` clears the signal mask (the init keeps it full until its
 /// forwarders are installed).
-fn stage_outer(p: &mut Prepared<'_>, unblock: bool) {
+fn stage_outer(p: &mut Prepared<'_>, unblock: bool, pdeath_signal: libc::c_int) {
     let plan = p.plan;
     // SAFETY (whole function): every call below is a raw, async-signal-safe syscall on
     // memory prepared by the parent before clone; nothing allocates or takes a lock.
 
     // 1. Parent-death signal.
     // SAFETY: prctl with integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) } != 0 {
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, pdeath_signal as libc::c_ulong, 0, 0, 0) } != 0 {
         fail(p, Step::ParentDeathSignal, errno(), 0);
     }
     apply_limits(p);
@@ -1159,8 +1385,10 @@ fn unblock_signals(p: &Prepared<'_>) {
 fn stage_inner(p: &mut Prepared<'_>) -> ! {
     let plan = p.plan;
     unblock_signals(p);
-    // 3. New session, or at least a process group of its own.
-    if plan.new_session {
+    // 3. New session, or at least a process group of its own (under a supervising
+    // init, the init's group: it took this step).
+    if p.join_init_group {
+    } else if plan.new_session {
         // SAFETY: setsid has no arguments.
         if unsafe { libc::setsid() } < 0 {
             fail(p, Step::NewSession, errno(), 0);
@@ -1684,6 +1912,9 @@ pub mod helper {
             exit_fd: -1,
             inner_stack_top: 0,
             ok_record: true,
+            join_init_group: false,
+            // SAFETY: getpid has no arguments and cannot fail.
+            parent_pid: unsafe { libc::getpid() },
         };
         // 3 to 7.
         confine_and_exec(&mut prepared)

@@ -3,26 +3,132 @@
 //!
 //! Memory per stream is bounded by twice the tail cap whatever the output size. The
 //! spill file is created exclusively (`O_EXCL`, mode 0600) with a random name in a
-//! private 0700 directory; its bytes are exactly the stream's bytes (non-UTF-8
-//! included). A spill that fails (a write or close error, `ENOSPC`) stops spilling and
-//! withholds the path; the tail is still returned.
+//! private 0700 directory; its bytes are exactly the stream's first bytes (non-UTF-8
+//! included), at most the spill cap ([`crate::request::DEFAULT_SPILL_CAP`] unless the
+//! request asks for less): past it spilling stops, the file keeps the head and the
+//! result says `spill_truncated` (the tail still ends the stream). A spill that fails
+//! (an open, write or close error, `ENOSPC`) stops spilling, removes the file, withholds
+//! the path and says `spill_failed`; the tail is still returned.
 //!
 //! Spill files are kept only when they hold something the tail does not (the tail was
 //! truncated, or the bytes are not valid UTF-8); otherwise they are removed and
-//! `spill_path` is null.
+//! `spill_path` is null. A kept file belongs to whoever receives the result; the
+//! executor removes it when nobody can ([`StreamCapture::discard`]).
+//!
+//! Retention: a kept spill file is the caller's to read and delete. At startup an
+//! executor sweeps its private directory ([`sweep_stale_spills`]): a spill file whose
+//! writer (the cordon process named in the file name) is gone and that was last
+//! written more than [`SPILL_RETENTION`] ago is removed. Nothing else is touched: only
+//! regular files (never a symlink, never followed) owned by this euid whose names have
+//! exactly the spill shape `out-<pid>-<run>-<12 letters or digits>` (or `err-`), and
+//! per-run directories a killed cordon left (`run-<pid>-<run>-<8 hex digits>`, real
+//! directories of this euid, by the same age and writer rule).
 //!
 //! What it does not do: it does not read pipes itself (the executor drains them).
 
 use crate::result::CollectedOutput;
 use std::fs::File;
 use std::io::Write;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+/// How long a spill file whose writer is gone stays before a startup sweep removes it:
+/// a day leaves a caller that received the path ample time to read it, and bounds
+/// what runs nobody collected (a killed cordon, a lost result) keep on disk.
+pub const SPILL_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
+/// Random characters at the end of a spill file name.
+const SPILL_RAND_CHARS: usize = 12;
+
+/// The pid of the cordon process that wrote a spill file named `name`, if the name has
+/// exactly the shape cordon gives spill files: `out-<pid>-<run>-<12 alphanumerics>` or
+/// `err-…`.
+pub fn spill_writer_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("out-").or_else(|| name.strip_prefix("err-"))?;
+    let mut parts = rest.split('-');
+    let (pid, run, rand) = (parts.next()?, parts.next()?, parts.next()?);
+    let digits = |s: &str| !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit());
+    if parts.next().is_some() || !digits(pid) || !digits(run) {
+        return None;
+    }
+    if rand.len() != SPILL_RAND_CHARS || !rand.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// The pid of the cordon process that made a per-run directory named `name`, if the
+/// name has exactly the shape the executor gives them: `run-<pid>-<run>-<8 hex digits>`.
+pub fn run_dir_writer_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("run-")?;
+    let mut parts = rest.split('-');
+    let (pid, run, rand) = (parts.next()?, parts.next()?, parts.next()?);
+    let digits = |s: &str| !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit());
+    if parts.next().is_some() || !digits(pid) || !digits(run) {
+        return None;
+    }
+    if rand.len() != 8 || !rand.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Remove the stale spill files in `dir` (cordon's private state directory for
+/// `euid`): see the module docs for what counts. Per-run directories left by a cordon
+/// that was killed (`run-<pid>-<run>-<hex>`, real directories of this euid, not
+/// modified for the retention, their maker gone) go the same way, with their contents
+/// (removed without following symlinks). `alive` says whether a pid still runs.
+/// Returns what was removed.
+pub fn sweep_stale_spills(
+    dir: &Path,
+    euid: u32,
+    now: SystemTime,
+    retention: Duration,
+    alive: impl Fn(u32) -> bool,
+) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return removed };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(text) = name.to_str() else { continue };
+        let (pid, is_dir) = match (spill_writer_pid(text), run_dir_writer_pid(text)) {
+            (Some(pid), _) => (pid, false),
+            (None, Some(pid)) => (pid, true),
+            (None, None) => continue,
+        };
+        // `DirEntry::metadata` does not follow symlinks.
+        let Ok(meta) = entry.metadata() else { continue };
+        let kind_ok = if is_dir { meta.file_type().is_dir() } else { meta.file_type().is_file() };
+        if !kind_ok || meta.uid() != euid {
+            continue;
+        }
+        let old = meta.modified().ok().and_then(|m| now.duration_since(m).ok()).is_some_and(|age| age > retention);
+        if !old || alive(pid) {
+            continue;
+        }
+        // unlink removes the name itself; it never follows a symlink. `remove_dir_all`
+        // does not follow symlinks either (it works relative to opened directories).
+        let path = dir.join(&name);
+        let gone = if is_dir { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+        if gone.is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
+}
 
 /// One stream's capture state.
 #[derive(Debug)]
 struct StreamState {
     cap: usize,
+    spill_cap: u64,
+    /// Bytes written to the spill file so far.
+    spilled: u64,
+    /// The spill cap was reached: the file holds only the stream's head.
+    spill_truncated: bool,
+    /// Opening, writing or closing the spill file failed (not: no spill directory).
+    spill_error: bool,
     spill_dir: Option<PathBuf>,
     prefix: String,
     tail: Vec<u8>,
@@ -50,14 +156,19 @@ pub struct Increment {
 }
 
 impl StreamCapture {
-    /// A capture keeping at most `cap` bytes of tail, spilling into a new file in
-    /// `spill_dir` (when given) named with `prefix` and a random suffix. The file is
-    /// created lazily, the first time the stream holds more than the tail can (or at
-    /// the end, for output that is not valid UTF-8), so small outputs touch no disk.
-    pub fn new(cap: usize, spill_dir: Option<&Path>, prefix: &str) -> StreamCapture {
+    /// A capture keeping at most `cap` bytes of tail, spilling at most `spill_cap`
+    /// bytes into a new file in `spill_dir` (when given) named with `prefix` and a
+    /// random suffix. The file is created lazily, the first time the stream holds more
+    /// than the tail can (or at the end, for output that is not valid UTF-8), so small
+    /// outputs touch no disk. A `spill_cap` of 0 never creates a file.
+    pub fn new(cap: usize, spill_cap: u64, spill_dir: Option<&Path>, prefix: &str) -> StreamCapture {
         StreamCapture {
             inner: Arc::new(Mutex::new(StreamState {
                 cap,
+                spill_cap,
+                spilled: 0,
+                spill_truncated: false,
+                spill_error: false,
                 spill_dir: spill_dir.map(Path::to_path_buf),
                 prefix: prefix.to_string(),
                 tail: Vec::new(),
@@ -81,17 +192,12 @@ impl StreamCapture {
         if bytes.is_empty() || s.finished.is_some() {
             return;
         }
-        if s.spill.is_none() && !s.spill_failed && s.total + bytes.len() as u64 > s.cap as u64 {
+        if s.spill.is_none() && !s.spill_failed && !s.spill_truncated && s.total + bytes.len() as u64 > s.cap as u64 {
             // Everything so far is still in the tail: start the spill with it.
             open_spill(&mut s);
         }
-        if let Some((file, _)) = s.spill.as_mut() {
-            if file.write_all(bytes).is_err() {
-                s.spill_failed = true;
-                if let Some((_, path)) = s.spill.take() {
-                    let _ = std::fs::remove_file(path);
-                }
-            }
+        if s.spill.is_some() && !s.spill_truncated {
+            write_spill(&mut s, bytes);
         }
         if s.all_utf8 {
             track_utf8(&mut s, bytes);
@@ -151,7 +257,7 @@ impl StreamCapture {
         if !s.pending_utf8.is_empty() {
             s.all_utf8 = false;
         }
-        if !s.all_utf8 && s.spill.is_none() && !s.spill_failed {
+        if !s.all_utf8 && s.spill.is_none() && !s.spill_failed && !s.spill_truncated {
             // Not valid UTF-8: the text is lossy, so keep the exact bytes in a file.
             open_spill(&mut s);
         }
@@ -159,51 +265,100 @@ impl StreamCapture {
         let tail_start = s.tail.len() - held;
         let truncated = s.total > held as u64;
         let text = String::from_utf8_lossy(&s.tail[tail_start..]).into_owned();
+        // Keep only what later incremental reads can still return: the last `cap` bytes.
+        s.tail.drain(..tail_start);
+        s.tail.shrink_to_fit();
+        let needed = truncated || !s.all_utf8;
         let mut spill_path = None;
         if let Some((file, path)) = s.spill.take() {
             // A close error (e.g. delayed ENOSPC on some filesystems) withholds the path.
-            let ok = !s.spill_failed && close_file(file);
-            let keep = ok && (truncated || !s.all_utf8);
-            if keep {
+            if !close_file(file) {
+                s.spill_error = true;
+            }
+            if needed && !s.spill_error {
                 spill_path = Some(path);
             } else {
                 let _ = std::fs::remove_file(&path);
             }
         }
-        let out = CollectedOutput { text, truncated, spill_path };
+        let spill_truncated = needed && s.spill_truncated && !s.spill_error;
+        // The exact bytes were needed and no file (not even a capped one) has them.
+        let spill_failed = needed && spill_path.is_none() && !spill_truncated;
+        let out = CollectedOutput { text, truncated, spill_path, spill_truncated, spill_failed };
         s.finished = Some(out.clone());
         out
+    }
+
+    /// Remove the kept spill file, if any: its path never reached anyone (a caller
+    /// that disconnected, a closed stdout). Call after [`StreamCapture::finish`].
+    pub fn discard(&self) {
+        let mut s = self.lock();
+        if let Some((_, path)) = s.spill.take() {
+            let _ = std::fs::remove_file(path);
+        }
+        if let Some(done) = s.finished.as_mut() {
+            if let Some(path) = done.spill_path.take() {
+                let _ = std::fs::remove_file(path);
+            }
+        }
     }
 
     /// Simulate a failed spill (tests): the path must be withheld.
     #[doc(hidden)]
     pub fn fail_spill_for_tests(&self) {
-        self.lock().spill_failed = true;
+        let mut s = self.lock();
+        s.spill_failed = true;
+        s.spill_error = true;
+    }
+}
+
+/// Append to the spill file, at most up to the spill cap; a write error ends spilling.
+fn write_spill(s: &mut StreamState, bytes: &[u8]) {
+    let room = s.spill_cap.saturating_sub(s.spilled);
+    let take = bytes.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+    let Some((file, _)) = s.spill.as_mut() else { return };
+    if file.write_all(&bytes[..take]).is_err() {
+        s.spill_failed = true;
+        s.spill_error = true;
+        if let Some((_, path)) = s.spill.take() {
+            let _ = std::fs::remove_file(path);
+        }
+        return;
+    }
+    s.spilled += take as u64;
+    if take < bytes.len() {
+        s.spill_truncated = true;
     }
 }
 
 /// Create the spill file and write the bytes held so far (the whole stream: this
-/// runs before the tail first drops anything).
+/// runs before the tail first drops anything), up to the spill cap. A cap of 0 creates
+/// nothing and counts as reached.
 fn open_spill(s: &mut StreamState) {
+    if s.spill_cap == 0 {
+        s.spill_truncated = true;
+        return;
+    }
     let Some(dir) = s.spill_dir.clone() else {
         s.spill_failed = true;
         return;
     };
     let created = tempfile::Builder::new()
         .prefix(&s.prefix)
-        .rand_bytes(12)
+        .rand_bytes(SPILL_RAND_CHARS)
         .tempfile_in(&dir)
         .and_then(|f| f.keep().map_err(|e| e.error));
     match created {
-        Ok((mut file, path)) => {
-            if file.write_all(&s.tail).is_ok() {
-                s.spill = Some((file, path));
-            } else {
-                let _ = std::fs::remove_file(&path);
-                s.spill_failed = true;
-            }
+        Ok((file, path)) => {
+            s.spill = Some((file, path));
+            let held = std::mem::take(&mut s.tail);
+            write_spill(s, &held);
+            s.tail = held;
         }
-        Err(_) => s.spill_failed = true,
+        Err(_) => {
+            s.spill_failed = true;
+            s.spill_error = true;
+        }
     }
 }
 
@@ -236,7 +391,7 @@ mod tests {
     #[test]
     fn tail_is_the_last_cap_bytes_and_memory_stays_bounded() {
         let dir = tempfile::tempdir().unwrap();
-        let c = StreamCapture::new(10, Some(dir.path()), "out-");
+        let c = StreamCapture::new(10, u64::MAX, Some(dir.path()), "out-");
         for i in 0..1000u32 {
             c.push(format!("{i:04}\n").as_bytes());
             assert!(c.lock().tail.len() <= 10 + 4096 + 5);
@@ -251,7 +406,7 @@ mod tests {
     #[test]
     fn small_utf8_output_keeps_no_spill_file() {
         let dir = tempfile::tempdir().unwrap();
-        let c = StreamCapture::new(100, Some(dir.path()), "out-");
+        let c = StreamCapture::new(100, u64::MAX, Some(dir.path()), "out-");
         c.push("héllo".as_bytes());
         let out = c.finish();
         assert_eq!(out.text, "héllo");
@@ -263,7 +418,7 @@ mod tests {
     #[test]
     fn non_utf8_output_keeps_exact_bytes_in_the_spill() {
         let dir = tempfile::tempdir().unwrap();
-        let c = StreamCapture::new(100, Some(dir.path()), "out-");
+        let c = StreamCapture::new(100, u64::MAX, Some(dir.path()), "out-");
         c.push(&[0xff, 0x00, b'a', 0xc3]);
         let out = c.finish();
         assert!(!out.truncated);
@@ -273,7 +428,7 @@ mod tests {
     #[test]
     fn utf8_split_across_chunks_is_still_utf8() {
         let dir = tempfile::tempdir().unwrap();
-        let c = StreamCapture::new(100, Some(dir.path()), "out-");
+        let c = StreamCapture::new(100, u64::MAX, Some(dir.path()), "out-");
         let e = "é".as_bytes();
         c.push(&e[..1]);
         c.push(&e[1..]);
@@ -283,7 +438,7 @@ mod tests {
     #[test]
     fn failed_spill_withholds_the_path_but_keeps_the_tail() {
         let dir = tempfile::tempdir().unwrap();
-        let c = StreamCapture::new(4, Some(dir.path()), "out-");
+        let c = StreamCapture::new(4, u64::MAX, Some(dir.path()), "out-");
         c.push(b"abcdefgh");
         c.fail_spill_for_tests();
         let out = c.finish();
@@ -295,7 +450,7 @@ mod tests {
     #[test]
     fn spill_on_a_full_device_withholds_the_path() {
         // /dev/full answers every write with ENOSPC.
-        let c = StreamCapture::new(4, None, "out-");
+        let c = StreamCapture::new(4, u64::MAX, None, "out-");
         {
             let f = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
             let mut s = c.lock();
@@ -309,8 +464,84 @@ mod tests {
     }
 
     #[test]
+    fn spill_stops_at_its_cap_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = StreamCapture::new(4, 10, Some(dir.path()), "out-");
+        c.push(b"0123");
+        c.push(b"456789abcdef");
+        c.push(b"ghij");
+        let out = c.finish();
+        assert_eq!(out.text, "ghij");
+        assert!(out.truncated && out.spill_truncated && !out.spill_failed, "{out:?}");
+        assert_eq!(std::fs::read(out.spill_path.unwrap()).unwrap(), b"0123456789".to_vec());
+        // A cap smaller than the tail already held when the spill starts.
+        let c = StreamCapture::new(8, 3, Some(dir.path()), "out-");
+        c.push(b"abcdefghij");
+        let out = c.finish();
+        assert!(out.spill_truncated, "{out:?}");
+        assert_eq!(std::fs::read(out.spill_path.unwrap()).unwrap(), b"abc".to_vec());
+        // Cap 0: no file at all, and the result says the spill was cut.
+        let empty = tempfile::tempdir().unwrap();
+        let c = StreamCapture::new(2, 0, Some(empty.path()), "out-");
+        c.push(b"abcdef");
+        let out = c.finish();
+        assert!(out.spill_truncated && !out.spill_failed && out.spill_path.is_none(), "{out:?}");
+        assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
+        // Exactly at the cap is not truncated.
+        let c = StreamCapture::new(2, 6, Some(dir.path()), "out-");
+        c.push(b"abcdef");
+        let out = c.finish();
+        assert!(out.truncated && !out.spill_truncated, "{out:?}");
+    }
+
+    #[test]
+    fn failed_spill_is_flagged_and_discard_removes_a_kept_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = StreamCapture::new(4, u64::MAX, Some(&dir.path().join("missing")), "out-");
+        c.push(b"abcdefgh");
+        let out = c.finish();
+        assert!(out.spill_failed && !out.spill_truncated && out.spill_path.is_none(), "{out:?}");
+        // Small UTF-8 output needs no spill: nothing failed.
+        let c = StreamCapture::new(100, u64::MAX, Some(&dir.path().join("missing")), "out-");
+        c.push(b"abc");
+        assert!(!c.finish().spill_failed);
+        let c = StreamCapture::new(4, u64::MAX, Some(dir.path()), "out-");
+        c.push(b"abcdefgh");
+        let path = c.finish().spill_path.unwrap();
+        assert!(path.exists());
+        c.discard();
+        assert!(!path.exists());
+        assert_eq!(c.finish().spill_path, None);
+    }
+
+    #[test]
+    fn spill_names_are_recognised_exactly() {
+        assert_eq!(spill_writer_pid("out-123-4-abcDEF012345"), Some(123));
+        assert_eq!(spill_writer_pid("err-1-1-000000000000"), Some(1));
+        for foreign in [
+            "out-123-4-abcDEF01234",
+            "out-123-4-abcDEF0123456",
+            "out-12a-4-abcDEF012345",
+            "out-123-abcDEF012345",
+            "out-123-4-abcDEF012345-x",
+            "run-123-4-abcdef01",
+            "log-123-4-abcDEF012345",
+            "out--4-abcDEF012345",
+            "out-123-4-abc.EF012345",
+        ] {
+            assert_eq!(spill_writer_pid(foreign), None, "{foreign}");
+        }
+        assert_eq!(run_dir_writer_pid("run-42-3-0badf00d"), Some(42));
+        for foreign in
+            ["run-42-3-0badf00", "run-42-3-0badf00g", "run-42-0badf00d", "out-42-3-0badf00d", "run-42-3-0badf00d-x"]
+        {
+            assert_eq!(run_dir_writer_pid(foreign), None, "{foreign}");
+        }
+    }
+
+    #[test]
     fn incremental_reads_return_only_new_bytes_and_flag_losses() {
-        let c = StreamCapture::new(4, None, "out-");
+        let c = StreamCapture::new(4, u64::MAX, None, "out-");
         let mut cur = 0;
         c.push(b"ab");
         assert_eq!(c.read_since(&mut cur), Increment { bytes: b"ab".to_vec(), lossy: false });

@@ -1,12 +1,20 @@
 //! The executor: resolve a request, pick a runner, spawn, collect, wait, kill.
 //!
 //! Process lifecycle is policy here: stdin is `/dev/null` unless given; the
-//! environment is explicit (scrubbed); the child leads its own process group (and, in
-//! confined modes, its own pid namespace); a deadline or an abort sends SIGTERM to the
-//! whole group, waits [`crate::request::KILL_GRACE`], then SIGKILLs the group; pipes
-//! still held open by outliving grandchildren are drained for at most
-//! [`crate::request::DRAIN_GRACE`]. A run whose future is dropped kills its group; an
-//! executor that is dropped kills and reaps every process it started.
+//! environment is explicit (scrubbed); every run starts under an init (the stage
+//! crate's): pid 1 of the run's own pid namespace in confined modes, otherwise a
+//! supervising child subreaper that leads the run's process group, kills and reaps
+//! whatever the run leaves behind, and kills the run when cordon dies, even by SIGKILL
+//! (bubblewrap's pid-namespace init, which bubblewrap never reaps, is reaped there).
+//!
+//! A deadline or an abort sends SIGTERM to the whole group, waits
+//! [`crate::request::KILL_GRACE`], then kills the run: a confined run's group is
+//! SIGKILLed (its pid namespace ends with its init); a supervising init is asked to
+//! sweep instead (`cordon_stage::request_sweep`: it kills every descendant, those that
+//! left the group too), and its group is SIGKILLed only if it has not exited within a
+//! second. Pipes still held open by outliving grandchildren are drained for at most
+//! [`crate::request::DRAIN_GRACE`]. A run whose future is dropped, and an executor that
+//! is dropped, end their runs the same way and reap them.
 //!
 //! What it does not do: it does not decide confinement (runners do) or classify
 //! denials beyond the unambiguous (a seccomp kill).
@@ -47,22 +55,50 @@ const READ_CHUNK: usize = 256 * 1024;
 /// `PATH` used when the command's environment has none.
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
-/// Processes started and not yet reaped, by run id.
+/// How long a supervising init may take to sweep a run it was told to end (it kills
+/// and reaps every descendant, normally within milliseconds) before the run's group is
+/// SIGKILLed, which would orphan descendants that left the group.
+const SWEEP_WAIT: Duration = Duration::from_secs(1);
+
+/// Processes started and not yet reaped, by run id: the init's pid, and whether it is
+/// a supervising init (no pid namespace).
 #[derive(Debug, Default)]
 struct Registry {
-    running: Mutex<HashMap<u64, i32>>,
+    running: Mutex<HashMap<u64, (i32, bool)>>,
 }
 
 impl Registry {
     fn kill_all(&self) {
-        let pids: Vec<i32> = self.running.lock().unwrap_or_else(|p| p.into_inner()).values().copied().collect();
-        for pid in &pids {
-            let _ = killpg(Pid::from_raw(*pid), Signal::SIGKILL);
-            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        let runs: Vec<(i32, bool)> = self.running.lock().unwrap_or_else(|p| p.into_inner()).values().copied().collect();
+        end_runs_now(&runs);
+    }
+}
+
+/// End runs at once and reap their inits (blocking; for drops). A supervising init is
+/// asked to sweep first (so descendants that left the group die too) and given up to
+/// [`SWEEP_WAIT`]; then every run's group is SIGKILLed (a confined run's pid namespace
+/// ends with its init).
+fn end_runs_now(runs: &[(i32, bool)]) {
+    for &(pid, supervised) in runs {
+        if supervised {
+            let _ = cordon_stage::request_sweep(pid);
         }
-        for pid in pids {
-            let _ = waitpid(Pid::from_raw(pid), None);
-        }
+    }
+    let start = std::time::Instant::now();
+    let running = |pid: i32| {
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+        matches!(nix::sys::wait::waitid(nix::sys::wait::Id::Pid(Pid::from_raw(pid)), flags), Ok(WaitStatus::StillAlive))
+    };
+    while start.elapsed() < SWEEP_WAIT && runs.iter().any(|&(pid, supervised)| supervised && running(pid)) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for &(pid, _) in runs {
+        // Not reaped yet, so the pid (and its group id) cannot have been reused.
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+    for &(pid, _) in runs {
+        let _ = waitpid(Pid::from_raw(pid), None);
     }
 }
 
@@ -147,7 +183,9 @@ pub struct Handle {
 }
 
 impl Handle {
-    /// The pid of the process (the leader of its group).
+    /// The pid of the run's process-group leader as the host sees it: the run's init
+    /// (pid 1 of its pid namespace when confined; otherwise a supervising subreaper
+    /// whose child is the command). Signals to its group reach the command.
     pub fn pid(&self) -> i32 {
         self.shared.pid
     }
@@ -226,6 +264,7 @@ enum Exit {
 /// Kills the group if the run is dropped before it finished.
 struct KillOnDrop {
     pid: i32,
+    supervised: bool,
     armed: bool,
     registry: Arc<Registry>,
     id: u64,
@@ -234,9 +273,7 @@ struct KillOnDrop {
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         if self.armed {
-            let _ = killpg(Pid::from_raw(self.pid), Signal::SIGKILL);
-            let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
-            let _ = waitpid(Pid::from_raw(self.pid), None);
+            end_runs_now(&[(self.pid, self.supervised)]);
         }
         self.registry.running.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.id);
     }
@@ -387,6 +424,17 @@ impl Executor {
         let cgroups = crate::limits::CgroupLayout::detect();
         crate::limits::sweep_stale(&cgroups);
         let memory_budget = crate::limits::memory_budget(&cgroups);
+        capture::sweep_stale_spills(
+            &state_dir,
+            host.euid,
+            std::time::SystemTime::now(),
+            capture::SPILL_RETENTION,
+            |pid| {
+                // EPERM: it exists under another uid. Only ESRCH (or no valid pid) means gone.
+                i32::try_from(pid)
+                    .is_ok_and(|p| p > 0 && !matches!(kill(Pid::from_raw(p), None), Err(nix::errno::Errno::ESRCH)))
+            },
+        );
         Ok(Executor {
             config,
             host,
@@ -443,6 +491,7 @@ impl Executor {
         let limits =
             crate::limits::resolve_limits(&req.limits, &cfg.default_limits, &cfg.max_limits, self.memory_budget)
                 .map_err(|e| CordonError::InvalidRequest { field: e.field, why: e.why })?;
+        let spill_cap = req.spill_cap.unwrap_or(cfg.default_spill_cap).min(cfg.max_spill_cap);
         let ambient = cfg.ambient_env.clone().unwrap_or_else(|| std::env::vars_os().collect());
         let env = build_environment(ambient, &req.env, &req.managed_env, &[])?;
         let argv = match req.command {
@@ -472,6 +521,7 @@ impl Executor {
             workdir,
             timeout,
             output_cap,
+            spill_cap,
             stdin: req.stdin,
             output: req.output,
             env,
@@ -600,8 +650,11 @@ impl Executor {
                 (cordon_stage::fds::dup_cloexec(0).map_err(|e| CordonError::io("duplicating stdin", e))?, None)
             }
         };
-        let stdout = StreamCapture::new(spec.output_cap, Some(&self.state_dir), &format!("out-{id}-"));
-        let stderr = StreamCapture::new(spec.output_cap, Some(&self.state_dir), &format!("err-{id}-"));
+        // Spill names carry cordon's pid: the startup sweep leaves a live writer's alone.
+        let pid_tag = std::process::id();
+        let spill = (spec.output == Output::Capture).then_some(self.state_dir.as_path());
+        let stdout = StreamCapture::new(spec.output_cap, spec.spill_cap, spill, &format!("out-{pid_tag}-{id}-"));
+        let stderr = StreamCapture::new(spec.output_cap, spec.spill_cap, spill, &format!("err-{pid_tag}-{id}-"));
         let mut readers = Vec::new();
         let child_out: [OwnedFd; 2] = match spec.output {
             Output::Capture => {
@@ -681,8 +734,10 @@ impl Executor {
         };
         let pid = spawned.pid;
         let exit_status_fd = spawned.exit_status;
-        self.registry.running.lock().unwrap_or_else(|p| p.into_inner()).insert(id, pid);
-        let guard = KillOnDrop { pid, armed: true, registry: self.registry.clone(), id };
+        // Without a pid namespace the stage's init is a supervising subreaper.
+        let supervised = !plan.namespaces.pid;
+        self.registry.running.lock().unwrap_or_else(|p| p.into_inner()).insert(id, (pid, supervised));
+        let guard = KillOnDrop { pid, supervised, armed: true, registry: self.registry.clone(), id };
         // `AsyncFd::new` is deprecated because a bare `RawFd` could be closed under it;
         // an `OwnedFd` that the `AsyncFd` owns cannot, and `register` needs `unsafe`.
         #[allow(deprecated)]
@@ -810,6 +865,17 @@ async fn finish(
                 signal_group(pid, Signal::SIGTERM);
                 match tokio::time::timeout(config.kill_grace, &mut wait).await {
                     Ok(st) => st,
+                    Err(_) if l.guard.supervised => {
+                        // The init kills everything, those that left the group too.
+                        let _ = cordon_stage::request_sweep(pid);
+                        match tokio::time::timeout(SWEEP_WAIT, &mut wait).await {
+                            Ok(st) => st,
+                            Err(_) => {
+                                signal_group(pid, Signal::SIGKILL);
+                                wait.await
+                            }
+                        }
+                    }
                     Err(_) => {
                         signal_group(pid, Signal::SIGKILL);
                         wait.await

@@ -2,8 +2,12 @@
 //! (selection enforces that). It still gets the executor's process hygiene: its own
 //! process group, a scrubbed environment, only stdio inherited, group kill at the end.
 //!
-//! What it does not do: restrict anything. Processes that leave the process group
-//! (`setsid`) can outlive the run.
+//! Like every run without a pid namespace, it runs under the stage's supervising init
+//! (a child subreaper leading the run's process group): processes that leave the
+//! group (`setsid`) are still its descendants and are killed when the command exits,
+//! when cordon ends the run (a sweep request to the init) or when cordon dies.
+//!
+//! What it does not do: restrict anything.
 
 use super::{LaunchPlan, NamespacePlan, PlanInput, ProbeStatus, Runner, RunnerKind};
 use crate::host::HostFacts;

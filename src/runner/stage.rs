@@ -402,7 +402,10 @@ pub fn materialize(
         mounts,
         mount_slots: slots,
         new_session: plan.new_session,
-        init: plan.namespaces.pid,
+        // Always an init: pid 1 of the run's pid namespace, or else a supervising
+        // subreaper, so that no process of the run outlives cordon (even SIGKILLed)
+        // and nothing the run started is left to the host's init to reap.
+        init: true,
         no_new_privs: plan.no_new_privs,
         landlock,
         late_landlock_rules,

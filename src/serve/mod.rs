@@ -8,6 +8,19 @@
 //! as soon as its request completes (responses may come out of order: match them by
 //! id). A request task that panicked still gets an `INTERNAL_ERROR` response.
 //!
+//! Memory: responses waiting for the writer are bounded in bytes, not only in number.
+//! A request that can answer with captured output (`run`, `read`) first reserves its
+//! output tails (twice its `output_cap`, both streams) from the connection's
+//! [`MAX_PENDING_OUTPUT`]; the reservation travels with the response line and is
+//! released once the line is written. A client that does not read therefore stops the
+//! server from starting further runs (backpressure) instead of growing it: with the
+//! default limits its peak RSS stays under [`UNREAD_RSS_BOUND`] (tested).
+//!
+//! Spill files: a response that names spill files hands them to the client only when
+//! it is written; a response that is never written (the client is gone) removes them,
+//! and at the end of the connection the spill files of background processes whose
+//! paths no written response carried are removed too.
+//!
 //! Lifecycle: at end of input the server stops reading, kills every background
 //! process (nobody can read them any more), lets the foreground requests in flight
 //! finish and answers each with its real result, then exits: a piped request always
@@ -29,11 +42,37 @@ use crate::protocol::{
 };
 use crate::request::ExecutorConfig;
 pub use session::{Session, MAX_IN_FLIGHT};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+
+/// A response line for the writer, with what it holds: its share of the connection's
+/// output budget and the spill files it names. Dropped unwritten, it removes them.
+struct Outgoing {
+    line: Vec<u8>,
+    _budget: Option<OwnedSemaphorePermit>,
+    spills: Vec<PathBuf>,
+    delivered: bool,
+}
+
+impl Outgoing {
+    fn small(line: Vec<u8>) -> Outgoing {
+        Outgoing { line, _budget: None, spills: Vec::new(), delivered: false }
+    }
+}
+
+impl Drop for Outgoing {
+    fn drop(&mut self) {
+        if !self.delivered {
+            for p in &self.spills {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+}
 
 /// Exit status when the server cannot start (bad ceiling flags, no runtime).
 const EXIT_SETUP_FAILED: u8 = 125;
@@ -41,6 +80,15 @@ const EXIT_SETUP_FAILED: u8 = 125;
 const READ_CHUNK: usize = 64 * 1024;
 /// Responses queued for the writer before request tasks wait for it.
 const OUT_QUEUE: usize = 1024;
+/// Output tail bytes (both streams) that responses still in progress or waiting for
+/// the writer may hold per connection: room for one run at the largest `output_cap`
+/// (16 MiB × 2 streams). A JSON line can be up to 6 bytes per tail byte (`\u0000`),
+/// so this bounds a connection's unwritten output near 200 MiB.
+pub const MAX_PENDING_OUTPUT: usize = 2 * crate::request::MAX_OUTPUT_CAP;
+/// The peak RSS the server stays under (default limits) while a client sends runs of
+/// the largest output and reads nothing; docs/protocol.md states it, tests/serve.rs
+/// measures it (`VmHWM`).
+pub const UNREAD_RSS_BOUND: usize = 512 << 20;
 /// How long shutdown waits for in-flight requests to answer after everything was
 /// killed (they finish within the executor's kill and drain graces).
 const DRAIN_REQUESTS: Duration = Duration::from_secs(10);
@@ -91,10 +139,11 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (tx, rx) = mpsc::channel::<Vec<u8>>(OUT_QUEUE);
+    let (tx, rx) = mpsc::channel::<Outgoing>(OUT_QUEUE);
     let (broken_tx, mut broken) = watch::channel(false);
-    let writer = tokio::spawn(write_loop(output, rx, broken_tx));
+    let writer = tokio::spawn(write_loop(output, rx, broken_tx, session.clone()));
     let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let budget = Arc::new(Semaphore::new(MAX_PENDING_OUTPUT));
     let mut splitter = LineSplitter::new(MAX_LINE_BYTES);
     let mut buf = vec![0u8; READ_CHUNK];
     let mut frames = Vec::new();
@@ -123,7 +172,7 @@ where
             splitter.finish(&mut frames);
         }
         for frame in frames.drain(..) {
-            dispatch_frame(frame, &session, &tx, &permits, &inflight).await;
+            dispatch_frame(frame, &session, &tx, &permits, &budget, &inflight).await;
         }
         if eof {
             end_of_input = true;
@@ -151,6 +200,8 @@ where
     }
     drop(tx);
     let _ = tokio::time::timeout(WRITER_GRACE, writer).await;
+    // Background output whose path no written response carried reaches nobody now.
+    session.discard_undelivered_spills().await;
 }
 
 /// The raw ids of the requests in flight.
@@ -159,8 +210,9 @@ type InFlight = Arc<std::sync::Mutex<std::collections::HashSet<String>>>;
 async fn dispatch_frame(
     frame: Frame,
     session: &Arc<Session>,
-    tx: &mpsc::Sender<Vec<u8>>,
+    tx: &mpsc::Sender<Outgoing>,
     permits: &Arc<Semaphore>,
+    budget: &Arc<Semaphore>,
     inflight: &InFlight,
 ) {
     let line = match frame {
@@ -172,7 +224,7 @@ async fn dispatch_frame(
             )
             .with("limit", MAX_LINE_BYTES)
             .with("seen", seen);
-            let _ = tx.send(response_err(&crate::protocol::RequestId::null(), &err)).await;
+            let _ = tx.send(Outgoing::small(response_err(&crate::protocol::RequestId::null(), &err))).await;
             return;
         }
         Frame::Line(line) => line,
@@ -183,7 +235,7 @@ async fn dispatch_frame(
     let incoming = match parse_request(&line) {
         Ok(i) => i,
         Err(f) => {
-            let _ = tx.send(response_err(&f.id, &f.error)).await;
+            let _ = tx.send(Outgoing::small(response_err(&f.id, &f.error))).await;
             return;
         }
     };
@@ -194,20 +246,29 @@ async fn dispatch_frame(
             "DUPLICATE_ID",
             format!("a request with id {} is still in flight; ids must be unique", incoming.id.as_str()),
         );
-        let _ = tx.send(response_err(&incoming.id, &err)).await;
+        let _ = tx.send(Outgoing::small(response_err(&incoming.id, &err))).await;
         return;
     }
     let Ok(permit) = permits.clone().acquire_owned().await else { return };
     let session = session.clone();
     let tx = tx.clone();
     let inflight = inflight.clone();
+    let budget = budget.clone();
     tokio::spawn(async move {
         let id = incoming.id;
         let method = incoming.method;
+        // Reserve the output this request may answer with before doing the work: while
+        // unwritten responses hold the budget, no further run starts.
+        let want = session.output_reservation(&method).min(MAX_PENDING_OUTPUT);
+        let reserved = budget.acquire_many_owned(u32::try_from(want).unwrap_or(u32::MAX)).await.ok();
         // An inner task, so that a panic becomes an error response, not silence.
         let work = tokio::spawn(async move { session.dispatch(method).await });
+        let mut spills = Vec::new();
         let line = match work.await {
-            Ok(Ok(result)) => response_ok(&id, result),
+            Ok(Ok(result)) => {
+                collect_spill_paths(&result, &mut spills);
+                response_ok(&id, result)
+            }
             Ok(Err(err)) => response_err(&id, &err),
             Err(e) => response_err(
                 &id,
@@ -219,39 +280,87 @@ async fn dispatch_frame(
             ),
         };
         inflight.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
-        let _ = tx.send(line).await;
+        let _ = tx.send(Outgoing { line, _budget: reserved, spills, delivered: false }).await;
         drop(permit);
     });
 }
 
-/// Write response lines in order of completion, batching flushes. After a write
-/// error, keep draining the queue (so request tasks never block) and report it.
-async fn write_loop<W: AsyncWrite + Unpin>(mut out: W, mut rx: mpsc::Receiver<Vec<u8>>, broken: watch::Sender<bool>) {
+/// The spill files a response names (`spill_path`, `stdout_spill`, `stderr_spill`).
+fn collect_spill_paths(v: &serde_json::Value, out: &mut Vec<PathBuf>) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                match (k.as_str(), v) {
+                    ("spill_path" | "stdout_spill" | "stderr_spill", serde_json::Value::String(p)) => {
+                        out.push(PathBuf::from(p))
+                    }
+                    _ => collect_spill_paths(v, out),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| collect_spill_paths(v, out)),
+        _ => {}
+    }
+}
+
+/// Write response lines in order of completion, batching small ones into one write
+/// (a large line is written as is, never copied). A written line's spill files are
+/// the client's (recorded in the session); after a write error, keep draining the
+/// queue (so request tasks never block; the dropped lines remove their spill files)
+/// and report it.
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut out: W,
+    mut rx: mpsc::Receiver<Outgoing>,
+    broken: watch::Sender<bool>,
+    session: Arc<Session>,
+) {
     let mut ok = true;
     let mut batch = Vec::new();
-    while let Some(line) = rx.recv().await {
+    let mut held: Vec<Outgoing> = Vec::new();
+    while let Some(first) = rx.recv().await {
         if !ok {
             continue;
         }
-        batch.clear();
-        batch.extend_from_slice(&line);
-        batch.push(b'\n');
-        while batch.len() < READ_CHUNK {
+        held.push(first);
+        while held.iter().map(|o| o.line.len()).sum::<usize>() < READ_CHUNK {
             match rx.try_recv() {
-                Ok(more) => {
-                    batch.extend_from_slice(&more);
-                    batch.push(b'\n');
-                }
+                Ok(more) => held.push(more),
                 Err(_) => break,
             }
         }
-        if out.write_all(&batch).await.is_err() || out.flush().await.is_err() {
-            ok = false;
+        for o in &held {
+            if !ok {
+                break;
+            }
+            if o.line.len() >= READ_CHUNK {
+                ok = write_batch(&mut out, &mut batch).await
+                    && out.write_all(&o.line).await.is_ok()
+                    && out.write_all(b"\n").await.is_ok();
+            } else {
+                batch.extend_from_slice(&o.line);
+                batch.push(b'\n');
+            }
+        }
+        ok = ok && write_batch(&mut out, &mut batch).await && out.flush().await.is_ok();
+        if ok {
+            for o in &mut held {
+                session.mark_delivered(&o.spills);
+                o.delivered = true;
+            }
+        } else {
             let _ = broken.send(true);
         }
+        batch.clear();
+        held.clear();
     }
     let _ = out.flush().await;
     let _ = out.shutdown().await;
+}
+
+async fn write_batch<W: AsyncWrite + Unpin>(out: &mut W, batch: &mut Vec<u8>) -> bool {
+    let ok = batch.is_empty() || out.write_all(batch).await.is_ok();
+    batch.clear();
+    ok
 }
 
 /// Counts SIGTERM, SIGINT and SIGHUP. The first stops a server as end of input does;

@@ -6,8 +6,9 @@
 //! input.
 //!
 //! Limits (constants below): at most [`MAX_RUNNING_JOBS`] background processes run at
-//! once; at most [`MAX_KEPT_JOBS`] handles are remembered (the oldest finished ones
-//! are forgotten first).
+//! once; at most [`MAX_KEPT_JOBS`] handles, holding at most [`MAX_BACKGROUND_TAILS`]
+//! bytes of output tails between them, are remembered (the oldest finished ones are
+//! forgotten first; a `start` that cannot fit while the rest still run is refused).
 //!
 //! What it does not do: it does not read or write the transport (see
 //! [`crate::serve`], [`crate::mcp`]).
@@ -37,6 +38,12 @@ pub const MAX_RUNNING_JOBS: usize = 128;
 /// Handles remembered per connection (finished ones are forgotten oldest first), so a
 /// long session's memory stays bounded.
 pub const MAX_KEPT_JOBS: usize = 1024;
+/// Output tail bytes (twice each handle's `output_cap`: both streams) the remembered
+/// background handles of one connection may hold: every kept handle at the default
+/// cap, or four at the largest. Memory per tail byte is at most about three (the tail
+/// and the finished result's text), so this bounds a connection's background output
+/// near 400 MiB instead of leaving it to the handle count.
+pub const MAX_BACKGROUND_TAILS: usize = MAX_KEPT_JOBS * 2 * crate::request::DEFAULT_OUTPUT_CAP;
 /// Requests handled at once per `cordon serve` connection; beyond it the server stops
 /// reading until one finishes (backpressure, never an error).
 pub const MAX_IN_FLIGHT: usize = 256;
@@ -48,6 +55,8 @@ const REAP_WAIT: Duration =
 struct Job {
     handle: Handle,
     mode: Mode,
+    /// Its in-memory tail per stream (what a `read` reply can carry).
+    output_cap: usize,
 }
 
 #[derive(Default)]
@@ -58,6 +67,8 @@ struct Jobs {
     /// Slots reserved by `start` calls still launching: counted against the limit
     /// together with the running jobs, so concurrent starts can never overshoot it.
     starting: usize,
+    /// Tail bytes reserved by `start` calls still launching.
+    starting_tails: usize,
 }
 
 /// A connection's executor and background processes.
@@ -66,6 +77,8 @@ pub struct Session {
     ceiling: Ceiling,
     jobs: Mutex<Jobs>,
     shutdown: watch::Sender<bool>,
+    /// Spill files named in responses the transport has written: the client's now.
+    delivered: Mutex<std::collections::HashSet<PathBuf>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -79,7 +92,8 @@ impl std::fmt::Debug for Session {
 pub struct Started {
     /// The handle for `read` and `kill`.
     pub handle: u64,
-    /// The pid of the process (the leader of its process group, as seen by the host).
+    /// The pid of the run's process-group leader, as seen by the host (the run's init;
+    /// the command is its child).
     pub pid: i32,
     /// The mode it runs under.
     pub mode: Mode,
@@ -130,7 +144,48 @@ impl Session {
     pub fn new(ceiling: Ceiling, config: ExecutorConfig) -> Result<Session, CordonError> {
         let exec = Executor::new(config)?;
         let (shutdown, _) = watch::channel(false);
-        Ok(Session { exec, ceiling, jobs: Mutex::new(Jobs::default()), shutdown })
+        Ok(Session { exec, ceiling, jobs: Mutex::new(Jobs::default()), shutdown, delivered: Mutex::default() })
+    }
+
+    /// The output tail bytes (both streams) the answer to `method` can carry: what the
+    /// transport reserves from its pending-output budget before dispatching it.
+    pub fn output_reservation(&self, method: &Method) -> usize {
+        let cfg = self.exec.config();
+        let cap = match method {
+            Method::Run(p) => p
+                .output_cap
+                .map_or(cfg.default_output_cap, |c| usize::try_from(c).unwrap_or(usize::MAX))
+                .min(cfg.max_output_cap),
+            Method::Read { handle } => self.jobs().map.get(handle).map_or(0, |j| j.output_cap),
+            _ => 0,
+        };
+        cap.saturating_mul(2)
+    }
+
+    /// Record spill files named in a response the client received.
+    pub fn mark_delivered(&self, paths: &[PathBuf]) {
+        if !paths.is_empty() {
+            self.delivered.lock().unwrap_or_else(|p| p.into_inner()).extend(paths.iter().cloned());
+        }
+    }
+
+    /// Remove the spill files of finished background processes whose paths no
+    /// delivered response named (call when the connection is over: nobody else can
+    /// receive them).
+    pub async fn discard_undelivered_spills(&self) {
+        let handles: Vec<Handle> = self.jobs().map.values().map(|j| j.handle.clone()).collect();
+        let delivered = self.delivered.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        for h in handles {
+            if h.status() != Status::Exited {
+                continue;
+            }
+            let r = h.done().await;
+            for p in [r.stdout.spill_path, r.stderr.spill_path].into_iter().flatten() {
+                if !delivered.contains(&p) {
+                    let _ = std::fs::remove_file(p);
+                }
+            }
+        }
     }
 
     /// The ceiling.
@@ -187,10 +242,14 @@ impl Session {
                 "max_in_flight": MAX_IN_FLIGHT,
                 "max_running_background": MAX_RUNNING_JOBS,
                 "max_kept_handles": MAX_KEPT_JOBS,
+                "max_background_tails": MAX_BACKGROUND_TAILS,
                 "default_timeout_ms": cfg.default_timeout.as_millis() as u64,
                 "max_timeout_ms": cfg.max_timeout.as_millis() as u64,
                 "default_output_cap": cfg.default_output_cap,
                 "max_output_cap": cfg.max_output_cap,
+                "default_spill_cap": cfg.default_spill_cap,
+                "max_spill_cap": cfg.max_spill_cap,
+                "max_pending_output": super::MAX_PENDING_OUTPUT,
             },
         }))
     }
@@ -219,6 +278,7 @@ impl Session {
     pub async fn start(&self, p: RunParams) -> Result<Started, RpcError> {
         let spec = self.spec(p)?;
         let mode = spec.policy.mode;
+        let output_cap = spec.output_cap;
         {
             let mut jobs = self.jobs();
             if jobs.closed {
@@ -234,13 +294,37 @@ impl Session {
                     ),
                 ));
             }
+            let tails = output_cap.saturating_mul(2);
+            // Finished handles can be forgotten to make room; running ones cannot.
+            let held: usize = jobs
+                .map
+                .values()
+                .filter(|j| j.handle.status() == Status::Running)
+                .map(|j| j.output_cap.saturating_mul(2))
+                .sum::<usize>()
+                + jobs.starting_tails;
+            if held.saturating_add(tails) > MAX_BACKGROUND_TAILS {
+                return Err(RpcError::new(
+                    codes::TOO_MANY_PROCESSES,
+                    "TOO_MANY_PROCESSES",
+                    format!(
+                        "running background processes hold {held} bytes of output tails and this one needs {tails} \
+                         (limit {MAX_BACKGROUND_TAILS} per connection); kill or wait for one, or ask for a smaller \
+                         output_cap"
+                    ),
+                ));
+            }
+            forget_oldest_finished(&mut jobs, tails);
             jobs.starting += 1;
+            jobs.starting_tails += tails;
         }
         let started = self.exec.start(spec).await.map_err(|e| RpcError::cordon(&e));
         let handle = match started {
             Ok(h) => h,
             Err(e) => {
-                self.jobs().starting -= 1;
+                let mut jobs = self.jobs();
+                jobs.starting -= 1;
+                jobs.starting_tails -= output_cap.saturating_mul(2);
                 return Err(e);
             }
         };
@@ -248,13 +332,14 @@ impl Session {
         let id = {
             let mut jobs = self.jobs();
             jobs.starting -= 1;
+            jobs.starting_tails -= output_cap.saturating_mul(2);
             if jobs.closed {
                 None
             } else {
                 jobs.next += 1;
                 let id = jobs.next;
-                jobs.map.insert(id, Job { handle: handle.clone(), mode });
-                forget_oldest_finished(&mut jobs);
+                jobs.map.insert(id, Job { handle: handle.clone(), mode, output_cap });
+                forget_oldest_finished(&mut jobs, 0);
                 Some(id)
             }
         };
@@ -383,8 +468,15 @@ impl Session {
     }
 }
 
-fn forget_oldest_finished(jobs: &mut Jobs) {
-    while jobs.map.len() > MAX_KEPT_JOBS {
+/// Output tail bytes the remembered handles hold (both streams each).
+fn kept_tails(jobs: &Jobs) -> usize {
+    jobs.map.values().map(|j| j.output_cap.saturating_mul(2)).sum()
+}
+
+/// Forget the oldest finished handles while more than [`MAX_KEPT_JOBS`] are kept or
+/// their tails and `more` (plus starts in progress) exceed [`MAX_BACKGROUND_TAILS`].
+fn forget_oldest_finished(jobs: &mut Jobs, more: usize) {
+    while jobs.map.len() > MAX_KEPT_JOBS || kept_tails(jobs) + jobs.starting_tails + more > MAX_BACKGROUND_TAILS {
         let oldest = jobs.map.iter().find(|(_, j)| j.handle.status() == Status::Exited).map(|(id, _)| *id);
         match oldest {
             Some(id) => {
