@@ -53,6 +53,25 @@ const REFUSAL_MESSAGES: [(&str, i32); 6] = [
 /// Shell prefixes whose redirection errors name a bare file (`bash: line 1: out: ...`).
 const SHELL_PREFIXES: [&str; 6] = ["bash:", "sh:", "dash:", "zsh:", "/bin/bash:", "/bin/sh:"];
 
+/// The longest target or evidence text a denial carries (characters): text the
+/// command provoked is shown to approvers and models, and must not be able to push
+/// cordon's own lines off a screen.
+pub const MAX_DENIAL_TEXT: usize = 240;
+
+/// Cut a denial's target and evidence to [`MAX_DENIAL_TEXT`] characters (marked `…`).
+pub fn bound_text(d: &mut Denial) {
+    fn cut(s: &mut String) {
+        if let Some((i, _)) = s.char_indices().nth(MAX_DENIAL_TEXT) {
+            s.truncate(i);
+            s.push('…');
+        }
+    }
+    cut(&mut d.evidence);
+    if let Some(t) = d.target.as_mut() {
+        cut(t);
+    }
+}
+
 /// Where the supervisor records what it saw.
 pub type DenialSink = Arc<Mutex<Vec<Denial>>>;
 

@@ -113,6 +113,17 @@ pub enum PolicyError {
         /// Where it resolves to.
         resolved: PathBuf,
     },
+    /// cordon's private state directory (spill files, per-run directories) lies inside
+    /// a writable root, or contains one: the command could swap it for a symlink and
+    /// make cordon create files elsewhere, or forge a spill file. Point `TMPDIR` (or
+    /// `ExecutorConfig::state_dir`) outside the workspace.
+    #[error("cordon's state directory `{state_dir}` overlaps the writable root `{root}`; set TMPDIR outside it")]
+    StateDirWritable {
+        /// The state directory.
+        state_dir: PathBuf,
+        /// The writable root.
+        root: PathBuf,
+    },
     /// An allowed unix socket is not usable as one.
     #[error("unix socket `{path}` cannot be allowed: {why}")]
     UnixSocket {

@@ -762,6 +762,23 @@ fn bind(command: &CommandView, spec: &Spec, opts: &EscalationOptions) -> Result<
     if !opts.bind_files {
         return Ok(Vec::new());
     }
+    // A shell string that changes directory, quotes, expands or globs would make the
+    // named word differ from the file that runs (`cd sub && bash build.sh`,
+    // `bash bu''ild.sh`): binding it would approve the wrong bytes.
+    if let CommandView::Shell(sh) = command {
+        let tricky = sh.chars().any(|c| "'\"\\$`*?[]{}~".contains(c))
+            || sh
+                .split(|c: char| c.is_whitespace() || ";|&()".contains(c))
+                .any(|w| matches!(w, "cd" | "pushd" | "popd"));
+        if tricky {
+            return Err(EscalationError::BindFailed {
+                path: spec.workdir.clone(),
+                why: "--bind-script needs a command whose file names are plain words: no cd, quotes, $, globs or \
+                      backquotes (pass the command as argv instead)"
+                    .into(),
+            });
+        }
+    }
     let mut out: Vec<BoundFile> = Vec::new();
     for word in named_words(command) {
         let path = spec.workdir.join(&word);
@@ -1080,7 +1097,7 @@ impl Approver for TerminalApprover {
                 lines.len() - from
             ));
             for line in &lines[from..] {
-                shown.push_str(&format!("  | {}\n", printable(line)));
+                shown.push_str(&format!("  | {}\n", clip(&printable(line), PROMPT_LINE)));
             }
         }
         *self.first_output.lock().unwrap_or_else(|p| p.into_inner()) = Some(shown);
@@ -1112,7 +1129,13 @@ pub fn printable(s: &str) -> String {
     for c in s.chars() {
         let bidi =
             matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-        if c.is_control() || bidi {
+        // Invisible characters that could hide or reorder text: zero-width ones, word
+        // joiners, the BOM, tag characters, and the Unicode line/paragraph separators.
+        let invisible = matches!(
+            c,
+            '\u{200b}'..='\u{200d}' | '\u{2060}'..='\u{2064}' | '\u{feff}' | '\u{e0000}'..='\u{e007f}' | '\u{2028}' | '\u{2029}'
+        );
+        if c.is_control() || bidi || invisible {
             out.extend(c.escape_default());
         } else {
             out.push(c);
@@ -1159,11 +1182,17 @@ pub fn terminal_prompt(req: &EscalationRequest) -> String {
     }
     t.push_str(&format!("  command:  {}\n", printable(&command)));
     t.push_str(&format!("  cwd:      {}\n", printable(&req.cwd.display().to_string())));
-    for (i, d) in req.denials.iter().enumerate() {
+    // At most a few denials, each line bounded: text the command provoked must not push
+    // cordon's own lines (command, cwd, the question) off the screen.
+    for (i, d) in req.denials.iter().take(PROMPT_DENIALS).enumerate() {
         let target = d.target.as_deref().map(|s| format!(" {}", printable(s))).unwrap_or_default();
         let kind = serde_json::to_value(d.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
         let label = if i == 0 { "denied:  " } else { "         " };
-        t.push_str(&format!("  {label} {kind}{target} ({})\n", printable(&d.evidence)));
+        let line = format!("{kind}{target} ({})", printable(&d.evidence));
+        t.push_str(&format!("  {label} {}\n", clip(&line, PROMPT_LINE)));
+    }
+    if req.denials.len() > PROMPT_DENIALS {
+        t.push_str(&format!("            ... and {} more\n", req.denials.len() - PROMPT_DENIALS));
     }
     if let Some(j) = &req.justification {
         t.push_str(&format!("  reason:   {}\n", printable(j)));
@@ -1175,8 +1204,24 @@ pub fn terminal_prompt(req: &EscalationRequest) -> String {
     }
     t.push_str(&format!("  proposed: {}\n", describe(&req.retry_policy)));
     t.push_str(&format!("  call:     {}\n", req.fingerprint));
+    // The command and directory again, right above the question.
+    t.push_str(&format!("  command:  {}\n", clip(&printable(&command), PROMPT_LINE)));
+    t.push_str(&format!("  cwd:      {}\n", clip(&printable(&req.cwd.display().to_string()), PROMPT_LINE)));
     t.push_str(&format!("Run this exact command once at {}? [y/N] ", req.to));
     t
+}
+
+/// Denials listed in the `--ask` prompt (the rest are counted).
+const PROMPT_DENIALS: usize = 5;
+/// The widest prompt line cordon prints for command-provoked text (characters).
+const PROMPT_LINE: usize = 160;
+
+/// `s` cut to `max` characters, marked with `…`.
+fn clip(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
 }
 
 #[cfg(test)]

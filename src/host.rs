@@ -11,7 +11,7 @@
 
 use crate::runner::RunnerKind;
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Environment variable capping the Landlock ABI cordon uses.
 pub const ENV_LANDLOCK_ABI_MAX: &str = "CORDON_LANDLOCK_ABI_MAX";
@@ -117,6 +117,44 @@ fn detect_namespaces(euid: u32, disable_userns: bool) -> Namespaces {
     Namespaces::UserNamespace
 }
 
+/// Where bubblewrap is looked for, in order: system directories only, never `PATH`.
+/// bubblewrap runs before any confinement (as root with every capability when cordon is
+/// root), so a `bwrap` planted by a sandboxed run in a directory that happens to be on
+/// `PATH` (an empty or `.` entry, `node_modules/.bin`, a direnv `bin`) would be code the
+/// command wrote, run unconfined.
+pub const BWRAP_CANDIDATES: [&str; 3] = ["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"];
+
+/// The first [`BWRAP_CANDIDATES`] entry that is a trusted executable (pure policy on
+/// [`trusted_file`]).
+fn trusted_bwrap(euid: u32) -> Option<PathBuf> {
+    BWRAP_CANDIDATES.iter().map(PathBuf::from).find(|p| trusted_file(p, euid))
+}
+
+/// Whether `path` is a regular, executable file that neither it nor any directory above
+/// it could be replaced by anyone but root or `euid`: each is owned by root (or `euid`)
+/// and not writable by group or others. Symlinks are followed only where they are too
+/// (`/bin -> usr/bin`), each hop judged the same way.
+pub fn trusted_file(path: &Path, euid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(real) = path.canonicalize() else { return false };
+    let owner_ok = |m: &std::fs::Metadata| (m.uid() == 0 || m.uid() == euid) && m.mode() & 0o022 == 0;
+    let Ok(meta) = std::fs::metadata(&real) else { return false };
+    if !meta.is_file() || meta.mode() & 0o111 == 0 || !owner_ok(&meta) {
+        return false;
+    }
+    // Every directory above the real file (the candidates' own link hops, such as
+    // `/bin -> usr/bin`, live in `/`, which is one of them).
+    let mut cur = real.parent();
+    while let Some(dir) = cur {
+        match std::fs::metadata(dir) {
+            Ok(m) if owner_ok(&m) => {}
+            _ => return false,
+        }
+        cur = dir.parent();
+    }
+    true
+}
+
 impl HostFacts {
     /// Read the facts of this host (honouring the test knobs in the module docs).
     pub fn detect() -> HostFacts {
@@ -138,12 +176,7 @@ impl HostFacts {
         } else {
             Namespaces::Unavailable { reason: format!("namespaces are Linux-only (this is {os})") }
         };
-        let path = env("PATH").unwrap_or_default();
-        let bwrap = if linux {
-            which::which_in("bwrap", Some(path), std::env::current_dir().unwrap_or_else(|_| "/".into())).ok()
-        } else {
-            None
-        };
+        let bwrap = if linux { trusted_bwrap(euid) } else { None };
         let disabled_runners = env(ENV_DISABLE_RUNNERS)
             .map(|v| v.split(',').filter_map(|n| n.trim().parse::<RunnerKind>().ok()).collect())
             .unwrap_or_default();
@@ -165,5 +198,27 @@ impl HostFacts {
     /// Whether running as root.
     pub fn is_root(&self) -> bool {
         self.euid == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bwrap_is_only_taken_from_trusted_system_directories() {
+        // A file anyone could have planted: in a directory under the world-writable /tmp.
+        let dir = tempfile::tempdir_in("/tmp").unwrap();
+        let planted = dir.path().join("bwrap");
+        std::fs::write(&planted, "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(!trusted_file(&planted, cordon_stage::host::euid()));
+        // Whatever PATH says (an empty entry resolves against the working directory).
+        let facts = HostFacts::detect_with(|k| (k == "PATH").then(|| format!(":{}", dir.path().display())));
+        assert!(facts.bwrap.as_deref().is_none_or(|b| BWRAP_CANDIDATES.iter().any(|c| std::path::Path::new(c) == b)));
+        if std::path::Path::new("/usr/bin/bwrap").exists() {
+            assert!(trusted_file(std::path::Path::new("/usr/bin/bwrap"), 0));
+        }
     }
 }

@@ -472,8 +472,13 @@ pub fn judge(limits: &Limits, ev: &Evidence, killed_by: Option<i32>) -> Option<R
     }
     let cpu = limits.cpu?;
     let spent = ev.cpu_ns.is_some_and(|ns| ns >= cpu.saturating_mul(1_000_000_000));
+    // A SIGXCPU the command sent itself must not pass for the limit: where a cgroup
+    // measured the CPU time, most of it must be there too (RLIMIT_CPU counts one
+    // process's time, the cgroup the run's; allow for accounting granularity).
+    let most = ev.cpu_ns.is_some_and(|ns| ns.saturating_mul(10) >= cpu.saturating_mul(9_000_000_000));
+    let measured_or_unknown = ev.cpu_ns.is_none() || most;
     match killed_by {
-        Some(libc::SIGXCPU) => Some(Resource::Cpu),
+        Some(libc::SIGXCPU) if measured_or_unknown => Some(Resource::Cpu),
         Some(libc::SIGKILL) if spent => Some(Resource::Cpu),
         _ => None,
     }
@@ -930,6 +935,9 @@ mod tests {
         let spent = Evidence { cpu_ns: Some(1_200_000_000), ..none };
         assert_eq!(judge(&l, &spent, Some(libc::SIGKILL)), Some(Resource::Cpu));
         assert_eq!(judge(&lim(1 << 30, 64, None), &none, Some(libc::SIGXCPU)), None, "no cpu limit, no cpu verdict");
+        // A SIGXCPU the command sent itself, with a cgroup that measured next to no CPU.
+        let idle = Evidence { cpu_ns: Some(5_000_000), ..none };
+        assert_eq!(judge(&l, &idle, Some(libc::SIGXCPU)), None, "a self-sent SIGXCPU is no evidence");
     }
 
     #[test]

@@ -449,16 +449,18 @@ impl GoverningFiles {
         &self.files
     }
 
-    /// Refuse `policy` if a governing file lies inside one of its writable roots, or if
-    /// resolving its path follows a symlink inside the workspace or a `--writable` root
-    /// (in every mode),
+    /// Refuse `policy` if a governing file lies inside its workspace or one of its
+    /// `--writable` roots (in every mode: another call in that workspace could write it),
+    /// or if resolving its path follows a symlink inside them,
     /// and refuse any governing file that has several hard links, lies in a refused
     /// directory ([`GoverningFiles::refuse_under`]), or — for data files (session,
-    /// audit log) — exists but is not a regular file owned by the caller. Writable
-    /// roots are not judged for `full-access`: it confines nothing, so nothing could
-    /// be kept from it.
+    /// audit log) — exists but is not a regular file owned by the caller.
     pub fn check(&self, policy: &ExecutionPolicy) -> Result<(), GoverningFileError> {
-        let writable = if policy.mode.is_confined() { policy.writable() } else { Vec::new() };
+        // The workspace and the --writable roots in every mode, not only this call's own
+        // writable set: any ordinary workspace-write call in the same workspace can
+        // rewrite a file there (a read-only call's session or approver included).
+        let writable: Vec<PathBuf> =
+            std::iter::once(policy.workspace.clone()).chain(policy.writable_roots.iter().cloned()).collect();
         let state_dirs: Vec<PathBuf> =
             self.state_dirs.iter().map(|d| d.canonicalize().unwrap_or_else(|_| d.clone())).collect();
         for (kind, file) in &self.files {

@@ -1291,3 +1291,60 @@ fn session_show_into_a_closed_pipe_does_not_panic() {
         assert_eq!(out.status.code(), Some(0), "{stderr}");
     }
 }
+
+#[test]
+fn attack_governing_files_in_the_workspace_are_refused_in_every_mode() {
+    if skip("attack_governing_files_in_the_workspace_are_refused_in_every_mode") {
+        return;
+    }
+    for id in identities() {
+        let d = dirs("att-gov-ws");
+        let marker = d.out.join("ran-unconfined");
+        // A session file kept in the workspace while its mode is read-only (the docs
+        // accept that), and a refusing approver plus its audit log in the workspace.
+        let sess = d.ws.join("session.jsonl");
+        std::fs::write(&sess, "{\"at\":\"t\",\"event\":\"set-mode\",\"mode\":\"read-only\"}\n").unwrap();
+        let approver = d.ws.join("approve.sh");
+        write_script(&approver, "#!/bin/sh\nexit 1\n");
+        let log = d.ws.join("audit.jsonl");
+        chown_tree(d.ws.parent().unwrap(), id);
+        // Any ordinary workspace-write call in that workspace (the adversary) widens the
+        // session and turns the approver into a yes-man.
+        let forge = "echo '{\"at\":\"t\",\"event\":\"set-mode\",\"mode\":\"full-access\"}' >> session.jsonl; \
+                     printf '#!/bin/sh\\nexit 0\\n' > approve.sh";
+        let out = cordon_as(id, &["run", "--json", "-c", forge], &d.ws, &[]);
+        assert_eq!(out.code, 0, "{id:?}: the workspace-write run itself: {}", out.stderr);
+        let cmd = format!("echo > '{}'", marker.display());
+        let out = cordon_as(id, &["run", "--json", "--session", s(&sess), "-c", &cmd], &d.ws, &[]);
+        assert!(!marker.exists(), "{id:?}: a session file in the workspace widened the run to full-access");
+        assert_eq!(out.json()["error"]["code"], "GOVERNING_FILE_WRITABLE", "{id:?}: {}", out.stdout);
+        let out = cordon_as(
+            id,
+            &[
+                "run",
+                "--json",
+                "--mode",
+                "read-only",
+                "--escalate-to",
+                "full-access",
+                "--approver",
+                s(&approver),
+                "--audit-log",
+                s(&log),
+                "-c",
+                &cmd,
+            ],
+            &d.ws,
+            &[],
+        );
+        assert!(!marker.exists(), "{id:?}: an approver in the workspace granted full-access");
+        assert_eq!(out.json()["error"]["code"], "GOVERNING_FILE_WRITABLE", "{id:?}: {}", out.stdout);
+        // Positive control: the same session and approver kept outside the workspace.
+        let sess2 = d.gov.join("session.jsonl");
+        std::fs::write(&sess2, "{\"at\":\"t\",\"event\":\"set-mode\",\"mode\":\"read-only\"}\n").unwrap();
+        chown_tree(&sess2, id);
+        let out = cordon_as(id, &["run", "--json", "--session", s(&sess2), "-c", &cmd], &d.ws, &[]);
+        assert_eq!(out.json()["sandbox"]["mode"], "read-only", "{id:?}: {}", out.stdout);
+        assert!(!marker.exists());
+    }
+}

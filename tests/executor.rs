@@ -1395,3 +1395,27 @@ async fn bwrap_stage_helper_hands_its_listener_to_the_supervisor() {
         "no supervisor evidence for a refused socket(): {r:?}"
     );
 }
+
+/// cordon's state directory (spill files) inside a writable root: the command could
+/// swap it for a symlink and make cordon create files elsewhere, or forge a spill.
+/// Refused before anything runs (review finding); read-only runs are unaffected.
+#[tokio::test(flavor = "multi_thread")]
+async fn state_dir_inside_a_writable_root_is_refused() {
+    let ws = temp_dir("statews");
+    let mut cfg = test_config();
+    std::fs::create_dir(ws.path().join("state")).unwrap();
+    cfg.state_dir = Some(ws.path().join("state"));
+    let exec = Executor::new(cfg).expect("create the executor");
+    let marker = ws.path().join("ran");
+    let mut req = Request::shell(format!("touch {}", marker.display()));
+    req.workdir = Some(ws.path().to_path_buf());
+    req.policy.mode = Mode::WorkspaceWrite;
+    match exec.resolve(req) {
+        Ok(spec) => match exec.run(spec).await {
+            Err(e) => assert_eq!(e.code(), "INVALID_POLICY", "{e}"),
+            Ok(r) => panic!("ran with its state directory writable: {r:?}"),
+        },
+        Err(e) => assert_eq!(e.code(), "INVALID_POLICY", "{e}"),
+    }
+    assert!(!marker.exists(), "the command ran");
+}

@@ -580,6 +580,14 @@ impl Executor {
         // Every checked path, opened once without following symlinks; the plan's
         // grants, mounts and chdir are tied to these files (see `crate::pin`).
         let pins = crate::pin::Pins::take(&spec.policy, &spec.workdir)?;
+        if spec.policy.mode.is_confined() {
+            let state = self.state_dir.canonicalize().unwrap_or_else(|_| self.state_dir.clone());
+            if let Some(root) =
+                spec.policy.writable().into_iter().find(|w| state.starts_with(w) || w.starts_with(&state))
+            {
+                return Err(crate::error::PolicyError::StateDirWritable { state_dir: state, root }.into());
+            }
+        }
         let runner = runner::runner_for(selection.runner);
         let program = resolve_program(&spec.argv[0], &spec.env, &spec.workdir)?;
 
@@ -921,6 +929,7 @@ async fn finish(
     if mode.is_confined() {
         denials.extend(crate::denials::classify_diagnostics(&stderr.text, &l.policy, &l.workdir, l.mount_layer));
         denials.truncate(crate::denials::MAX_DENIALS);
+        denials.iter_mut().for_each(crate::denials::bound_text);
     }
     if let Some(dir) = &l.run_dir {
         let _ = std::fs::remove_dir_all(dir);

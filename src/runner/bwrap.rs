@@ -1,6 +1,7 @@
 //! The `bwrap` runner (Linux fallback): bubblewrap, then cordon's stage helper inside it.
 //!
-//! cordon's child stage executes `bwrap` (found on `PATH` by the host facts) as the
+//! cordon's child stage executes `bwrap` (found in a system directory by the host facts,
+//! never on `PATH`: see `crate::host::BWRAP_CANDIDATES`) as the
 //! program; bubblewrap builds the sandbox and then executes cordon's **stage helper**
 //! (the `cordon` binary, [`STAGE_HELPER_ARG`]), which applies Landlock and cordon's
 //! seccomp filter inside the finished sandbox and executes the command. Planning
@@ -405,7 +406,7 @@ impl Runner for BwrapRunner {
             return ProbeStatus::Unsupported(format!("bubblewrap is Linux-only (this is {})", host.os));
         }
         if host.bwrap.is_none() {
-            return ProbeStatus::Unavailable(format!("bubblewrap (`bwrap`) is not on PATH; {INSTALL_HINT}"));
+            return ProbeStatus::Unavailable(format!("bubblewrap (`bwrap`) is not installed in a trusted system directory (/usr/bin, /usr/local/bin, /bin: owned by root, not writable by others); {INSTALL_HINT}"));
         }
         if !host.seccomp {
             return ProbeStatus::Unavailable(
@@ -430,7 +431,7 @@ impl Runner for BwrapRunner {
             return Err(PlanError::Unavailable(r));
         }
         let Some(bwrap) = input.host.bwrap.clone() else {
-            return Err(PlanError::Unavailable(format!("bubblewrap is not on PATH; {INSTALL_HINT}")));
+            return Err(PlanError::Unavailable(format!("bubblewrap (`bwrap`) is not installed in a trusted system directory (/usr/bin, /usr/local/bin, /bin: owned by root, not writable by others); {INSTALL_HINT}")));
         };
         check_path("bwrap", &bwrap)?;
         let mut argv = vec![bwrap.as_os_str().to_owned()];
