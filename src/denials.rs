@@ -129,6 +129,31 @@ enum ConnectPlan {
     Perform(Vec<u8>),
 }
 
+/// A host unix socket the policy allows, pinned: an `O_PATH` fd opened without
+/// following symlinks when the run starts. The supervisor connects through
+/// `/proc/self/fd/N`, so a command that renames or replaces the path later (it may
+/// sit in a directory the command can write) cannot redirect the connect.
+#[derive(Debug)]
+pub struct AllowedSocket {
+    /// The canonical path the policy names (what the command must ask for).
+    pub path: PathBuf,
+    /// The pinned socket file.
+    pub fd: OwnedFd,
+}
+
+impl AllowedSocket {
+    /// Pin `path` (absolute, canonical).
+    pub fn pin(path: &Path) -> std::io::Result<AllowedSocket> {
+        Ok(AllowedSocket { path: path.to_path_buf(), fd: crate::pin::open_no_symlinks(path)? })
+    }
+
+    /// The path that reaches exactly the pinned file from this process.
+    fn via_fd(&self) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
+    }
+}
+
 /// The `sockaddr_un` bytes for an allowed socket path (from the policy, never from
 /// the command's memory).
 fn sockaddr_un(path: &Path) -> Option<Vec<u8>> {
@@ -153,7 +178,7 @@ fn plan_connect(
     n: &cordon_stage::notify::Notification,
     observed: &Observed,
     listener: &OwnedFd,
-    allowed: &[PathBuf],
+    allowed: &[AllowedSocket],
     sink: &DenialSink,
 ) -> ConnectPlan {
     let raw = read_raw_sockaddr(n.pid, n.args[1], n.args[2]);
@@ -169,8 +194,8 @@ fn plan_connect(
             let end = rest.iter().position(|b| *b == 0).unwrap_or(rest.len());
             use std::os::unix::ffi::OsStrExt;
             let asked = Path::new(std::ffi::OsStr::from_bytes(&rest[..end]));
-            if let Some(ok) = allowed.iter().find(|a| a.as_path() == asked) {
-                if let Some(addr) = sockaddr_un(ok) {
+            if let Some(ok) = allowed.iter().find(|a| a.path.as_path() == asked) {
+                if let Some(addr) = sockaddr_un(&ok.via_fd()) {
                     return ConnectPlan::Perform(addr);
                 }
             }
@@ -306,7 +331,7 @@ pub async fn receive_and_supervise(
     sock: OwnedFd,
     observed: BTreeMap<i64, Observed>,
     sink: DenialSink,
-    allowed: Arc<[PathBuf]>,
+    allowed: Arc<[AllowedSocket]>,
 ) {
     #[allow(deprecated)]
     let Ok(fd) = tokio::io::unix::AsyncFd::new(sock) else {
@@ -331,7 +356,7 @@ pub async fn supervise(
     listener: OwnedFd,
     observed: BTreeMap<i64, Observed>,
     sink: DenialSink,
-    allowed: Arc<[PathBuf]>,
+    allowed: Arc<[AllowedSocket]>,
 ) {
     // `AsyncFd::new` is deprecated because a bare RawFd could be closed under it; an
     // OwnedFd that the AsyncFd owns cannot.
@@ -365,7 +390,8 @@ pub async fn supervise(
                             // Answered from the blocking thread once the connect is done.
                             if let Ok(answer) = fd.get_ref().try_clone() {
                                 tokio::task::spawn_blocking(move || {
-                                    let r = cordon_stage::notify::connect_on_behalf(n.pid, n.args[0], &addr);
+                                    let waiting = || cordon_stage::notify::id_valid(answer.as_fd(), n.id);
+                                    let r = cordon_stage::notify::connect_on_behalf(n.pid, n.args[0], &addr, waiting);
                                     let _ = match r {
                                         Ok(()) => cordon_stage::notify::respond_value(answer.as_fd(), n.id, 0),
                                         Err(e) => cordon_stage::notify::respond_error(

@@ -11,7 +11,9 @@
 //!    (between `_`, `-` or `.`) `AUTH`, `OAUTH`, `AUTHORIZATION`, `PAT` or `PASS`,
 //!    compared case-insensitively (`GIT_AUTHOR_NAME` and `PATH` stay).
 //! 4. Drop credential-shaped values ([`credential_value_kind`]), whatever the name: a
-//!    URL with a password (`postgres://u:pw@db/x`, any scheme), a well-known token
+//!    URL with a password (`postgres://u:pw@db/x`, any scheme), a credential query
+//!    parameter (`?access_token=...`) or a token-like user part (a Sentry DSN), a
+//!    `.netrc` entry with a password, a well-known token
 //!    prefix with the length and alphabet of a real token (GitHub, GitLab, Slack, AWS
 //!    access key ids, Stripe, OpenAI, Anthropic, Google, npm, PyPI, Hugging Face), a
 //!    private key block, or a signed JWT.
@@ -198,12 +200,72 @@ fn has_url_password(value: &[u8]) -> bool {
     false
 }
 
+/// Query parameters that carry a credential in a URL (`?access_token=...`).
+const CREDENTIAL_QUERY_KEYS: [&str; 11] = [
+    "access_token",
+    "token",
+    "api_key",
+    "apikey",
+    "key",
+    "secret",
+    "client_secret",
+    "password",
+    "auth",
+    "sig",
+    "signature",
+];
+
+/// Whether `value` holds a URL that carries a credential outside a password: a query
+/// parameter named like one with a value of 8 or more characters, or a token-like
+/// user part without a password (`https://<32 hex>@o1.ingest.sentry.io/1`).
+fn has_url_credential(value: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(value) else { return false };
+    for (i, _) in text.match_indices("://") {
+        let rest = &text[i + 3..];
+        let end = rest.find(|c: char| c.is_whitespace()).unwrap_or(rest.len());
+        let url = &rest[..end];
+        let authority_end = url.find(['/', '?', '#']).unwrap_or(url.len());
+        if let Some(at) = url[..authority_end].rfind('@') {
+            let user = &url[..at];
+            if !user.contains(':') && user.len() >= 16 && is_mixed(user.as_bytes()) {
+                return true;
+            }
+        }
+        if let Some(q) = url.find('?') {
+            for pair in url[q + 1..].split(['&', ';', '#']) {
+                if let Some((k, v)) = pair.split_once('=') {
+                    let k = k.to_ascii_lowercase();
+                    if CREDENTIAL_QUERY_KEYS.contains(&k.as_str()) && v.len() >= 8 {
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+    false
+}
+
+/// A `.netrc`-style value: `machine`/`login`/`default` entries and the word
+/// `password` (or `passwd`) followed by a value.
+fn has_netrc_password(value: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(value) else { return false };
+    let words: Vec<&str> = text.split_whitespace().collect();
+    words.iter().any(|w| matches!(*w, "machine" | "login" | "default"))
+        && words.windows(2).any(|w| matches!(w[0], "password" | "passwd") && !w[1].is_empty())
+}
+
 /// What kind of credential `value` looks like (step 4), or `None`. Pure; see the
 /// module docs for the shapes.
 pub fn credential_value_kind(value: &OsStr) -> Option<&'static str> {
     let v = value.as_bytes();
     if has_url_password(v) {
         return Some("url-with-password");
+    }
+    if has_url_credential(v) {
+        return Some("url-with-credential");
+    }
+    if has_netrc_password(v) {
+        return Some("netrc-password");
     }
     let has = |needle: &[u8]| v.windows(needle.len()).any(|w| w == needle);
     if has(b"-----BEGIN ") && has(b"PRIVATE KEY-----") {
@@ -290,6 +352,27 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn step_4_url_credentials_and_netrc_words() {
+        let kind = |v: &str| credential_value_kind(OsStr::new(v));
+        assert_eq!(kind("https://x/api?access_token=abc123def456ghi789"), Some("url-with-credential"));
+        assert_eq!(kind("https://h/p?a=1&api_key=ZZZZzzzz1234"), Some("url-with-credential"));
+        assert_eq!(kind("https://0123456789abcdef0123456789abcdef@o1.ingest.sentry.io/1"), Some("url-with-credential"));
+        assert_eq!(kind("machine github.com login u password hunter2secret"), Some("netrc-password"));
+        // Look-alikes that must stay.
+        for ok in [
+            "https://example.com/path?page=2&sort=asc",
+            "https://example.com/?key=short",
+            "https://user@host/x",
+            "ssh://git@github.com/org/repo.git",
+            "git@github.com:org/repo.git",
+            "a password prompt",
+            "/usr/local/bin:/usr/bin",
+        ] {
+            assert_eq!(kind(ok), None, "{ok}");
+        }
+    }
 
     fn amb(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
         pairs.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect()

@@ -465,6 +465,12 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
         if !std::fs::metadata(&canon).is_ok_and(|m| m.file_type().is_socket()) {
             return Err(bad("it is not a unix socket"));
         }
+        // A socket in a directory a sandboxed run can write could be replaced there
+        // (by a link to another daemon's socket) between the check and the connect.
+        let writable_dirs = std::iter::once(&ws).chain(roots.iter());
+        if writable_dirs.clone().any(|w| canon.starts_with(w)) {
+            return Err(bad("it lies inside the workspace or a writable root, where a command could replace it"));
+        }
         if !allow_unix_sockets.contains(&canon) {
             allow_unix_sockets.push(canon);
         }

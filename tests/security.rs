@@ -3337,3 +3337,38 @@ case!(limits_a_bash_fork_bomb_is_contained, |c| {
     let left = wait_gone(&mark);
     assert!(left.is_empty(), "processes {left:?} of the bomb outlived the run");
 });
+
+case!(net_allow_unix_socket_review_findings, |c| {
+    // An allowed socket inside the workspace is refused: the command could replace it
+    // (with a link to another daemon's socket) between the check and the connect.
+    let inside = c.ws.join("app.sock");
+    let planted = UnixTrap::stream_path(c, &inside);
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.network = true;
+    o.expect_error = true;
+    o.extra_args = vec!["--allow-unix-socket".into(), s(&inside).into()];
+    let out = c.cordon(&o, &[s(&c.suite.probe), "unix-connect", s(&inside)])?;
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert_eq!(out.json.as_ref().and_then(|j| j["error"]["code"].as_str()), Some("INVALID_POLICY"), "{out:?}");
+    planted.assert_untouched("an allowed socket inside the workspace");
+    // A connect from a thread other than the main one reaches the allowed socket (the
+    // supervisor takes the socket from that thread's descriptor table).
+    let dir = SockDir::new();
+    let ok_p = dir.0.join("ok.sock");
+    let ok = UnixTrap::stream_path(c, &ok_p);
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.extra_args = vec!["--allow-unix-socket".into(), s(&ok_p).into()];
+    let script = format!(
+        "import socket, threading\nerr = []\ndef go():\n    try:\n        s = socket.socket(socket.AF_UNIX)\n        s.connect({:?})\n    except OSError as e:\n        err.append(e)\nt = threading.Thread(target=go)\nt.start(); t.join()\nraise SystemExit(1 if err else 0)\n",
+        s(&ok_p)
+    );
+    // The system interpreter (a per-user one, like pyenv's, is not readable by the
+    // unprivileged identity).
+    let py = Path::new("/usr/bin/python3");
+    if !py.exists() {
+        return Err(Skip("no /usr/bin/python3".into()));
+    }
+    let out = c.cordon(&o, &[s(py), "-c", &script])?;
+    assert!(ok.touched_within(1000), "a thread's connect to the allowed socket did not arrive: {out:?}");
+    out.assert_success();
+});

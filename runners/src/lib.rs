@@ -2196,21 +2196,31 @@ pub mod notify {
         Ok(())
     }
 
-    /// Connect the socket `fd` of task `pid` (blocked in a notified `connect()`) to
+    /// `PIDFD_THREAD` (`O_EXCL`, Linux 6.9): a pidfd for a thread, so that
+    /// `pidfd_getfd` reads that thread's own descriptor table.
+    const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
+
+    /// Connect the socket `fd` of thread `tid` (blocked in a notified `connect()`) to
     /// `addr`, a complete `sockaddr` the supervisor chose: the socket is taken with
-    /// `pidfd_getfd` (the same open file, so the command's socket is the one that
-    /// connects) and connected here. The supervisor never hands back a decision to
-    /// the kernel that would re-read the command's memory. Blocks like `connect()`.
-    pub fn connect_on_behalf(pid: u32, fd: u64, addr: &[u8]) -> io::Result<()> {
+    /// `pidfd_getfd` from that thread's descriptor table (the same open file, so the
+    /// command's socket is the one that connects) and connected here, never letting the
+    /// kernel re-read the command's memory. The connect runs non-blocking and is waited
+    /// for in slices of [`CONNECT_SLICE_MS`]; between slices `still_waiting()` is asked
+    /// (the supervisor answers whether the command is still blocked in the call), so a
+    /// peer that never accepts cannot hold the supervisor after the command is gone. The
+    /// socket's own file flags are restored before returning.
+    pub fn connect_on_behalf(tid: u32, fd: u64, addr: &[u8], still_waiting: impl Fn() -> bool) -> io::Result<()> {
         let target_fd = i32::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
         let len = libc::socklen_t::try_from(addr.len()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
         if addr.len() < 2 || addr.len() > std::mem::size_of::<libc::sockaddr_storage>() {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
-        let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+        let tid = libc::pid_t::try_from(tid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
         // SAFETY: pidfd_open with integer arguments.
-        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid, PIDFD_THREAD) };
         if pidfd < 0 {
+            // Without PIDFD_THREAD (older kernels) a non-leader thread cannot be named:
+            // refuse rather than read another descriptor table.
             return Err(io::Error::last_os_error());
         }
         #[allow(clippy::cast_possible_truncation, reason = "the kernel returns an fd (an int) widened to long")]
@@ -2231,14 +2241,89 @@ pub mod notify {
         unsafe {
             std::ptr::copy_nonoverlapping(addr.as_ptr(), &mut storage as *mut _ as *mut u8, addr.len());
         }
-        // SAFETY: connect with a valid socket and an address of the given length.
-        let r = unsafe {
-            libc::connect(sock.as_raw_fd(), &storage as *const libc::sockaddr_storage as *const libc::sockaddr, len)
-        };
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
+        // SAFETY: fcntl(F_GETFL) on an fd we own.
+        let flags = unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_GETFL) };
+        if flags < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let blocking = flags & libc::O_NONBLOCK == 0;
+        // SAFETY: fcntl(F_SETFL) on an fd we own (the flag is restored below).
+        if blocking && unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let result = connect_wait(&sock, &storage, len, blocking, &still_waiting);
+        if blocking {
+            // SAFETY: fcntl(F_SETFL) restoring the flags read above.
+            unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_SETFL, flags) };
+        }
+        result
+    }
+
+    /// How long one wait for a pending connect lasts before the supervisor checks that
+    /// the command is still waiting for it.
+    pub const CONNECT_SLICE_MS: i32 = 100;
+
+    fn connect_wait(
+        sock: &OwnedFd,
+        storage: &libc::sockaddr_storage,
+        len: libc::socklen_t,
+        blocking: bool,
+        still_waiting: &impl Fn() -> bool,
+    ) -> io::Result<()> {
+        loop {
+            // SAFETY: connect with a valid socket and an address of the given length.
+            let r = unsafe {
+                libc::connect(sock.as_raw_fd(), storage as *const libc::sockaddr_storage as *const libc::sockaddr, len)
+            };
+            if r == 0 {
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            let pending =
+                matches!(e.raw_os_error(), Some(libc::EINPROGRESS) | Some(libc::EAGAIN) | Some(libc::EALREADY));
+            if !blocking || !pending {
+                // A non-blocking socket gets the kernel's own answer (EINPROGRESS ...).
+                return Err(e);
+            }
+            // The command asked for a blocking connect: wait for it, in slices.
+            if !still_waiting() {
+                return Err(io::Error::from_raw_os_error(libc::EINTR));
+            }
+            if e.raw_os_error() == Some(libc::EAGAIN) {
+                // A unix listener's full backlog: nothing to poll on; try again later.
+                std::thread::sleep(std::time::Duration::from_millis(CONNECT_SLICE_MS.unsigned_abs().into()));
+                continue;
+            }
+            loop {
+                let mut p = libc::pollfd { fd: sock.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+                // SAFETY: poll on one pollfd we own.
+                let n = unsafe { libc::poll(&mut p, 1, CONNECT_SLICE_MS) };
+                if n > 0 {
+                    break;
+                }
+                if !still_waiting() {
+                    return Err(io::Error::from_raw_os_error(libc::EINTR));
+                }
+            }
+            // TCP: the outcome is in SO_ERROR.
+            {
+                let mut err: libc::c_int = 0;
+                let mut l = libc::socklen_t::try_from(std::mem::size_of::<libc::c_int>()).unwrap_or(4);
+                // SAFETY: getsockopt into a local int of the given size.
+                let r = unsafe {
+                    libc::getsockopt(
+                        sock.as_raw_fd(),
+                        libc::SOL_SOCKET,
+                        libc::SO_ERROR,
+                        &mut err as *mut libc::c_int as *mut libc::c_void,
+                        &mut l,
+                    )
+                };
+                if r != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                return if err == 0 { Ok(()) } else { Err(io::Error::from_raw_os_error(err)) };
+            }
         }
     }
 

@@ -580,6 +580,16 @@ impl Executor {
         // Every checked path, opened once without following symlinks; the plan's
         // grants, mounts and chdir are tied to these files (see `crate::pin`).
         let pins = crate::pin::Pins::take(&spec.policy, &spec.workdir)?;
+        // Allowed host unix sockets, pinned now: the supervisor connects to these files.
+        let allowed_sockets = spec
+            .policy
+            .allow_unix_sockets
+            .iter()
+            .map(|p| {
+                crate::denials::AllowedSocket::pin(p)
+                    .map_err(|source| crate::error::PolicyError::Changed { path: p.clone(), source })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         if spec.policy.mode.is_confined() {
             let state = self.state_dir.canonicalize().unwrap_or_else(|_| self.state_dir.clone());
             if let Some(root) =
@@ -752,7 +762,7 @@ impl Executor {
         let pidfd = AsyncFd::new(spawned.pidfd).map_err(|e| CordonError::io("watching the child", e))?;
 
         let denials: crate::denials::DenialSink = Arc::default();
-        let allowed_sockets: Arc<[PathBuf]> = spec.policy.allow_unix_sockets.clone().into();
+        let allowed_sockets: Arc<[crate::denials::AllowedSocket]> = allowed_sockets.into();
         let supervisor = match listener {
             Some(Ok(l)) => {
                 Some(tokio::spawn(crate::denials::supervise(l, observed, denials.clone(), allowed_sockets.clone())))
