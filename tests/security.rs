@@ -2770,6 +2770,56 @@ fn names_in(dir: &Path) -> Vec<String> {
     v
 }
 
+/// `cordon serve --mode workspace-write --cwd <ws>` as the case's identity, on the
+/// pass's runner (serve has no `--runner` flag: the other runner is disabled), with a
+/// synchronous request/response helper.
+struct ServeConn {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+}
+
+impl ServeConn {
+    fn start(c: &Ctx) -> ServeConn {
+        use std::io::BufRead;
+        let mut cmd = std::process::Command::new(&c.suite.cordon);
+        cmd.env_clear().env("PATH", PATH_ENV).env("LANG", "C");
+        c.id.apply(&mut cmd);
+        if c.runner != "landlock" {
+            cmd.env("CORDON_DISABLE_RUNNERS", "landlock");
+        }
+        cmd.args(["serve", "--mode", "workspace-write", "--cwd"]).arg(&c.ws);
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        cmd.current_dir(&c.ws);
+        let mut child = cmd.spawn().expect("spawn cordon serve");
+        let stdin = child.stdin.take();
+        let lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        ServeConn { child, stdin, lines }
+    }
+
+    /// Send one request and wait for the response with its id.
+    fn call(&mut self, id: usize, method: &str, params: serde_json::Value) -> serde_json::Value {
+        use std::io::Write;
+        let req = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.stdin.as_mut().expect("open"), "{req}").unwrap();
+        loop {
+            let line = self.lines.next().expect("serve closed its output").unwrap();
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    /// End of input, then wait for the server to exit.
+    fn close(mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
 case!(toctou_writable_root_through_a_planted_symlink_is_refused, |c| {
     // An earlier sandboxed run planted `ws/build/out -> <outside>`; a caller then asks
     // for `--writable ws/build/out`. The grant must not follow the link.
@@ -2816,31 +2866,8 @@ case!(toctou_serve_swaps_during_setup_never_reach_outside, |c| {
     let link = c.ws.join("sublink");
     c.mkdir(&real);
     c.symlink(&c.outside, &link);
-    let mut cmd = std::process::Command::new(&c.suite.cordon);
-    cmd.env_clear().env("PATH", PATH_ENV).env("LANG", "C");
-    c.id.apply(&mut cmd);
-    if c.runner != "landlock" {
-        // serve has no --runner flag: select the pass's runner by disabling the other.
-        cmd.env("CORDON_DISABLE_RUNNERS", "landlock");
-    }
-    cmd.args(["serve", "--mode", "workspace-write", "--cwd"]).arg(&c.ws);
-    cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
-    cmd.current_dir(&c.ws);
-    let mut child = cmd.spawn().expect("spawn cordon serve");
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    use std::io::{BufRead, Write};
-    let mut call = |id: usize, method: &str, params: serde_json::Value| -> serde_json::Value {
-        let req = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(stdin, "{req}").unwrap();
-        loop {
-            let line = lines.next().expect("serve closed its output").unwrap();
-            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-            if v["id"] == id {
-                return v;
-            }
-        }
-    };
+    let mut serve = ServeConn::start(c);
+    let mut call = |id: usize, method: &str, params: serde_json::Value| serve.call(id, method, params);
     let flip = call(
         0,
         "start",
@@ -2872,8 +2899,7 @@ case!(toctou_serve_swaps_during_setup_never_reach_outside, |c| {
         "run",
         serde_json::json!({"argv": [s(&c.suite.probe), "create", "control"], "workdir": "sub", "writable_roots": ["sub"]}),
     );
-    drop(stdin);
-    let _ = child.wait();
+    serve.close();
     let leaked = names_in(&c.outside);
     assert!(leaked.is_empty(), "requests wrote outside the ceiling through a swapped path: {leaked:?}");
     assert!(real.join("control").exists(), "control: the request did not run in the real `sub`: {r}");
@@ -2895,32 +2921,8 @@ fn toctou_serve_bwrap_destination_swaps_never_create_outside() {
         let link = c.ws.join("alink");
         c.mkdir(&real.join("b"));
         c.symlink(&Path::new("/oldroot").join(c.outside.strip_prefix("/").unwrap()), &link);
-        let mut cmd = std::process::Command::new(&c.suite.cordon);
-        cmd.env_clear().env("PATH", PATH_ENV).env("LANG", "C");
-        c.id.apply(&mut cmd);
-        if c.runner != "landlock" {
-            cmd.env("CORDON_DISABLE_RUNNERS", "landlock");
-        }
-        cmd.args(["serve", "--mode", "workspace-write", "--cwd"]).arg(&c.ws);
-        cmd.stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null());
-        cmd.current_dir(&c.ws);
-        let mut child = cmd.spawn().expect("spawn cordon serve");
-        let mut stdin = child.stdin.take().unwrap();
-        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        use std::io::{BufRead, Write};
-        let mut call = |id: usize, method: &str, params: serde_json::Value| -> serde_json::Value {
-            let req = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-            writeln!(stdin, "{req}").unwrap();
-            loop {
-                let line = lines.next().expect("serve closed its output").unwrap();
-                let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-                if v["id"] == id {
-                    return v;
-                }
-            }
-        };
+        let mut serve = ServeConn::start(c);
+        let mut call = |id: usize, method: &str, params: serde_json::Value| serve.call(id, method, params);
         let flip = call(
             0,
             "start",
@@ -2949,8 +2951,7 @@ fn toctou_serve_bwrap_destination_swaps_never_create_outside() {
             "run",
             serde_json::json!({"argv": [s(&c.suite.probe), "create", "control"], "workdir": "a/b"}),
         );
-        drop(stdin);
-        let _ = child.wait();
+        serve.close();
         let leaked = names_in(&c.outside);
         assert!(leaked.is_empty(), "bubblewrap created entries outside the ceiling: {leaked:?}");
         assert!(real.join("b/control").exists(), "control: the request did not run in the real `a/b`: {r}");
