@@ -37,9 +37,7 @@ fn ceilings() -> &'static [Ceiling] {
                     mode,
                     cwd: Some(ws.clone()),
                     writable: vec![extra.clone()],
-                    allow_system_root: false,
-                    network: false,
-                    best_effort: false,
+                    ..CeilingArgs::default()
                 })
                 .unwrap()
             })
