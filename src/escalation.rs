@@ -702,6 +702,15 @@ fn widen(spec: &Spec, policy_req: &PolicyRequest, to: Mode, opts: &EscalationOpt
     let policy = resolve_policy(&PolicyRequest { mode: to, ..policy_req.clone() }, &spec.workdir)?;
     let mut wide = spec.clone();
     wide.policy = policy;
+    // The retry runs the program the first run would have run, found now, before the
+    // command could plant another one earlier on `PATH` (`node_modules/.bin`, a
+    // workspace `bin`): argv[0] becomes that absolute path.
+    use std::os::unix::ffi::OsStrExt;
+    if !wide.argv[0].as_bytes().contains(&b'/') {
+        if let Ok(found) = crate::exec::resolve_program(&wide.argv[0], &wide.env, &wide.workdir) {
+            wide.argv[0] = found.into_os_string();
+        }
+    }
     if let Some(output) = opts.retry_output {
         wide.output = output;
     }
@@ -1280,6 +1289,23 @@ mod tests {
             v(&mut s);
             assert_ne!(fingerprint(&s), base);
         }
+    }
+
+    #[test]
+    fn the_retry_runs_the_program_found_before_the_first_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sp = spec();
+        sp.workdir = dir.path().to_path_buf();
+        sp.policy.workspace = dir.path().to_path_buf();
+        sp.argv = vec!["sh".into(), "-c".into(), "true".into()];
+        sp.env = vec![("PATH".into(), format!("{}:/usr/bin:/bin", dir.path().join("bin").display()).into())];
+        let req = PolicyRequest { mode: Mode::ReadOnly, ..PolicyRequest::default() };
+        let wide = widen(&sp, &req, Mode::WorkspaceWrite, &EscalationOptions::default()).unwrap();
+        let found = std::path::PathBuf::from(&wide.argv[0]);
+        assert!(found.is_absolute() && found.ends_with("sh"), "{found:?}");
+        // A `sh` planted later earlier on PATH does not change what the retry runs.
+        std::fs::create_dir(dir.path().join("bin")).unwrap();
+        assert!(!found.starts_with(dir.path()));
     }
 
     #[test]

@@ -348,7 +348,7 @@ fn above_stdio(fd: OwnedFd) -> Result<OwnedFd, CordonError> {
 }
 
 /// Look the program up the way `execvp` would, on the command's own `PATH`.
-fn resolve_program(argv0: &OsStr, env: &[(OsString, OsString)], cwd: &Path) -> Result<PathBuf, CordonError> {
+pub(crate) fn resolve_program(argv0: &OsStr, env: &[(OsString, OsString)], cwd: &Path) -> Result<PathBuf, CordonError> {
     let shown = argv0.to_string_lossy().into_owned();
     if argv0.is_empty() {
         return Err(CordonError::InvalidRequest { field: "command", why: "the program name is empty".into() });
