@@ -29,7 +29,7 @@ use crate::runner::seccomp::{Observed, ObservedKind};
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::FileExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// At most this many denials are kept per run (the rest are counted in the last one).
@@ -450,23 +450,6 @@ fn pending(fd: &tokio::io::unix::AsyncFd<OwnedFd>) -> Pending {
     }
 }
 
-/// Lexically normalize `p` (joined to `cwd` when relative): `.` and `..` resolved
-/// without touching the filesystem.
-fn normalize(cwd: &Path, p: &Path) -> PathBuf {
-    let joined = if p.is_absolute() { p.to_path_buf() } else { cwd.join(p) };
-    let mut out = PathBuf::from("/");
-    for c in joined.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(n) => out.push(n),
-            _ => {}
-        }
-    }
-    out
-}
-
 /// Whether the policy lets the command write `path` (inside the sandbox's view).
 fn policy_allows_write(policy: &ExecutionPolicy, path: &Path) -> bool {
     if policy.protected.iter().any(|p| path.starts_with(p)) {
@@ -549,7 +532,7 @@ pub fn classify_diagnostics(stderr: &str, policy: &ExecutionPolicy, workdir: &Pa
     for line in stderr.lines() {
         let Some((message, errno)) = REFUSAL_MESSAGES.iter().find(|(m, _)| line.contains(m)) else { continue };
         for cand in candidate_paths(line, message) {
-            let path = normalize(workdir, Path::new(&cand));
+            let path = crate::policy::lexical_normalize(workdir, Path::new(&cand));
             if mount_layer && *errno != libc::EROFS && !path.starts_with("/dev") {
                 continue;
             }

@@ -198,22 +198,27 @@ impl ExecutionPolicy {
     }
 }
 
-/// `path` made absolute (against the process's working directory) and normalized
-/// lexically: `.` dropped, `..` taken off the end. Without symlinks this is the
-/// canonical path, so comparing the two tells whether a symlink was followed.
-pub fn lexical_absolute(path: &Path) -> PathBuf {
-    let base = if path.is_absolute() { PathBuf::new() } else { std::env::current_dir().unwrap_or_default() };
+/// `path` joined to `base` when relative, with `.` dropped and `..` applied lexically
+/// (without touching the filesystem). Without symlinks this is the canonical path.
+pub(crate) fn lexical_normalize(base: &Path, path: &Path) -> PathBuf {
     let mut out = PathBuf::from("/");
     for c in base.join(path).components() {
         match c {
-            std::path::Component::ParentDir => {
+            Component::ParentDir => {
                 out.pop();
             }
-            std::path::Component::Normal(n) => out.push(n),
+            Component::Normal(n) => out.push(n),
             _ => {}
         }
     }
     out
+}
+
+/// `path` made absolute against the process's working directory and normalized
+/// lexically ([`lexical_normalize`]), so comparing it with the canonical path tells
+/// whether a symlink was followed.
+pub fn lexical_absolute(path: &Path) -> PathBuf {
+    lexical_normalize(&std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")), path)
 }
 
 /// Refuse a path that will become writable when resolving it follows a symlink that
@@ -299,23 +304,8 @@ fn canonical_home(h: &Path) -> Option<PathBuf> {
     if !h.is_absolute() {
         return None;
     }
-    let p = h.canonicalize().unwrap_or_else(|_| lexical(h));
+    let p = h.canonicalize().unwrap_or_else(|_| lexical_normalize(Path::new("/"), h));
     (p != Path::new("/")).then_some(p)
-}
-
-/// `path` without `.` components, `..` applied lexically.
-fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(n) => out.push(n),
-            _ => {}
-        }
-    }
-    out
 }
 
 /// The homes of uid 0 and of every login account (shell not `nologin` or `false`; an

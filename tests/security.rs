@@ -2813,6 +2813,25 @@ impl ServeConn {
         }
     }
 
+    /// Start the in-sandbox flipper (probe `flip`): `real` and `link` exchanged every
+    /// millisecond for `secs` seconds. Returns its handle.
+    fn start_flipper(&mut self, c: &Ctx, real: &Path, link: &Path, secs: u32) -> serde_json::Value {
+        let argv = serde_json::json!([s(&c.suite.probe), "flip", s(real), s(link), secs.to_string(), "1000"]);
+        let flip = self.call(0, "start", serde_json::json!({"argv": argv, "timeout_ms": (secs + 30) * 1000}));
+        assert!(flip.get("result").is_some(), "the flipper did not start: {flip}");
+        flip["result"]["handle"].clone()
+    }
+
+    /// Stop the flipper (request ids `id`, `id + 1`) and put the real directory back
+    /// at `real` (done on the host) for the control request that follows.
+    fn stop_flipper(&mut self, c: &Ctx, id: usize, handle: &serde_json::Value, real: &Path, link: &Path) {
+        let _ = self.call(id, "kill", serde_json::json!({"handle": handle}));
+        let _ = self.call(id + 1, "read", serde_json::json!({"handle": handle}));
+        if !fs::symlink_metadata(real).map(|m| m.is_dir()).unwrap_or(false) {
+            c.host_sh(&format!("mv {0} {0}.tmp && mv {1} {0} && mv {0}.tmp {1}", s(real), s(link)));
+        }
+    }
+
     /// End of input, then wait for the server to exit.
     fn close(mut self) {
         drop(self.stdin.take());
@@ -2867,13 +2886,8 @@ case!(toctou_serve_swaps_during_setup_never_reach_outside, |c| {
     c.mkdir(&real);
     c.symlink(&c.outside, &link);
     let mut serve = ServeConn::start(c);
+    let flipper = serve.start_flipper(c, &real, &link, 30);
     let mut call = |id: usize, method: &str, params: serde_json::Value| serve.call(id, method, params);
-    let flip = call(
-        0,
-        "start",
-        serde_json::json!({"argv": [s(&c.suite.probe), "flip", s(&real), s(&link), "30", "1000"], "timeout_ms": 60000}),
-    );
-    assert!(flip.get("result").is_some(), "the flipper did not start: {flip}");
     let mut ran = 0;
     for i in 1..=REQUESTS {
         let name = format!("m{i}");
@@ -2886,15 +2900,10 @@ case!(toctou_serve_swaps_during_setup_never_reach_outside, |c| {
             ran += 1;
         }
     }
-    let handle = flip["result"]["handle"].clone();
-    let _ = call(REQUESTS + 1, "kill", serde_json::json!({"handle": handle}));
-    let _ = call(REQUESTS + 2, "read", serde_json::json!({"handle": handle}));
     // Control: with the flipper stopped and the real directory back at `sub`, the same
     // request runs and writes there.
-    if !fs::symlink_metadata(&real).map(|m| m.is_dir()).unwrap_or(false) {
-        c.host_sh(&format!("mv {0} {0}.tmp && mv {1} {0} && mv {0}.tmp {1}", s(&real), s(&link)));
-    }
-    let r = call(
+    serve.stop_flipper(c, REQUESTS + 1, &flipper, &real, &link);
+    let r = serve.call(
         REQUESTS + 3,
         "run",
         serde_json::json!({"argv": [s(&c.suite.probe), "create", "control"], "workdir": "sub", "writable_roots": ["sub"]}),
@@ -2922,15 +2931,9 @@ fn toctou_serve_bwrap_destination_swaps_never_create_outside() {
         c.mkdir(&real.join("b"));
         c.symlink(&Path::new("/oldroot").join(c.outside.strip_prefix("/").unwrap()), &link);
         let mut serve = ServeConn::start(c);
-        let mut call = |id: usize, method: &str, params: serde_json::Value| serve.call(id, method, params);
-        let flip = call(
-            0,
-            "start",
-            serde_json::json!({"argv": [s(&c.suite.probe), "flip", s(&real), s(&link), "60", "1000"], "timeout_ms": 90000}),
-        );
-        assert!(flip.get("result").is_some(), "the flipper did not start: {flip}");
+        let flipper = serve.start_flipper(c, &real, &link, 60);
         for i in 1..=REQUESTS {
-            let _ = call(
+            let _ = serve.call(
                 i,
                 "run",
                 serde_json::json!({"argv": [s(&c.suite.probe), "create", format!("m{i}")], "workdir": "a/b"}),
@@ -2939,14 +2942,9 @@ fn toctou_serve_bwrap_destination_swaps_never_create_outside() {
                 break;
             }
         }
-        let handle = flip["result"]["handle"].clone();
-        let _ = call(REQUESTS + 1, "kill", serde_json::json!({"handle": handle}));
-        let _ = call(REQUESTS + 2, "read", serde_json::json!({"handle": handle}));
-        if !fs::symlink_metadata(&real).map(|m| m.is_dir()).unwrap_or(false) {
-            c.host_sh(&format!("mv {0} {0}.tmp && mv {1} {0} && mv {0}.tmp {1}", s(&real), s(&link)));
-        }
+        serve.stop_flipper(c, REQUESTS + 1, &flipper, &real, &link);
         // Control: without the flipper the request runs and writes in the real `a/b`.
-        let r = call(
+        let r = serve.call(
             REQUESTS + 3,
             "run",
             serde_json::json!({"argv": [s(&c.suite.probe), "create", "control"], "workdir": "a/b"}),

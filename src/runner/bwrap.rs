@@ -219,12 +219,9 @@ pub fn stage_mounts(policy: &ExecutionPolicy) -> Vec<MountStep> {
     let mut protected = policy.protected.clone();
     protected.sort_by_key(|p| p.components().count());
     let exposed = exposed(policy);
+    let (clones, attach) = super::clone_and_attach(exposed.iter().map(|(p, _)| p).chain(protected.iter()));
     let mut steps = vec![MountStep::MakeRootPrivate];
-    let mut attach = Vec::new();
-    for (slot, p) in exposed.iter().map(|(p, _)| p).chain(protected.iter()).enumerate() {
-        steps.push(MountStep::Clone { source: p.clone(), slot });
-        attach.push(MountStep::Attach { slot, target: p.clone() });
-    }
+    steps.extend(clones);
     steps.extend(attach);
     steps.push(MountStep::ReadOnlyRecursive);
     steps.push(MountStep::Writable { target: PathBuf::from("/proc") });

@@ -286,12 +286,9 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
     let mut protected = policy.protected.clone();
     protected.sort_by_key(|p| p.components().count());
 
+    let (clones, attach) = super::clone_and_attach(exposed.iter().chain(protected.iter()));
     let mut steps = vec![MountStep::MakeRootPrivate];
-    let mut attach = Vec::new();
-    for (slot, p) in exposed.iter().chain(protected.iter()).enumerate() {
-        steps.push(MountStep::Clone { source: p.clone(), slot });
-        attach.push(MountStep::Attach { slot, target: p.clone() });
-    }
+    steps.extend(clones);
     // Required: with the host's /proc every host process's cmdline would stay visible.
     steps.push(MountStep::Proc { required: true });
     for t in PRIVATE_TMPFS {

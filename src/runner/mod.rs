@@ -300,6 +300,16 @@ pub enum MountStep {
     },
 }
 
+/// Detached clones of `paths` (slot `i` for the `i`-th) and the steps attaching each
+/// over itself, as two lists: every clone is taken before anything is attached (so no
+/// source is hidden yet), and the materializer ties both to the pinned files.
+pub fn clone_and_attach<'a>(paths: impl Iterator<Item = &'a PathBuf>) -> (Vec<MountStep>, Vec<MountStep>) {
+    paths
+        .enumerate()
+        .map(|(slot, p)| (MountStep::Clone { source: p.clone(), slot }, MountStep::Attach { slot, target: p.clone() }))
+        .unzip()
+}
+
 /// Landlock rules, described as data.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LandlockPlan {
