@@ -421,6 +421,8 @@ impl Executor {
         host.stage_helper = config.stage_helper.clone();
         let base = config.state_dir.clone().unwrap_or_else(std::env::temp_dir);
         let state_dir = private_state_dir(&base, host.euid)?;
+        // Canonical once, so launch compares it with the (canonical) writable roots.
+        let state_dir = state_dir.canonicalize().unwrap_or(state_dir);
         let cgroups = crate::limits::CgroupLayout::detect();
         crate::limits::sweep_stale(&cgroups);
         let memory_budget = crate::limits::memory_budget(&cgroups);
@@ -591,11 +593,11 @@ impl Executor {
             })
             .collect::<Result<Vec<_>, _>>()?;
         if spec.policy.mode.is_confined() {
-            let state = self.state_dir.canonicalize().unwrap_or_else(|_| self.state_dir.clone());
+            let state = &self.state_dir;
             if let Some(root) =
-                spec.policy.writable().into_iter().find(|w| state.starts_with(w) || w.starts_with(&state))
+                spec.policy.writable().into_iter().find(|w| state.starts_with(w) || w.starts_with(state))
             {
-                return Err(crate::error::PolicyError::StateDirWritable { state_dir: state, root }.into());
+                return Err(crate::error::PolicyError::StateDirWritable { state_dir: state.clone(), root }.into());
             }
         }
         let runner = runner::runner_for(selection.runner);
