@@ -215,7 +215,7 @@ pub(crate) fn lexical_normalize(base: &Path, path: &Path) -> PathBuf {
 }
 
 /// `path` made absolute against the process's working directory and normalized
-/// lexically ([`lexical_normalize`]), so comparing it with the canonical path tells
+/// lexically (`lexical_normalize`), so comparing it with the canonical path tells
 /// whether a symlink was followed.
 pub fn lexical_absolute(path: &Path) -> PathBuf {
     lexical_normalize(&std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")), path)
