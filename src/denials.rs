@@ -23,7 +23,6 @@
 //! reports nor fails on (the kernel's Landlock audit records need privileges to read);
 //! and it reads only the captured stderr tail.
 
-use crate::policy::ExecutionPolicy;
 use crate::result::{Denial, DenialKind};
 use crate::runner::seccomp::{Observed, ObservedKind};
 use std::collections::BTreeMap;
@@ -38,20 +37,6 @@ pub const MAX_DENIALS: usize = 64;
 /// Name-service sockets that glibc and systemd probe on every user lookup; refusing
 /// them is not worth reporting.
 pub const NAME_SERVICE_PROBES: [&str; 3] = ["/var/run/nscd/socket", "/run/nscd/socket", "/run/systemd/userdb/"];
-
-/// Error messages (C locale) that may mark a refused write.
-const REFUSAL_MESSAGES: [(&str, i32); 6] = [
-    ("Read-only file system", libc::EROFS),
-    // Node.js and libuv: "EROFS: read-only file system, open '/x'".
-    ("EROFS: read-only file system", libc::EROFS),
-    ("Permission denied", libc::EACCES),
-    ("EACCES: permission denied", libc::EACCES),
-    ("Operation not permitted", libc::EPERM),
-    ("EPERM: operation not permitted", libc::EPERM),
-];
-
-/// Shell prefixes whose redirection errors name a bare file (`bash: line 1: out: ...`).
-const SHELL_PREFIXES: [&str; 6] = ["bash:", "sh:", "dash:", "zsh:", "/bin/bash:", "/bin/sh:"];
 
 /// The longest target or evidence text a denial carries (characters): text the
 /// command provoked is shown to approvers and models, and must not be able to push
@@ -254,6 +239,19 @@ fn is_name_service_probe(target: &str) -> bool {
     })
 }
 
+/// An errno as evidence text (`ENETUNREACH (errno 101)`).
+fn errno_text(errno: i32) -> String {
+    let name = match errno {
+        libc::EPERM => "EPERM",
+        libc::EACCES => "EACCES",
+        libc::ENOSYS => "ENOSYS",
+        libc::ENETUNREACH => "ENETUNREACH",
+        libc::EROFS => "EROFS",
+        _ => return format!("errno {errno}"),
+    };
+    format!("{name} (errno {errno})")
+}
+
 /// Why a filter refuses, for the evidence text.
 fn filter_reason(filter: &str) -> &'static str {
     match filter {
@@ -267,7 +265,14 @@ fn filter_reason(filter: &str) -> &'static str {
 /// Answer one notification: record it (unless it is a name-service probe) and refuse
 /// the syscall. Returns the errno answered.
 fn handle(n: &cordon_stage::notify::Notification, observed: &Observed, listener: &OwnedFd, sink: &DenialSink) -> i32 {
-    let errno = observed.errno as i32;
+    let mut errno = observed.errno as i32;
+    // With the network off, an IP socket or connection fails the way it does on a
+    // machine without a network (ENETUNREACH): clients give up at once instead of
+    // retrying a permission error (docs/denials.md).
+    let offline = observed.filter == crate::runner::seccomp::NETWORK_OFF_FILTER;
+    if offline && observed.name == "socket" && matches!(n.args[0] as i32, libc::AF_INET | libc::AF_INET6) {
+        errno = libc::ENETUNREACH;
+    }
     let why = filter_reason(observed.filter);
     match observed.name.as_str() {
         // With the network on, only unix sockets are refused, and glibc's name-service
@@ -282,7 +287,8 @@ fn handle(n: &cordon_stage::notify::Notification, observed: &Observed, listener:
                 Denial {
                     kind: DenialKind::Network,
                     target: Some(format!("socket({}, {})", family_name(n.args[0]), type_name(n.args[1]))),
-                    evidence: format!("seccomp supervisor: socket() refused with errno {errno} ({why})"),
+                    evidence: format!("seccomp supervisor: socket() refused with {} ({why})", errno_text(errno)),
+                    line: None,
                 },
             );
             errno
@@ -294,12 +300,20 @@ fn handle(n: &cordon_stage::notify::Notification, observed: &Observed, listener:
             if observed.name == "connect" && target.as_deref().is_some_and(is_name_service_probe) {
                 return libc::ENOENT;
             }
+            if offline && observed.name == "connect" && target.as_deref().is_some_and(|t| t.starts_with("inet")) {
+                errno = libc::ENETUNREACH;
+            }
             push(
                 sink,
                 Denial {
                     kind: DenialKind::Network,
                     target: Some(target.unwrap_or_else(|| "(address unreadable)".into())),
-                    evidence: format!("seccomp supervisor: {}() refused with errno {errno} ({why})", observed.name),
+                    evidence: format!(
+                        "seccomp supervisor: {}() refused with {} ({why})",
+                        observed.name,
+                        errno_text(errno)
+                    ),
+                    line: None,
                 },
             );
             errno
@@ -307,14 +321,15 @@ fn handle(n: &cordon_stage::notify::Notification, observed: &Observed, listener:
         name => {
             let kind = match observed.kind {
                 ObservedKind::Network => DenialKind::Network,
-                ObservedKind::Process => DenialKind::Process,
+                ObservedKind::Process | ObservedKind::Write => DenialKind::Process,
             };
             push(
                 sink,
                 Denial {
                     kind,
                     target: Some(format!("{name}()")),
-                    evidence: format!("seccomp supervisor: {name}() refused with errno {errno}"),
+                    evidence: format!("seccomp supervisor: {name}() refused with {}", errno_text(errno)),
+                    line: None,
                 },
             );
             errno
@@ -322,349 +337,270 @@ fn handle(n: &cordon_stage::notify::Notification, observed: &Observed, listener:
     }
 }
 
-/// Wait for a seccomp listener on `sock` (sent by the bwrap runner's stage helper
-/// once bubblewrap has built the sandbox), then [`supervise`] it. Returns when the
-/// socket closes without one (the helper failed before its seccomp step). Dropping
-/// the socket releases a listener still in flight, so the command's observed calls
-/// then fail with `ENOSYS` instead of waiting.
-pub async fn receive_and_supervise(
-    sock: OwnedFd,
-    observed: BTreeMap<i64, Observed>,
-    sink: DenialSink,
-    allowed: Arc<[AllowedSocket]>,
-) {
-    #[allow(deprecated)]
-    let Ok(fd) = tokio::io::unix::AsyncFd::new(sock) else {
-        return;
-    };
-    loop {
-        let Ok(mut guard) = fd.readable().await else { return };
-        match cordon_stage::notify::recv_fd(fd.get_ref().as_fd()) {
-            Ok(listener) => return supervise(listener, observed, sink, allowed).await,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => guard.clear_ready(),
-            Err(_) => return,
+/// Where the supervisor gets its listener from.
+pub enum ListenerSource {
+    /// The landlock runner's stage sent it before `spawn` returned.
+    Listener(OwnedFd),
+    /// The bwrap runner's stage helper sends it on this socket once bubblewrap has
+    /// built the sandbox (or closes the socket without one: the helper failed before
+    /// its seccomp step).
+    Socket(OwnedFd),
+}
+
+/// A running supervisor: one thread per run, blocked in `poll` on the listener.
+pub struct Supervisor {
+    stop: Option<OwnedFd>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Supervisor {
+    /// Stop (once the command's processes are gone every notification was answered)
+    /// and wait for the thread.
+    pub fn finish(mut self) {
+        self.stop.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 }
 
-/// Serve seccomp notifications from `listener` until the sandbox is gone (or the task
-/// is aborted). Unknown syscall numbers are refused with `EPERM`. With `allowed`
-/// host unix sockets, `connect()` calls are decided by `plan_connect`: an allowed
-/// one is performed by the supervisor itself on the command's socket (on a blocking
-/// thread, so other notifications keep being answered) and answered with its result.
-pub async fn supervise(
-    listener: OwnedFd,
-    observed: BTreeMap<i64, Observed>,
-    sink: DenialSink,
-    allowed: Arc<[AllowedSocket]>,
-) {
-    // `AsyncFd::new` is deprecated because a bare RawFd could be closed under it; an
-    // OwnedFd that the AsyncFd owns cannot.
-    #[allow(deprecated)]
-    let Ok(fd) = tokio::io::unix::AsyncFd::new(listener) else {
-        return;
-    };
-    loop {
-        let Ok(mut guard) = fd.readable().await else { return };
-        // NOTIF_RECV blocks (it ignores O_NONBLOCK), and epoll readiness can be stale:
-        // receive only what a zero-timeout poll says is pending.
-        match pending(&fd) {
-            Pending::Notification => {}
-            Pending::Nothing => {
-                guard.clear_ready();
-                continue;
-            }
-            Pending::Gone => return,
-        }
-        match cordon_stage::notify::recv(fd.get_ref().as_fd()) {
-            Ok(n) => {
-                let o = observed.get(&(n.nr as i64));
-                let allow_list = o.is_some_and(|o| {
-                    o.name == "connect"
-                        && (o.filter == crate::runner::seccomp::HOST_UNIX_ALLOW_FILTER || !allowed.is_empty())
-                });
-                let errno = match o {
-                    Some(o) if allow_list => match plan_connect(&n, o, fd.get_ref(), &allowed, &sink) {
-                        ConnectPlan::Refuse(errno) => errno,
-                        ConnectPlan::Perform(addr) => {
-                            // Answered from the blocking thread once the connect is done.
-                            if let Ok(answer) = fd.get_ref().try_clone() {
-                                tokio::task::spawn_blocking(move || {
-                                    let waiting = || cordon_stage::notify::id_valid(answer.as_fd(), n.id);
-                                    let r = cordon_stage::notify::connect_on_behalf(n.pid, n.args[0], &addr, waiting);
-                                    let _ = match r {
-                                        Ok(()) => cordon_stage::notify::respond_value(answer.as_fd(), n.id, 0),
-                                        Err(e) => cordon_stage::notify::respond_error(
-                                            answer.as_fd(),
-                                            n.id,
-                                            e.raw_os_error().unwrap_or(libc::EIO),
-                                        ),
-                                    };
-                                });
-                                tokio::task::yield_now().await;
-                                continue;
-                            }
-                            libc::EAGAIN
-                        }
-                    },
-                    Some(o) => handle(&n, o, fd.get_ref(), &sink),
-                    None => libc::EPERM,
-                };
-                let _ = cordon_stage::notify::respond_error(fd.get_ref().as_fd(), n.id, errno);
-                // A command can keep notifications pending forever (a flood of refused
-                // calls); readiness waits do not count against tokio's budget, so yield
-                // or the deadline, the exit watcher and signal handling would starve.
-                tokio::task::yield_now().await;
-            }
-            // The task went away between poll and receive.
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::ENOENT)) => {}
-            Err(_) => return,
-        }
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        // Dropping the stop pipe's write end wakes the thread, which then returns;
+        // dropping the listener makes pending observed syscalls fail with ENOSYS.
+        self.stop.take();
     }
 }
 
-enum Pending {
-    Notification,
-    Nothing,
-    Gone,
+/// What a supervisor needs for one run.
+pub struct Supervision {
+    /// Syscall number → what its notification means.
+    pub observed: BTreeMap<i64, Observed>,
+    /// Where denials are recorded.
+    pub sink: DenialSink,
+    /// Host unix sockets the policy allows by path.
+    pub allowed: Arc<[AllowedSocket]>,
+    /// The judge of write-intent syscalls (when the run observes writes).
+    pub writes: Option<crate::writes::WriteJudge>,
 }
 
-/// What a zero-timeout poll says about the listener.
-fn pending(fd: &tokio::io::unix::AsyncFd<OwnedFd>) -> Pending {
+/// Start supervising: a thread that serves seccomp notifications until the sandbox
+/// is gone or [`Supervisor::finish`] is called. Unknown syscall numbers are refused
+/// with `EPERM`; foreign-ABI syscalls with `ENOSYS` (recorded). With `allowed` host
+/// unix sockets, `connect()` calls are decided by `plan_connect`: an allowed one is
+/// performed by the supervisor itself on the command's socket (on its own thread, so
+/// other notifications keep being answered) and answered with its result.
+pub fn start(source: ListenerSource, s: Supervision) -> std::io::Result<Supervisor> {
+    let (stop_r, stop_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(std::io::Error::from)?;
+    let thread = std::thread::Builder::new().name("cordon-supervisor".into()).spawn(move || {
+        let listener = match source {
+            ListenerSource::Listener(l) => l,
+            ListenerSource::Socket(sock) => match wait_for_listener(&sock, &stop_r) {
+                Some(l) => l,
+                None => return,
+            },
+        };
+        // Cheaper wake-ups (Linux 6.6); without it, only slower.
+        let _ = cordon_stage::notify::set_sync_wakeup(listener.as_fd());
+        serve(listener, &stop_r, s);
+    })?;
+    Ok(Supervisor { stop: Some(stop_w), thread: Some(thread) })
+}
+
+/// Block until `fd` or `stop` is ready; `Some(true)`: `fd` has input.
+fn wait(fd: &OwnedFd, stop: &OwnedFd) -> Option<bool> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let mut p = [PollFd::new(fd.get_ref().as_fd(), PollFlags::POLLIN)];
-    match poll(&mut p, PollTimeout::ZERO) {
-        Ok(0) => Pending::Nothing,
-        Ok(_) => {
-            let r = p[0].revents().unwrap_or(PollFlags::empty());
-            if r.contains(PollFlags::POLLIN) {
-                Pending::Notification
-            } else if r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL) {
-                Pending::Gone
-            } else {
-                Pending::Nothing
-            }
-        }
-        Err(nix::errno::Errno::EINTR) => Pending::Nothing,
-        Err(_) => Pending::Gone,
-    }
-}
-
-/// Whether the policy lets the command write `path` (inside the sandbox's view).
-fn policy_allows_write(policy: &ExecutionPolicy, path: &Path) -> bool {
-    if policy.protected.iter().any(|p| path.starts_with(p)) {
-        return false;
-    }
-    if policy.writable().iter().any(|w| path.starts_with(w)) {
-        return true;
-    }
-    if path.starts_with(&policy.workspace) {
-        // A read-only workspace, even one that lives under /tmp.
-        return false;
-    }
-    // The private tmpfs mounts are writable in every confined mode.
-    path.starts_with("/tmp") || path.starts_with("/dev/shm")
-}
-
-/// Whether the host itself would allow the caller to write `path` (no sandbox):
-/// the nearest existing ancestor (or the path) is on a writable mount and writable
-/// by the caller's uid.
-fn host_allows_write(path: &Path) -> bool {
-    let mut cur = Some(path);
-    while let Some(p) = cur {
-        if p.symlink_metadata().is_ok() {
-            // The path itself when it exists, else the directory it would be made in.
-            if let Ok(st) = nix::sys::statvfs::statvfs(p) {
-                if st.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY) {
-                    return false;
+    loop {
+        let mut p = [PollFd::new(fd.as_fd(), PollFlags::POLLIN), PollFd::new(stop.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut p, PollTimeout::NONE) {
+            Ok(_) => {
+                let r = p[0].revents().unwrap_or(PollFlags::empty());
+                if r.contains(PollFlags::POLLIN) {
+                    return Some(true);
+                }
+                if r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL) {
+                    return None;
+                }
+                if !p[1].revents().unwrap_or(PollFlags::empty()).is_empty() {
+                    return None;
                 }
             }
-            return nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok();
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => return None,
         }
-        cur = p.parent();
     }
-    false
 }
 
-/// Candidate paths in one diagnostic line that ends with a refusal message.
-fn candidate_paths(line: &str, message: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    // Quoted paths: 'x', "x", ‘x’, `x'.
-    for (open, close) in [('\'', '\''), ('"', '"'), ('‘', '’'), ('`', '\'')] {
-        let mut rest = line;
-        while let Some(i) = rest.find(open) {
-            let after = &rest[i + open.len_utf8()..];
-            let Some(j) = after.find(close) else { break };
-            let q = &after[..j];
-            // A quoted operand is a path even without a slash (`touch 'new'`).
-            if !q.is_empty() && (q.contains('/') || !q.contains(char::is_whitespace)) {
-                out.push(q.to_string());
-            }
-            rest = &after[j + close.len_utf8()..];
+fn wait_for_listener(sock: &OwnedFd, stop: &OwnedFd) -> Option<OwnedFd> {
+    loop {
+        wait(sock, stop)?;
+        match cordon_stage::notify::recv_fd(sock.as_fd()) {
+            Ok(l) => return Some(l),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => return None,
         }
     }
-    // "prefix: PATH: message" and "... PATH: message".
-    if let Some(head) = line.find(message).map(|i| line[..i].trim_end()) {
-        if let Some(head) = head.strip_suffix(':') {
-            let seg = head.rsplit(": ").next().unwrap_or(head).trim();
-            let last = seg.rsplit(' ').next().unwrap_or(seg).trim_matches(|c| c == '\'' || c == '"');
-            let from_shell = SHELL_PREFIXES.iter().any(|p| line.starts_with(p)) && !seg.contains(' ');
-            if !last.is_empty() && (last.contains('/') || last.starts_with('.') || from_shell) {
-                out.push(last.to_string());
-            }
-        }
-    }
-    out
 }
 
-/// Denials evidenced by diagnostic lines (see the module docs for the rules).
-///
-/// `mount_layer`: the run had read-only mounts. Then every refused write outside the
-/// writable roots surfaces as `EROFS` (the mount check precedes Landlock's), so
-/// "Permission denied" / "Operation not permitted" lines count only for device files
-/// (which read-only mounts do not cover); a command printing those words itself is
-/// not mistaken for the sandbox.
-pub fn classify_diagnostics(stderr: &str, policy: &ExecutionPolicy, workdir: &Path, mount_layer: bool) -> Vec<Denial> {
-    let mut out: Vec<Denial> = Vec::new();
-    if !policy.mode.is_confined() {
-        return out;
+/// The native `AUDIT_ARCH_*` (notifications of other architectures are foreign).
+fn native_arch() -> u32 {
+    match std::env::consts::ARCH {
+        "x86_64" => 0xC000_003E,
+        "aarch64" => 0xC000_00B7,
+        "riscv64" => 0xC000_00F3,
+        _ => 0,
     }
-    for line in stderr.lines() {
-        let Some((message, errno)) = REFUSAL_MESSAGES.iter().find(|(m, _)| line.contains(m)) else { continue };
-        for cand in candidate_paths(line, message) {
-            let path = crate::policy::lexical_normalize(workdir, Path::new(&cand));
-            if mount_layer && *errno != libc::EROFS && !path.starts_with("/dev") {
-                continue;
-            }
-            if policy_allows_write(policy, &path) || !host_allows_write(&path) {
-                continue;
-            }
-            let target = Some(path.display().to_string());
-            if out.iter().any(|d| d.target == target) {
-                continue;
-            }
-            let why = if policy.protected.iter().any(|p| path.starts_with(p)) {
-                "a protected path"
-            } else {
-                "outside the writable roots"
+}
+
+fn serve(listener: OwnedFd, stop: &OwnedFd, mut s: Supervision) {
+    let native = native_arch();
+    while wait(&listener, stop).is_some() {
+        let n = match cordon_stage::notify::recv(listener.as_fd()) {
+            Ok(n) => n,
+            // The task went away between poll and receive.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::ENOENT)) => continue,
+            Err(_) => return,
+        };
+        let l = listener.as_fd();
+        let foreign = n.arch != native || (cfg!(target_arch = "x86_64") && (n.nr as u32) & 0x4000_0000 != 0);
+        if foreign {
+            push(
+                &s.sink,
+                Denial {
+                    kind: DenialKind::Other,
+                    target: Some(format!("syscall {} of foreign ABI 0x{:08x}", n.nr, n.arch)),
+                    evidence: "seccomp supervisor: a syscall through a foreign entry point (e.g. 32-bit int 0x80) refused with ENOSYS".into(),
+                    line: None,
+                },
+            );
+            let _ = cordon_stage::notify::respond_error(l, n.id, libc::ENOSYS);
+            continue;
+        }
+        let Some(o) = s.observed.get(&(n.nr as i64)) else {
+            let _ = cordon_stage::notify::respond_error(l, n.id, libc::EPERM);
+            continue;
+        };
+        if o.kind == ObservedKind::Write {
+            let answer = match s.writes.as_mut() {
+                Some(judge) => {
+                    let sink = s.sink.clone();
+                    judge.judge(&o.name, n.pid, n.args, || cordon_stage::notify::id_valid(l, n.id), &mut |d| {
+                        push(&sink, d)
+                    })
+                }
+                None => crate::writes::Answer::Continue,
             };
-            out.push(Denial {
-                kind: DenialKind::FileWrite,
-                target,
-                evidence: format!(
-                    "stderr `{}` (errno {errno}); the path is {why} and the host alone would allow the write",
-                    line.trim()
-                ),
-            });
-            break;
+            let _ = match answer {
+                crate::writes::Answer::Continue => cordon_stage::notify::respond_continue(l, n.id),
+                crate::writes::Answer::Refuse(errno) => cordon_stage::notify::respond_error(l, n.id, errno),
+            };
+            continue;
         }
-        if out.len() >= MAX_DENIALS {
-            break;
+        let allow_list = o.name == "connect"
+            && (o.filter == crate::runner::seccomp::HOST_UNIX_ALLOW_FILTER || !s.allowed.is_empty());
+        let errno = if allow_list {
+            match plan_connect(&n, o, &listener, &s.allowed, &s.sink) {
+                ConnectPlan::Refuse(errno) => errno,
+                ConnectPlan::Perform(addr) => {
+                    // Answered from its own thread once the connect is done.
+                    if let Ok(answer) = listener.try_clone() {
+                        let spawned = std::thread::Builder::new().name("cordon-connect".into()).spawn(move || {
+                            let waiting = || cordon_stage::notify::id_valid(answer.as_fd(), n.id);
+                            let r = cordon_stage::notify::connect_on_behalf(n.pid, n.args[0], &addr, waiting);
+                            let _ = match r {
+                                Ok(()) => cordon_stage::notify::respond_value(answer.as_fd(), n.id, 0),
+                                Err(e) => cordon_stage::notify::respond_error(
+                                    answer.as_fd(),
+                                    n.id,
+                                    e.raw_os_error().unwrap_or(libc::EIO),
+                                ),
+                            };
+                        });
+                        if spawned.is_ok() {
+                            continue;
+                        }
+                    }
+                    libc::EAGAIN
+                }
+            }
+        } else {
+            handle(&n, o, &listener, &s.sink)
+        };
+        let _ = cordon_stage::notify::respond_error(l, n.id, errno);
+    }
+}
+
+/// Link each denial to the command's own diagnostic line about it, when its stderr
+/// has one: a line naming the refused path (as given or relative to the working
+/// directory) for a file write; a line about the network for a network denial. The
+/// text never creates, removes or changes a denial: a command may print anything.
+pub fn link_lines(denials: &mut [Denial], stderr: &str, workdir: &Path) {
+    const NETWORK_WORDS: [&str; 6] =
+        ["resolve", "unreachable", "connect", "Network", "network", "Name or service not known"];
+    for d in denials.iter_mut() {
+        let line = match (d.kind, d.target.as_deref()) {
+            (DenialKind::FileWrite, Some(target)) => {
+                let path = Path::new(target);
+                let rel = path.strip_prefix(workdir).ok().map(|r| r.display().to_string());
+                // The path as the command gave it (`... asked as `link/b``).
+                let asked = d.evidence.rsplit_once("asked as `").and_then(|(_, a)| a.strip_suffix('`'));
+                stderr
+                    .lines()
+                    .find(|l| [Some(target), rel.as_deref(), asked].into_iter().flatten().any(|r| names_path(l, r)))
+            }
+            (DenialKind::Network, _) => stderr.lines().find(|l| NETWORK_WORDS.iter().any(|w| l.contains(w))),
+            _ => None,
+        };
+        if let Some(l) = line {
+            let mut l = l.trim().to_string();
+            if let Some((i, _)) = l.char_indices().nth(MAX_DENIAL_TEXT) {
+                l.truncate(i);
+                l.push('…');
+            }
+            d.line = Some(l);
         }
     }
-    out
+}
+
+/// Whether `line` names `path` as a whole word (not as part of a longer name).
+fn names_path(line: &str, path: &str) -> bool {
+    if path.is_empty() {
+        return false;
+    }
+    let bounded = |c: Option<char>| c.is_none_or(|c| c.is_whitespace() || "'\"`‘’:,()[]".contains(c));
+    line.match_indices(path)
+        .any(|(i, _)| bounded(line[..i].chars().next_back()) && bounded(line[i + path.len()..].chars().next()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mode::Mode;
 
-    fn policy(mode: Mode, ws: &Path) -> ExecutionPolicy {
-        ExecutionPolicy {
-            mode,
-            workspace: ws.to_path_buf(),
-            writable_roots: vec![],
-            protected: vec![ws.join(".git")],
-            network: false,
-            best_effort: false,
-            allow_unix_sockets: Vec::new(),
-        }
+    fn denial(kind: DenialKind, target: &str) -> Denial {
+        Denial { kind, target: Some(target.into()), evidence: "seccomp supervisor".into(), line: None }
     }
 
     #[test]
-    fn extracts_paths_from_common_tools() {
-        let cases = [
-            ("bash: line 1: /etc/evil: Read-only file system", "Read-only file system", "/etc/evil"),
-            ("touch: cannot touch '/etc/x': Read-only file system", "Read-only file system", "/etc/x"),
-            ("OSError: [Errno 30] Read-only file system: '/usr/x'", "Read-only file system", "/usr/x"),
-            (
-                "fatal: Unable to create '/w/.git/index.lock': Read-only file system",
-                "Read-only file system",
-                "/w/.git/index.lock",
-            ),
-            (
-                "error: could not lock config file .git/config: Read-only file system",
-                "Read-only file system",
-                ".git/config",
-            ),
-            ("mkdir: cannot create directory ‘/opt/x’: Permission denied", "Permission denied", "/opt/x"),
-            ("bash: line 1: new-file: Read-only file system", "Read-only file system", "new-file"),
-            ("Error: EROFS: read-only file system, open '/x/node'", "EROFS: read-only file system", "/x/node"),
-        ];
-        for (line, msg, want) in cases {
-            assert!(candidate_paths(line, msg).iter().any(|c| c == want), "{line}: {:?}", candidate_paths(line, msg));
-        }
+    fn lines_are_linked_but_never_create_denials() {
+        let mut none: Vec<Denial> = Vec::new();
+        link_lines(&mut none, "bash: /etc/passwd: Read-only file system", Path::new("/w"));
+        assert!(none.is_empty());
+        let mut d = vec![denial(DenialKind::FileWrite, "/w/.git/index.lock"), denial(DenialKind::Network, "socket()")];
+        link_lines(
+            &mut d,
+            "fatal: Unable to create '.git/index.lock': Read-only file system\ncurl: (6) Could not resolve host: x",
+            Path::new("/w"),
+        );
+        assert!(d[0].line.as_deref().unwrap().contains("index.lock"));
+        assert!(d[1].line.as_deref().unwrap().contains("resolve host"));
     }
 
     #[test]
-    fn writes_inside_the_workspace_or_tmp_are_not_denials() {
-        let ws = tempfile::tempdir().unwrap();
-        let p = policy(Mode::WorkspaceWrite, ws.path());
-        let line = format!("bash: {}/x: Permission denied\n/tmp/y: Read-only file system", ws.path().display());
-        assert!(classify_diagnostics(&line, &p, ws.path(), true).is_empty());
-    }
-
-    #[test]
-    fn a_write_outside_that_the_host_allows_is_a_denial() {
-        let ws = tempfile::tempdir().unwrap();
-        // Not under /tmp: inside the sandbox /tmp is a private, writable tmpfs.
-        let outside = tempfile::tempdir_in("/var/tmp").unwrap();
-        let p = policy(Mode::WorkspaceWrite, ws.path());
-        let line = format!("bash: line 1: {}/x: Read-only file system", outside.path().display());
-        let d = classify_diagnostics(&line, &p, ws.path(), true);
-        assert_eq!(d.len(), 1, "{d:?}");
-        assert_eq!(d[0].kind, DenialKind::FileWrite);
-    }
-
-    #[test]
-    fn protected_paths_are_denials_and_read_only_mode_covers_the_workspace() {
-        let ws = tempfile::tempdir().unwrap();
-        std::fs::create_dir(ws.path().join(".git")).unwrap();
-        let p = policy(Mode::WorkspaceWrite, ws.path());
-        let d = classify_diagnostics("bash: .git/config: Read-only file system", &p, ws.path(), true);
-        assert_eq!(d.len(), 1);
-        let ro = policy(Mode::ReadOnly, ws.path());
-        let d = classify_diagnostics("touch: cannot touch 'new': Read-only file system", &ro, ws.path(), true);
-        assert_eq!(d.len(), 1, "{d:?}");
-    }
-
-    #[test]
-    fn writes_to_the_private_tmp_are_not_denials() {
-        let ws = tempfile::tempdir_in("/var/tmp").unwrap();
-        let p = policy(Mode::ReadOnly, ws.path());
-        assert!(classify_diagnostics("bash: /tmp/x: Read-only file system", &p, ws.path(), true).is_empty());
-    }
-
-    #[test]
-    fn ordinary_errors_are_not_denials() {
-        let ws = tempfile::tempdir().unwrap();
-        let p = policy(Mode::WorkspaceWrite, ws.path());
-        for line in [
-            "cat: /nonexistent: No such file or directory",
-            "grep: x: Is a directory",
-            "Permission denied",
-            "bash: foo: command not found",
-        ] {
-            assert!(classify_diagnostics(line, &p, ws.path(), true).is_empty(), "{line}");
-        }
-        let full = policy(Mode::FullAccess, ws.path());
-        assert!(classify_diagnostics("bash: /etc/x: Permission denied", &full, ws.path(), true).is_empty());
-        // With read-only mounts, refusals are EROFS: printed "Permission denied" is not one.
-        let outside = tempfile::tempdir_in("/var/tmp").unwrap();
-        let fake = format!("{}/x: Permission denied", outside.path().display());
-        assert!(classify_diagnostics(&fake, &p, ws.path(), true).is_empty());
-        assert_eq!(classify_diagnostics(&fake, &p, ws.path(), false).len(), 1);
+    fn paths_are_named_as_whole_words() {
+        assert!(names_path("sh: 1: cannot create l/z: Read-only file system", "l/z"));
+        assert!(names_path("touch: cannot touch '/x/y': Permission denied", "/x/y"));
+        assert!(!names_path("sh: 1: cannot create /var/tmp/out/a: Read-only", "out"));
+        assert!(!names_path("/x/yz: denied", "/x/y"));
     }
 
     #[test]

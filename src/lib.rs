@@ -41,6 +41,7 @@ pub mod result;
 pub mod runner;
 pub mod serve;
 pub mod session;
+pub mod writes;
 
 pub use error::{CordonError, PolicyError, RunnerReason};
 pub use escalation::{Approver, Decision, EscalatedOutcome, EscalationError, EscalationOptions, EscalationRequest};

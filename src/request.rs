@@ -94,6 +94,10 @@ pub struct Request {
     pub runner: RunnerChoice,
     /// Resource limits (defaults and caps from the config, see [`crate::limits`]).
     pub limits: LimitRequest,
+    /// Observe write-intent path syscalls for evidence of refused writes (default on;
+    /// off only trades the `file-write` denial reports for speed, never enforcement:
+    /// see docs/denials.md).
+    pub observe_writes: bool,
 }
 
 impl Request {
@@ -112,6 +116,7 @@ impl Request {
             policy: PolicyRequest::default(),
             runner: RunnerChoice::Auto,
             limits: LimitRequest::default(),
+            observe_writes: true,
         }
     }
 
@@ -216,4 +221,6 @@ pub struct Spec {
     pub runner: RunnerChoice,
     /// Resource limits, resolved.
     pub limits: Limits,
+    /// Observe write-intent path syscalls (see [`Request::observe_writes`]).
+    pub observe_writes: bool,
 }

@@ -128,8 +128,13 @@ pub struct Denial {
     pub kind: DenialKind,
     /// The path, address or syscall, when known.
     pub target: Option<String>,
-    /// What the verdict rests on (an errno observed, a signal, a diagnostic line).
+    /// What the verdict rests on: an observation cordon made itself (a seccomp
+    /// notification it answered, a syscall it refused).
     pub evidence: String,
+    /// The command's own diagnostic line about this target, when its stderr has one
+    /// (linked to the denial for the reader; never evidence by itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<String>,
 }
 
 /// A runner that selection passed over, and why.

@@ -27,7 +27,7 @@ use crate::host::HostFacts;
 use crate::mode::Mode;
 use crate::policy::resolve_policy;
 use crate::request::{Command, ExecutorConfig, Output, Request, Spec, Stdin};
-use crate::result::{Denial, DenialKind, RunResult, SandboxFacts};
+use crate::result::{Denial, RunResult, SandboxFacts};
 use crate::runner::{self, stage, PlanInput, RunnerKind, Selection};
 use capture::{Increment, StreamCapture};
 use cordon_stage::{SpawnError, Step};
@@ -390,11 +390,10 @@ struct Launched {
     /// The bwrap stage helper's status pipe (see `cordon_stage::helper`).
     helper_status: Option<OwnedFd>,
     exit_status: Option<OwnedFd>,
-    supervisor: Option<tokio::task::JoinHandle<()>>,
+    supervisor: Option<crate::denials::Supervisor>,
     denials: crate::denials::DenialSink,
     policy: crate::policy::ExecutionPolicy,
     workdir: PathBuf,
-    mount_layer: bool,
     pidfd: AsyncFd<OwnedFd>,
     selection: Selection,
     enforcement: crate::result::Enforcement,
@@ -530,6 +529,7 @@ impl Executor {
             policy,
             runner: req.runner,
             limits,
+            observe_writes: req.observe_writes,
         })
     }
 
@@ -710,6 +710,7 @@ impl Executor {
             &self.host,
             notify_pair.as_ref().map(|(_, child)| child.as_raw_fd()),
             &pins,
+            spec.observe_writes,
         )
         .map_err(|e| CordonError::RunnerFailed { runner: selection.runner, detail: e.to_string() })?;
         let supervised = materialized.stage.notify_socket.is_some();
@@ -765,10 +766,15 @@ impl Executor {
 
         let denials: crate::denials::DenialSink = Arc::default();
         let allowed_sockets: Arc<[crate::denials::AllowedSocket]> = allowed_sockets.into();
-        let supervisor = match listener {
-            Some(Ok(l)) => {
-                Some(tokio::spawn(crate::denials::supervise(l, observed, denials.clone(), allowed_sockets.clone())))
-            }
+        let write_rules = spec.observe_writes.then(|| write_rules(&plan, &spec.policy));
+        let supervision = |observed| crate::denials::Supervision {
+            observed,
+            sink: denials.clone(),
+            allowed: allowed_sockets.clone(),
+            writes: write_rules.map(crate::writes::WriteJudge::new),
+        };
+        let source = match listener {
+            Some(Ok(l)) => Some(crate::denials::ListenerSource::Listener(l)),
             Some(Err(e)) => {
                 // The child installed a notifying filter: without a supervisor its
                 // observed syscalls would fail with ENOSYS. Stop it; nothing useful ran.
@@ -780,14 +786,19 @@ impl Executor {
                     detail: format!("receiving the seccomp listener: {e}"),
                 });
             }
-            None => helper_socket.map(|sock| {
-                tokio::spawn(crate::denials::receive_and_supervise(
-                    sock,
-                    observed,
-                    denials.clone(),
-                    allowed_sockets.clone(),
-                ))
-            }),
+            None => helper_socket.map(crate::denials::ListenerSource::Socket),
+        };
+        let supervisor = match source {
+            Some(source) => match crate::denials::start(source, supervision(observed)) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                    drop(guard);
+                    return Err(CordonError::io("starting the seccomp supervisor", e));
+                }
+            },
+            None => None,
         };
         let collectors = readers.into_iter().map(|(fd, cap)| tokio::spawn(drain(fd, cap))).collect();
         let stdin_writer = match (&spec.stdin, stdin_writer_fd) {
@@ -810,7 +821,6 @@ impl Executor {
             denials,
             policy: spec.policy.clone(),
             workdir: spec.workdir.clone(),
-            mount_layer: plan.namespaces.mount,
             pidfd,
             enforcement,
             selection,
@@ -823,6 +833,26 @@ impl Executor {
             guard,
         })
     }
+}
+
+/// The rules the supervisor judges write-intent syscalls against: the run's own
+/// Landlock ruleset (the landlock runner's, or the one the bwrap runner's stage helper
+/// applies) and its mount layer.
+fn write_rules(plan: &crate::runner::LaunchPlan, policy: &crate::policy::ExecutionPolicy) -> crate::writes::WriteRules {
+    let landlock = plan.landlock.as_ref().or(plan.stage_helper.as_ref().map(|h| &h.landlock));
+    let mut rules = crate::writes::WriteRules {
+        landlock_abi: landlock.map(|l| l.abi),
+        protected: policy.protected.clone(),
+        // bubblewrap always builds a mount namespace, read-only outside the binds.
+        mount_layer: plan.namespaces.mount || plan.runner == RunnerKind::Bwrap,
+        read_only_mode: policy.mode == Mode::ReadOnly,
+        ..Default::default()
+    };
+    if let Some(l) = landlock {
+        rules.write = l.write.clone();
+        rules.write_in_view = l.write_in_child.iter().chain(l.devices.iter()).cloned().collect();
+    }
+    rules
 }
 
 /// A random number for unique names (not a secret: names are created exclusively).
@@ -928,19 +958,14 @@ async fn finish(
         Exit::Signal(s) => (None, Some(s)),
     };
     if let Some(s) = l.supervisor.take() {
-        s.abort();
+        s.finish();
     }
     let mut denials: Vec<Denial> = std::mem::take(&mut *l.denials.lock().unwrap_or_else(|p| p.into_inner()));
-    if mode.is_confined() && signal == Some(libc::SIGSYS) && !timed_out && !aborted {
-        denials.push(Denial {
-            kind: DenialKind::Other,
-            target: None,
-            evidence: "killed by SIGSYS: the seccomp filter refused a foreign-ABI syscall".into(),
-        });
-    }
+    // Every entry comes from the supervisor's own observations; the command's stderr
+    // only links its lines to them (docs/denials.md).
     if mode.is_confined() {
-        denials.extend(crate::denials::classify_diagnostics(&stderr.text, &l.policy, &l.workdir, l.mount_layer));
         denials.truncate(crate::denials::MAX_DENIALS);
+        crate::denials::link_lines(&mut denials, &stderr.text, &l.workdir);
         denials.iter_mut().for_each(crate::denials::bound_text);
     }
     if let Some(dir) = &l.run_dir {

@@ -103,7 +103,7 @@ struct JsonAction {
     errno: u32,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct JsonRule {
     syscall: String,
@@ -113,7 +113,7 @@ struct JsonRule {
     comment: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct JsonCond {
     index: u8,
@@ -125,7 +125,7 @@ struct JsonCond {
     comment: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum JsonOp {
     Eq,
@@ -135,7 +135,26 @@ enum JsonOp {
 
 /// Syscalls that exist only on some architectures: absent elsewhere, so nothing to
 /// refuse there.
-const ARCH_SPECIFIC: [&str; 2] = ["ioperm", "iopl"];
+const ARCH_SPECIFIC: [&str; 18] = [
+    "ioperm",
+    "iopl",
+    "renameat",
+    "open",
+    "creat",
+    "mkdir",
+    "mknod",
+    "unlink",
+    "rmdir",
+    "rename",
+    "link",
+    "symlink",
+    "chmod",
+    "chown",
+    "lchown",
+    "utime",
+    "utimes",
+    "futimesat",
+];
 
 /// The number of a syscall the profile may name.
 pub fn syscall_number(name: &str) -> Option<i64> {
@@ -195,6 +214,55 @@ pub fn syscall_number(name: &str) -> Option<i64> {
         "unshare" => libc::SYS_unshare,
         "userfaultfd" => libc::SYS_userfaultfd,
         "vhangup" => libc::SYS_vhangup,
+        #[cfg(target_arch = "x86_64")]
+        "open" => libc::SYS_open,
+        #[cfg(target_arch = "x86_64")]
+        "creat" => libc::SYS_creat,
+        #[cfg(target_arch = "x86_64")]
+        "mkdir" => libc::SYS_mkdir,
+        #[cfg(target_arch = "x86_64")]
+        "mknod" => libc::SYS_mknod,
+        #[cfg(target_arch = "x86_64")]
+        "unlink" => libc::SYS_unlink,
+        #[cfg(target_arch = "x86_64")]
+        "rmdir" => libc::SYS_rmdir,
+        #[cfg(target_arch = "x86_64")]
+        "rename" => libc::SYS_rename,
+        #[cfg(target_arch = "x86_64")]
+        "link" => libc::SYS_link,
+        #[cfg(target_arch = "x86_64")]
+        "symlink" => libc::SYS_symlink,
+        #[cfg(target_arch = "x86_64")]
+        "chmod" => libc::SYS_chmod,
+        #[cfg(target_arch = "x86_64")]
+        "chown" => libc::SYS_chown,
+        #[cfg(target_arch = "x86_64")]
+        "lchown" => libc::SYS_lchown,
+        #[cfg(target_arch = "x86_64")]
+        "utime" => libc::SYS_utime,
+        #[cfg(target_arch = "x86_64")]
+        "utimes" => libc::SYS_utimes,
+        #[cfg(target_arch = "x86_64")]
+        "futimesat" => libc::SYS_futimesat,
+        "openat" => libc::SYS_openat,
+        "openat2" => libc::SYS_openat2,
+        "mkdirat" => libc::SYS_mkdirat,
+        "mknodat" => libc::SYS_mknodat,
+        "unlinkat" => libc::SYS_unlinkat,
+        #[cfg(target_arch = "x86_64")]
+        "renameat" => libc::SYS_renameat,
+        "renameat2" => libc::SYS_renameat2,
+        "linkat" => libc::SYS_linkat,
+        "symlinkat" => libc::SYS_symlinkat,
+        "truncate" => libc::SYS_truncate,
+        "fchmodat" => libc::SYS_fchmodat,
+        "fchmodat2" => libc::SYS_fchmodat2,
+        "fchownat" => libc::SYS_fchownat,
+        "utimensat" => libc::SYS_utimensat,
+        "setxattr" => libc::SYS_setxattr,
+        "lsetxattr" => libc::SYS_lsetxattr,
+        "removexattr" => libc::SYS_removexattr,
+        "lremovexattr" => libc::SYS_lremovexattr,
         _ => return None,
     })
 }
@@ -254,8 +322,13 @@ pub const OBSERVE_PROFILE: &str = include_str!("../../profiles/seccomp/observe.j
 pub enum ObservedKind {
     /// Sockets and connections.
     Network,
-    /// Other processes.
+    /// Other processes, namespaces, mounts and kernel facilities.
     Process,
+    /// A path syscall that may change the filesystem (`profiles/seccomp/write_intent.json`):
+    /// not a refusal, a question. The supervisor refuses it only where the enforced
+    /// policy refuses it anyway, and lets the kernel run everything else.
+    #[serde(skip)]
+    Write,
 }
 
 /// A refused syscall the supervisor is told about (instead of the kernel answering).
@@ -295,8 +368,22 @@ struct ObserveRule {
     comment: String,
 }
 
+/// Write-intent path syscalls a supervisor may observe (see [`ObservedKind::Write`]).
+pub const WRITE_INTENT_PROFILE: &str = include_str!("../../profiles/seccomp/write_intent.json");
+
+/// The pseudo-filter name of the write-intent rules.
+pub const WRITE_INTENT_FILTER: &str = "write_intent";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteIntentFile {
+    #[allow(dead_code)]
+    about: String,
+    write_intent: Vec<JsonRule>,
+}
+
 /// `SECCOMP_RET_USER_NOTIF`.
-const RET_USER_NOTIF: u32 = 0x7fc0_0000;
+pub const RET_USER_NOTIF: u32 = 0x7fc0_0000;
 
 /// How a matching rule returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -312,8 +399,8 @@ fn ret_insn(r: Ret) -> Insn {
     }
 }
 
-/// Compiled programs by `[network_allowed][supervised]`.
-type ProgramCache = [[[std::sync::OnceLock<Result<Program, SeccompError>>; 2]; 2]; 2];
+/// Compiled programs by `[network_allowed][unix_allowlist][supervised][writes]`.
+type ProgramCache = [[[[std::sync::OnceLock<Result<Program, SeccompError>>; 2]; 2]; 2]; 2];
 
 /// The profile's filters that a confined run installs, in installation order (the
 /// order matters only to a kernel that runs them as separate programs; cordon merges
@@ -353,12 +440,26 @@ pub fn compile_program_for(
     unix_allowlist: bool,
     supervised: bool,
 ) -> Result<Program, SeccompError> {
+    compile_observing(network_allowed, unix_allowlist, supervised, false)
+}
+
+/// Like [`compile_program_for`]; with `writes` (only meaningful when `supervised`), the
+/// write-intent path syscalls notify the supervisor too ([`ObservedKind::Write`]), and
+/// foreign-ABI syscalls notify it instead of killing the process (it refuses them with
+/// `ENOSYS` and records them: a `SIGSYS` a command sends itself is then no evidence).
+pub fn compile_observing(
+    network_allowed: bool,
+    unix_allowlist: bool,
+    supervised: bool,
+    writes: bool,
+) -> Result<Program, SeccompError> {
+    let writes = writes && supervised;
     // The profile is embedded, so each variant compiles to the same program every time:
     // compile it once per process (a long-lived `cordon serve` spawns thousands).
     static CACHE: std::sync::OnceLock<ProgramCache> = std::sync::OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
-    cache[network_allowed as usize][unix_allowlist as usize][supervised as usize]
-        .get_or_init(|| compile_program_uncached(network_allowed, unix_allowlist, supervised))
+    cache[network_allowed as usize][unix_allowlist as usize][supervised as usize][writes as usize]
+        .get_or_init(|| compile_program_uncached(network_allowed, unix_allowlist, supervised, writes))
         .clone()
 }
 
@@ -366,6 +467,7 @@ fn compile_program_uncached(
     network_allowed: bool,
     unix_allowlist: bool,
     supervised: bool,
+    writes: bool,
 ) -> Result<Program, SeccompError> {
     let names = filter_names_for(network_allowed, unix_allowlist);
     let observe: Vec<(String, ObservedKind)> = if supervised {
@@ -374,7 +476,14 @@ fn compile_program_uncached(
     } else {
         Vec::new()
     };
-    compile(CONFINED_PROFILE, &names, &observe)
+    let write_rules = if writes {
+        let f: WriteIntentFile =
+            serde_json::from_str(WRITE_INTENT_PROFILE).map_err(|e| SeccompError::Profile(e.to_string()))?;
+        f.write_intent
+    } else {
+        Vec::new()
+    };
+    compile(CONFINED_PROFILE, &names, &observe, &write_rules)
 }
 
 /// Compile the named filters of `profile` into one program; rules for syscalls in
@@ -383,9 +492,25 @@ fn compile(
     profile: &str,
     filters: &[&'static str],
     observe: &[(String, ObservedKind)],
+    write_rules: &[JsonRule],
 ) -> Result<Program, SeccompError> {
-    let map: BTreeMap<String, JsonFilter> =
+    let mut map: BTreeMap<String, JsonFilter> =
         serde_json::from_str(profile).map_err(|e| SeccompError::Profile(e.to_string()))?;
+    let mut filters = filters.to_vec();
+    let writes = !write_rules.is_empty();
+    if writes {
+        // The write-intent rules become one more filter whose every rule notifies.
+        map.insert(
+            WRITE_INTENT_FILTER.into(),
+            JsonFilter {
+                mismatch_action: "allow".into(),
+                match_action: JsonAction { errno: 0 },
+                filter: write_rules.to_vec(),
+            },
+        );
+        filters.push(WRITE_INTENT_FILTER);
+    }
+    let filters = &filters[..];
     let mut observed: BTreeMap<i64, Observed> = BTreeMap::new();
     // simple[ret] = syscall numbers refused without argument checks.
     let mut simple: BTreeMap<Ret, Vec<i64>> = BTreeMap::new();
@@ -414,7 +539,20 @@ fn compile(
                 }
                 return Err(SeccompError::UnknownSyscall(rule.syscall.clone()));
             };
+            let write_rule = name_of_filter == WRITE_INTENT_FILTER;
             let ret = match observe.iter().find(|(name, _)| *name == rule.syscall) {
+                _ if write_rule => {
+                    observed.insert(
+                        nr,
+                        Observed {
+                            name: rule.syscall.clone(),
+                            kind: ObservedKind::Write,
+                            errno: 0,
+                            filter: name_of_filter,
+                        },
+                    );
+                    Ret::Notify
+                }
                 Some((name, kind)) => {
                     observed.insert(nr, Observed { name: name.clone(), kind: *kind, errno, filter: name_of_filter });
                     Ret::Notify
@@ -456,15 +594,18 @@ fn compile(
     }
 
     let arch = native_audit_arch()?;
+    // Observing writes means a supervisor answers: it also refuses foreign-ABI
+    // syscalls (ENOSYS) and records them, so that a SIGSYS is never needed as evidence.
+    let foreign = if writes { RET_USER_NOTIF } else { libc::SECCOMP_RET_KILL_PROCESS };
     let mut prog = vec![
         insn(LD_W_ABS, OFFSET_ARCH, 0, 0),
         insn(JEQ_K, arch, 1, 0),
-        insn(RET_K, libc::SECCOMP_RET_KILL_PROCESS, 0, 0),
+        insn(RET_K, foreign, 0, 0),
         insn(LD_W_ABS, OFFSET_NR, 0, 0),
     ];
     if std::env::consts::ARCH == "x86_64" {
         prog.push(insn(JGE_K, X32_SYSCALL_BIT, 0, 1));
-        prog.push(insn(RET_K, libc::SECCOMP_RET_KILL_PROCESS, 0, 0));
+        prog.push(insn(RET_K, foreign, 0, 0));
     }
     // Argument-free rules: one jeq each to a shared return placed after the
     // argument-checked section.
@@ -611,11 +752,42 @@ mod tests {
         assert_eq!(run(&p.insns, NATIVE, libc::SYS_socket as u32, [2, 1, 0, 0, 0, 0]), notify);
         assert_eq!(run(&p.insns, NATIVE, libc::SYS_socket as u32, [1, 1, 0, 0, 0, 0]), libc::SECCOMP_RET_ALLOW);
         assert_eq!(run(&p.insns, NATIVE, libc::SYS_ptrace as u32, [0; 6]), notify);
-        assert_eq!(run(&p.insns, NATIVE, libc::SYS_bpf as u32, [0; 6]), EPERM);
+        assert_eq!(run(&p.insns, NATIVE, libc::SYS_bpf as u32, [0; 6]), notify);
+        // Probed by libuv on every start and tolerated: refused, not observed.
+        assert_eq!(run(&p.insns, NATIVE, libc::SYS_io_uring_setup as u32, [0; 6]), EPERM);
         assert_eq!(p.observed[&libc::SYS_connect].errno, 13);
         assert_eq!(p.observed[&libc::SYS_ptrace].errno, 1);
         let unsupervised = compile_program(false, false).unwrap();
         assert!(unsupervised.observed.is_empty());
+    }
+
+    #[test]
+    fn observing_writes_notifies_only_write_intent_path_syscalls() {
+        let p = compile_observing(false, false, true, true).unwrap();
+        let notify = RET_USER_NOTIF;
+        let allow = libc::SECCOMP_RET_ALLOW;
+        let at = |flags: i32| [libc::AT_FDCWD as u64, 0x1000, flags as u64, 0, 0, 0];
+        assert_eq!(run(&p.insns, NATIVE, libc::SYS_openat as u32, at(libc::O_RDONLY | libc::O_CLOEXEC)), allow);
+        assert_eq!(run(&p.insns, NATIVE, libc::SYS_openat as u32, at(libc::O_RDONLY | libc::O_DIRECTORY)), allow);
+        for flags in [libc::O_WRONLY, libc::O_RDWR, libc::O_CREAT, libc::O_TRUNC, libc::O_WRONLY | libc::O_APPEND] {
+            assert_eq!(run(&p.insns, NATIVE, libc::SYS_openat as u32, at(flags)), notify, "flags {flags:#x}");
+        }
+        for nr in [libc::SYS_mkdirat, libc::SYS_unlinkat, libc::SYS_renameat2, libc::SYS_symlinkat, libc::SYS_utimensat]
+        {
+            assert_eq!(run(&p.insns, NATIVE, nr as u32, [0; 6]), notify, "syscall {nr}");
+            assert_eq!(p.observed[&nr].kind, ObservedKind::Write);
+        }
+        // Descriptor-based and read-only calls never stop.
+        for nr in [libc::SYS_write, libc::SYS_ftruncate, libc::SYS_fchmod, libc::SYS_read, libc::SYS_newfstatat] {
+            assert_eq!(run(&p.insns, NATIVE, nr as u32, [0; 6]), allow, "syscall {nr}");
+        }
+        // Foreign entry points go to the supervisor (refused there, and recorded).
+        assert_eq!(run(&p.insns, 0x4000_0003, 1, [0; 6]), notify);
+        assert_eq!(run(&p.insns, NATIVE, 0x4000_0027, [0; 6]), notify);
+        // Unsupervised, nothing notifies and foreign entry points are killed.
+        let plain = compile_observing(false, false, false, true).unwrap();
+        assert_eq!(run(&plain.insns, 0x4000_0003, 1, [0; 6]), libc::SECCOMP_RET_KILL_PROCESS);
+        assert_eq!(run(&plain.insns, NATIVE, libc::SYS_mkdirat as u32, [0; 6]), allow);
     }
 
     #[test]
@@ -679,13 +851,13 @@ mod tests {
           "b": { "mismatch_action": "allow", "match_action": { "errno": 1 },
                  "filter": [ { "syscall": "ptrace", "args": [ { "index": 0, "type": "dword", "op": "eq", "val": 16, "comment": "PTRACE_ATTACH" } ], "comment": "refused in b" } ] }
         }"#;
-        let err = compile(profile, &["a", "b"], &[]).unwrap_err();
+        let err = compile(profile, &["a", "b"], &[], &[]).unwrap_err();
         assert_eq!(err, SeccompError::DuplicateSyscall { syscall: "ptrace".into(), first: "a", second: "b" });
         assert!(err.to_string().contains("`ptrace` in two filters, `a` and `b`"), "{err}");
         // Each filter alone is fine, and so are several rules for one syscall in one filter
         // (clone and socket in the real profile).
-        assert!(compile(profile, &["a"], &[]).is_ok());
-        assert!(compile(profile, &["b"], &[]).is_ok());
+        assert!(compile(profile, &["a"], &[], &[]).is_ok());
+        assert!(compile(profile, &["b"], &[], &[]).is_ok());
         for network_allowed in [false, true] {
             compile_program(network_allowed, true).expect("the real profile names each syscall in one filter");
         }

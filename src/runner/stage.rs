@@ -177,6 +177,7 @@ pub fn materialize(
     host: &crate::host::HostFacts,
     notify_socket: Option<RawFd>,
     pins: &Pins,
+    observe_writes: bool,
 ) -> Result<Materialized, MaterializeError> {
     let program = cpath(&plan.program)?;
     let argv = plan
@@ -298,8 +299,12 @@ pub fn materialize(
     };
     let (seccomp, observed) = match plan.seccomp {
         Some(network_allowed) => {
-            let program =
-                super::seccomp::compile_program_for(network_allowed, plan.unix_allowlist, notify_socket.is_some())?;
+            let program = super::seccomp::compile_observing(
+                network_allowed,
+                plan.unix_allowlist,
+                notify_socket.is_some(),
+                observe_writes,
+            )?;
             (vec![program.insns], program.observed)
         }
         None => (Vec::new(), Default::default()),
@@ -320,7 +325,8 @@ pub fn materialize(
     let helper_notify = plan.stage_helper.as_ref().is_some_and(|h| h.supervised);
     let mut observed = observed;
     if let Some(s) = &plan.seccomp_fd {
-        let program = super::seccomp::compile_program_for(s.network_allowed, plan.unix_allowlist, helper_notify)?;
+        let program =
+            super::seccomp::compile_observing(s.network_allowed, plan.unix_allowlist, helper_notify, observe_writes)?;
         if helper_notify {
             observed = program.observed.clone();
         }

@@ -1,0 +1,625 @@
+//! Write evidence: the supervisor's judgement of one write-intent path syscall.
+//!
+//! When a run observes writes, every path syscall that may change the filesystem
+//! (`profiles/seccomp/write_intent.json`) stops in the kernel and asks cordon's
+//! supervisor. [`WriteJudge::judge`] resolves the path **in the command's own view**
+//! (its root, its working directory or the directory descriptor it passed, symlinks
+//! followed the way the kernel follows them, absolute ones inside the command's root)
+//! and asks the enforced policy, layer by layer, in the kernel's order:
+//!
+//! 1. the mount layer: the object's mount is read-only in the command's view → `EROFS`
+//!    (only where the run has its own mount namespace: a host mount that is read-only
+//!    is the host's refusal, not the sandbox's);
+//! 2. Landlock: no ancestor of the object (for a new or removed entry: of its directory)
+//!    carries a write rule of the run's ruleset → `EACCES` (for the operations Landlock
+//!    handles: opening for writing, creating, removing, renaming, linking, truncating);
+//! 3. the host alone: for a caller other than root, the object's own permission bits
+//!    must allow the caller to write; otherwise the host would refuse as well and the
+//!    refusal is not the sandbox's (the kernel answers it, nothing is recorded).
+//!
+//! A refusal is answered by the supervisor with the errno the kernel would give and
+//! recorded as a denial; everything else continues into the kernel, whose layers stay
+//! the enforcement. The answer can only ever add a refusal: a command that changes its
+//! memory after the supervisor read the path gains nothing (the kernel checks again).
+//! Anything the judge cannot resolve with certainty (a path that does not exist, procfs,
+//! an unreadable argument) continues without a record: precision first.
+
+use crate::result::{Denial, DenialKind};
+use std::collections::HashMap;
+use std::ffi::{CString, OsStr};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// `PROC_SUPER_MAGIC`: paths through procfs (`/dev/stdout` → `/proc/self/fd/1`) hold
+/// magic links that only the command's own process can follow; they are not judged.
+const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+
+/// How many symbolic links one path may cross (the kernel's limit).
+const MAX_SYMLINKS: usize = 40;
+
+/// The longest path argument read from a command's memory.
+const PATH_MAX: usize = 4096;
+
+/// A file's identity: device and inode.
+type Id = (u64, u64);
+
+/// The rules a write is judged against, taken from the run's plan.
+#[derive(Debug, Clone, Default)]
+pub struct WriteRules {
+    /// Landlock is one of the run's layers (with the ABI it was built for).
+    pub landlock_abi: Option<u32>,
+    /// Paths beneath which Landlock grants writes, resolved in the host's view.
+    pub write: Vec<PathBuf>,
+    /// Such paths that exist only in the command's view (private tmpfs, devices).
+    pub write_in_view: Vec<PathBuf>,
+    /// Protected paths (for the reason a refusal gives).
+    pub protected: Vec<PathBuf>,
+    /// The run has its own mount namespace (a read-only mount there is the sandbox's).
+    pub mount_layer: bool,
+    /// The mode refuses writes to the workspace too (for the reason a refusal gives).
+    pub read_only_mode: bool,
+}
+
+/// Why a write was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reason {
+    Outside,
+    Protected,
+}
+
+/// A directory's verdict, cached by identity for the run.
+#[derive(Debug, Clone, Copy)]
+struct DirVerdict {
+    granted: bool,
+    protected: bool,
+}
+
+/// What the supervisor answers.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Let the kernel run it.
+    Continue,
+    /// Refuse with this errno; the denial was recorded.
+    Refuse(i32),
+}
+
+/// One run's judge (owned by its supervisor thread).
+pub struct WriteJudge {
+    rules: WriteRules,
+    granted: Vec<Id>,
+    protected: Vec<Id>,
+    in_view: Option<(Vec<Id>, Option<u64>)>,
+    dirs: HashMap<(Id, bool), DirVerdict>,
+    uid: u32,
+    gids: Vec<u32>,
+}
+
+/// One path argument of a syscall, and what the syscall does with it.
+#[derive(Debug, Clone, Copy)]
+enum Role {
+    /// Opened with these flags (`O_CREAT` may create the last component).
+    Open(u64),
+    /// A new entry is made in its directory (mkdir, mknod, link/symlink/rename target).
+    Create,
+    /// The entry is removed from its directory (unlink, rmdir, rename source).
+    Remove,
+    /// The object's content changes (truncate).
+    Content,
+    /// The object's metadata changes (chmod, chown, utimes, xattrs); `true`: the link
+    /// itself (no following).
+    Meta(bool),
+}
+
+impl WriteJudge {
+    /// A judge for `rules`; identities of the host-view rule paths are taken now.
+    pub fn new(rules: WriteRules) -> WriteJudge {
+        let ids = |v: &[PathBuf]| v.iter().filter_map(|p| id_of_path(p)).collect::<Vec<_>>();
+        let granted = ids(&rules.write);
+        let protected = ids(&rules.protected);
+        let uid = nix::unistd::geteuid().as_raw();
+        let mut gids: Vec<u32> = nix::unistd::getgroups().unwrap_or_default().iter().map(|g| g.as_raw()).collect();
+        gids.push(nix::unistd::getegid().as_raw());
+        WriteJudge { rules, granted, protected, in_view: None, dirs: HashMap::new(), uid, gids }
+    }
+
+    /// Judge one notification for `name` (a write-intent syscall); record a refusal in
+    /// `sink`. `valid` says whether the notification is still pending (checked after
+    /// reading the task's memory).
+    pub fn judge(
+        &mut self,
+        name: &str,
+        pid: u32,
+        args: [u64; 6],
+        valid: impl Fn() -> bool,
+        sink: &mut dyn FnMut(Denial),
+    ) -> Answer {
+        let Some(calls) = path_args(name, args, pid) else { return Answer::Continue };
+        let Ok(root) = open_path(&format!("/proc/{pid}/root")) else { return Answer::Continue };
+        if self.in_view.is_none() {
+            self.in_view = Some(self.resolve_in_view(&root));
+        }
+        let mut verdicts = Vec::new();
+        for (dirfd, ptr, role) in calls {
+            let Some(path) = read_path(pid, ptr) else { return Answer::Continue };
+            verdicts.push((self.judge_one(pid, &root, dirfd, &path, role), path, role));
+        }
+        // The path was read from memory the command controls: only a notification that
+        // is still pending is evidence of what it asked.
+        if !valid() {
+            return Answer::Continue;
+        }
+        for (v, path, role) in verdicts {
+            if let Some((errno, target, reason)) = v {
+                let asked = String::from_utf8_lossy(&path);
+                let asked = if Path::new(&*asked) == target.as_path() {
+                    String::new()
+                } else {
+                    format!("; asked as `{asked}`")
+                };
+                let why = match reason {
+                    Reason::Protected => "a protected path",
+                    Reason::Outside if self.rules.read_only_mode => "read-only mode: outside the private temp dirs",
+                    Reason::Outside => "outside the writable roots",
+                };
+                sink(Denial {
+                    kind: DenialKind::FileWrite,
+                    target: Some(target.display().to_string()),
+                    evidence: format!(
+                        "seccomp supervisor: {name}({}) refused with {} ({why}){asked}",
+                        role_text(role),
+                        errno_name(errno)
+                    ),
+                    line: None,
+                });
+                return Answer::Refuse(errno);
+            }
+        }
+        Answer::Continue
+    }
+
+    /// Identities that exist only in the command's view: the private temp dirs and the
+    /// writable devices; and procfs's device.
+    fn resolve_in_view(&self, root: &OwnedFd) -> (Vec<Id>, Option<u64>) {
+        let mut ids = Vec::new();
+        for p in &self.rules.write_in_view {
+            let rel = p.strip_prefix("/").unwrap_or(p);
+            if let Ok(fd) = openat_path(root.as_fd(), rel, libc::O_PATH) {
+                if let Some(id) = id_of_fd(fd.as_fd()) {
+                    ids.push(id);
+                }
+            }
+        }
+        let proc_dev = openat_path(root.as_fd(), Path::new("proc"), libc::O_PATH | libc::O_DIRECTORY)
+            .ok()
+            .and_then(|fd| fstat(fd.as_fd()).map(|s| s.st_dev));
+        (ids, proc_dev)
+    }
+
+    fn granted(&self, id: Id) -> bool {
+        self.granted.contains(&id) || self.in_view.as_ref().is_some_and(|(v, _)| v.contains(&id))
+    }
+
+    /// The verdict for one path: `Some((errno, shown path, reason))` when the policy
+    /// refuses it and the host alone would not.
+    fn judge_one(
+        &mut self,
+        pid: u32,
+        root: &OwnedFd,
+        dirfd: i64,
+        path: &[u8],
+        role: Role,
+    ) -> Option<(i32, PathBuf, Reason)> {
+        if path.is_empty() {
+            return None;
+        }
+        let (base, base_shown) = if path[0] == b'/' {
+            (root.try_clone().ok()?, PathBuf::from("/"))
+        } else {
+            let link = if dirfd == libc::AT_FDCWD as i64 {
+                format!("/proc/{pid}/cwd")
+            } else {
+                format!("/proc/{pid}/fd/{}", dirfd as i32)
+            };
+            let fd = open_path(&link).ok()?;
+            let shown = std::fs::read_link(&link).unwrap_or_else(|_| PathBuf::from("."));
+            (fd, shown)
+        };
+        let follow_last = match role {
+            Role::Open(flags) => flags & (libc::O_NOFOLLOW | libc::O_EXCL) as u64 == 0,
+            Role::Content => true,
+            Role::Meta(nofollow) => !nofollow,
+            Role::Create | Role::Remove => false,
+        };
+        let r = resolve(root, base, base_shown, path, follow_last)?;
+        let proc_dev = self.in_view.as_ref().and_then(|(_, d)| *d);
+        let dir_stat = fstat(r.dir.as_fd())?;
+        if proc_dev == Some(dir_stat.st_dev) || fstatfs_type(r.dir.as_fd()) == Some(PROC_SUPER_MAGIC) {
+            return None;
+        }
+        let last = fstatat_nofollow(r.dir.as_fd(), &r.name);
+        // What the kernel checks, and on which object.
+        enum Check {
+            Entry,
+            Object(libc::stat),
+            MetaOnly(libc::stat),
+        }
+        let check = match (role, &last) {
+            (Role::Open(flags), Some(st)) => {
+                let writes = flags & (libc::O_WRONLY | libc::O_RDWR | libc::O_TRUNC) as u64 != 0;
+                if !writes {
+                    return None;
+                }
+                if flags & libc::O_CREAT as u64 != 0 && flags & libc::O_EXCL as u64 != 0 {
+                    return None; // EEXIST
+                }
+                let kind = st.st_mode & libc::S_IFMT;
+                if kind == libc::S_IFDIR {
+                    return None; // EISDIR
+                }
+                Check::Object(*st)
+            }
+            (Role::Open(flags), None) => {
+                if flags & libc::O_CREAT as u64 == 0 {
+                    return None; // ENOENT
+                }
+                Check::Entry
+            }
+            (Role::Create, Some(_)) => return None, // EEXIST comes first
+            (Role::Create, None) => Check::Entry,
+            (Role::Remove, Some(_)) => Check::Entry,
+            // Removing nothing: ENOENT, except on a read-only mount (EROFS first).
+            (Role::Remove, None) => {
+                if self.rules.mount_layer && mount_read_only(r.dir.as_fd()) {
+                    let v = self.dir_verdict(r.dir.as_fd(), dir_stat)?;
+                    let reason = if v.protected { Reason::Protected } else { Reason::Outside };
+                    if !self.host_allows_dir(&dir_stat) {
+                        return None;
+                    }
+                    return Some((libc::EROFS, r.shown, reason));
+                }
+                return None;
+            }
+            (Role::Content, Some(st)) => Check::Object(*st),
+            (Role::Meta(_), Some(st)) => Check::MetaOnly(*st),
+            (Role::Content | Role::Meta(_), None) => return None,
+        };
+        match check {
+            Check::Entry => {
+                let v = self.dir_verdict(r.dir.as_fd(), dir_stat)?;
+                let reason = if v.protected { Reason::Protected } else { Reason::Outside };
+                let ro = self.rules.mount_layer && mount_read_only(r.dir.as_fd());
+                let landlock_refuses = self.rules.landlock_abi.is_some() && (!v.granted || v.protected);
+                if !ro && !landlock_refuses {
+                    return None;
+                }
+                if !self.host_allows_dir(&dir_stat) {
+                    return None;
+                }
+                let errno = if ro { libc::EROFS } else { libc::EACCES };
+                Some((errno, r.shown, reason))
+            }
+            Check::Object(st) | Check::MetaOnly(st) => {
+                let meta = matches!(check, Check::MetaOnly(_));
+                let obj = openat_name(r.dir.as_fd(), &r.name, libc::O_PATH | libc::O_NOFOLLOW).ok()?;
+                let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+                let ro = self.rules.mount_layer && (regular || meta) && mount_read_only(obj.as_fd());
+                let v = if meta { None } else { Some(self.object_verdict(&st, r.dir.as_fd(), dir_stat)?) };
+                let landlock_refuses =
+                    !meta && self.rules.landlock_abi.is_some() && v.is_some_and(|v| !v.granted || v.protected);
+                if !ro && !landlock_refuses {
+                    return None;
+                }
+                if !self.host_allows_object(&st) {
+                    return None;
+                }
+                let protected = v.is_some_and(|v| v.protected) || self.dir_verdict(r.dir.as_fd(), dir_stat)?.protected;
+                let reason = if protected { Reason::Protected } else { Reason::Outside };
+                let errno = if ro { libc::EROFS } else { libc::EACCES };
+                Some((errno, r.shown, reason))
+            }
+        }
+    }
+
+    /// The verdict for an existing object: a rule on the object itself, else its
+    /// directory's.
+    fn object_verdict(&mut self, st: &libc::stat, dir: BorrowedFd<'_>, dir_stat: libc::stat) -> Option<DirVerdict> {
+        let id = (st.st_dev, st.st_ino);
+        if self.protected.contains(&id) {
+            return Some(DirVerdict { granted: true, protected: true });
+        }
+        if self.granted(id) {
+            return Some(DirVerdict { granted: true, protected: false });
+        }
+        self.dir_verdict(dir, dir_stat)
+    }
+
+    /// Walk up from `dir` (in the command's view) to the first directory that carries a
+    /// write rule or is protected; cached by identity.
+    fn dir_verdict(&mut self, dir: BorrowedFd<'_>, st: libc::stat) -> Option<DirVerdict> {
+        let key = ((st.st_dev, st.st_ino), false);
+        if let Some(v) = self.dirs.get(&key) {
+            return Some(*v);
+        }
+        let mut cur: OwnedFd = dup(dir)?;
+        let mut cur_id = (st.st_dev, st.st_ino);
+        let mut verdict = DirVerdict { granted: false, protected: false };
+        for _ in 0..4096 {
+            if self.protected.contains(&cur_id) {
+                verdict = DirVerdict { granted: true, protected: true };
+                break;
+            }
+            if self.granted(cur_id) {
+                verdict.granted = true;
+                break;
+            }
+            let parent = openat_name(cur.as_fd(), b"..", libc::O_PATH | libc::O_DIRECTORY).ok()?;
+            let pst = fstat(parent.as_fd())?;
+            let pid = (pst.st_dev, pst.st_ino);
+            if pid == cur_id {
+                break; // the root
+            }
+            cur = parent;
+            cur_id = pid;
+        }
+        self.dirs.insert(key, verdict);
+        Some(verdict)
+    }
+
+    /// Whether the caller's identity alone may make entries in a directory.
+    fn host_allows_dir(&self, st: &libc::stat) -> bool {
+        self.uid == 0 || self.mode_allows(st, 0o3)
+    }
+
+    /// Whether the caller's identity alone may write an object.
+    fn host_allows_object(&self, st: &libc::stat) -> bool {
+        self.uid == 0 || self.mode_allows(st, 0o2)
+    }
+
+    fn mode_allows(&self, st: &libc::stat, bits: u32) -> bool {
+        let m = st.st_mode;
+        let class = if st.st_uid == self.uid {
+            (m >> 6) & 7
+        } else if self.gids.contains(&st.st_gid) {
+            (m >> 3) & 7
+        } else {
+            m & 7
+        };
+        class & bits == bits
+    }
+}
+
+/// The path arguments of a write-intent syscall: (dirfd, pointer, role).
+fn path_args(name: &str, a: [u64; 6], pid: u32) -> Option<Vec<(i64, u64, Role)>> {
+    let cwd = libc::AT_FDCWD as i64;
+    let fd = |x: u64| x as i32 as i64;
+    Some(match name {
+        "open" => vec![(cwd, a[0], Role::Open(a[1]))],
+        "openat" => vec![(fd(a[0]), a[1], Role::Open(a[2]))],
+        "openat2" => {
+            // struct open_how { u64 flags; u64 mode; u64 resolve; }
+            let mut how = [0u8; 8];
+            if cordon_stage::notify::read_memory(pid, a[2], &mut how).ok()? != 8 {
+                return None;
+            }
+            vec![(fd(a[0]), a[1], Role::Open(u64::from_ne_bytes(how)))]
+        }
+        "creat" => vec![(cwd, a[0], Role::Open((libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC) as u64))],
+        "mkdir" | "mknod" => vec![(cwd, a[0], Role::Create)],
+        "mkdirat" | "mknodat" => vec![(fd(a[0]), a[1], Role::Create)],
+        "unlink" | "rmdir" => vec![(cwd, a[0], Role::Remove)],
+        "unlinkat" => vec![(fd(a[0]), a[1], Role::Remove)],
+        "rename" => vec![(cwd, a[0], Role::Remove), (cwd, a[1], Role::Create)],
+        "renameat" | "renameat2" => vec![(fd(a[0]), a[1], Role::Remove), (fd(a[2]), a[3], Role::Create)],
+        "link" => vec![(cwd, a[1], Role::Create)],
+        "linkat" => vec![(fd(a[2]), a[3], Role::Create)],
+        "symlink" => vec![(cwd, a[1], Role::Create)],
+        "symlinkat" => vec![(fd(a[1]), a[2], Role::Create)],
+        "truncate" => vec![(cwd, a[0], Role::Content)],
+        "chmod" | "chown" | "utime" | "utimes" | "setxattr" | "removexattr" => vec![(cwd, a[0], Role::Meta(false))],
+        "lchown" | "lsetxattr" | "lremovexattr" => vec![(cwd, a[0], Role::Meta(true))],
+        "fchmodat" | "futimesat" => vec![(fd(a[0]), a[1], Role::Meta(false))],
+        "fchmodat2" => vec![(fd(a[0]), a[1], Role::Meta(a[3] & libc::AT_SYMLINK_NOFOLLOW as u64 != 0))],
+        "fchownat" => {
+            if a[4] & libc::AT_EMPTY_PATH as u64 != 0 {
+                return None;
+            }
+            vec![(fd(a[0]), a[1], Role::Meta(a[4] & libc::AT_SYMLINK_NOFOLLOW as u64 != 0))]
+        }
+        "utimensat" => {
+            if a[1] == 0 {
+                return None; // the descriptor itself
+            }
+            vec![(fd(a[0]), a[1], Role::Meta(a[3] & libc::AT_SYMLINK_NOFOLLOW as u64 != 0))]
+        }
+        _ => return None,
+    })
+}
+
+fn role_text(role: Role) -> String {
+    match role {
+        Role::Open(flags) => {
+            let mut v = Vec::new();
+            match flags & libc::O_ACCMODE as u64 {
+                1 => v.push("O_WRONLY"),
+                2 => v.push("O_RDWR"),
+                _ => v.push("O_RDONLY"),
+            }
+            if flags & libc::O_CREAT as u64 != 0 {
+                v.push("O_CREAT");
+            }
+            if flags & libc::O_TRUNC as u64 != 0 {
+                v.push("O_TRUNC");
+            }
+            v.join("|")
+        }
+        Role::Create => "new entry".into(),
+        Role::Remove => "removal".into(),
+        Role::Content => "content".into(),
+        Role::Meta(_) => "metadata".into(),
+    }
+}
+
+fn errno_name(e: i32) -> &'static str {
+    match e {
+        libc::EROFS => "EROFS",
+        libc::EACCES => "EACCES",
+        _ => "an error",
+    }
+}
+
+/// Read a NUL-terminated path from the task's memory, page by page.
+fn read_path(pid: u32, mut addr: u64) -> Option<Vec<u8>> {
+    if addr == 0 {
+        return None;
+    }
+    let mut out = Vec::new();
+    while out.len() < PATH_MAX {
+        let to_page_end = 4096 - (addr as usize % 4096);
+        let mut buf = [0u8; 4096];
+        let want = to_page_end.min(PATH_MAX - out.len());
+        let n = cordon_stage::notify::read_memory(pid, addr, &mut buf[..want]).ok()?;
+        if n == 0 {
+            return None;
+        }
+        if let Some(end) = buf[..n].iter().position(|b| *b == 0) {
+            out.extend_from_slice(&buf[..end]);
+            return Some(out);
+        }
+        out.extend_from_slice(&buf[..n]);
+        addr += n as u64;
+    }
+    None
+}
+
+/// A resolved path: its directory (an `O_PATH` fd in the command's view), the last
+/// component, and the path as the command's view shows it.
+struct Resolved {
+    dir: OwnedFd,
+    name: Vec<u8>,
+    shown: PathBuf,
+}
+
+/// Resolve `path` from `base` (shown as `base_shown`) inside `root`, following
+/// symbolic links the way the kernel does for the command: absolute ones from its
+/// root, `..` never above it; the last component followed when `follow_last`.
+fn resolve(root: &OwnedFd, base: OwnedFd, base_shown: PathBuf, path: &[u8], follow_last: bool) -> Option<Resolved> {
+    let root_st = fstat(root.as_fd())?;
+    let root_id = (root_st.st_dev, root_st.st_ino);
+    let mut queue: std::collections::VecDeque<Vec<u8>> =
+        path.split(|b| *b == b'/').filter(|c| !c.is_empty() && *c != b".").map(|c| c.to_vec()).collect();
+    let trailing_dir = path.ends_with(b"/");
+    let mut cur = base;
+    let mut shown = base_shown;
+    let mut links = 0usize;
+    if queue.is_empty() {
+        // "/" or "." itself: the object is a directory, never created or written.
+        return None;
+    }
+    loop {
+        let c = queue.pop_front()?;
+        let last = queue.is_empty();
+        if c == b".." {
+            let st = fstat(cur.as_fd())?;
+            if (st.st_dev, st.st_ino) != root_id {
+                cur = openat_name(cur.as_fd(), b"..", libc::O_PATH | libc::O_DIRECTORY).ok()?;
+                shown.pop();
+            }
+            if last {
+                return None;
+            }
+            continue;
+        }
+        if last && !follow_last && !trailing_dir {
+            return Some(Resolved { dir: cur, shown: shown.join(OsStr::from_bytes(&c)), name: c });
+        }
+        match fstatat_nofollow(cur.as_fd(), &c) {
+            None if last => return Some(Resolved { dir: cur, shown: shown.join(OsStr::from_bytes(&c)), name: c }),
+            None => return None,
+            Some(st) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => {
+                links += 1;
+                if links > MAX_SYMLINKS {
+                    return None;
+                }
+                let target = readlinkat(cur.as_fd(), &c)?;
+                if target.first() == Some(&b'/') {
+                    cur = root.try_clone().ok()?;
+                    shown = PathBuf::from("/");
+                }
+                let mut parts: Vec<Vec<u8>> =
+                    target.split(|b| *b == b'/').filter(|p| !p.is_empty() && *p != b".").map(|p| p.to_vec()).collect();
+                while let Some(p) = parts.pop() {
+                    queue.push_front(p);
+                }
+                if queue.is_empty() {
+                    return None;
+                }
+            }
+            Some(_) if last => return Some(Resolved { dir: cur, shown: shown.join(OsStr::from_bytes(&c)), name: c }),
+            Some(_) => {
+                cur = openat_name(cur.as_fd(), &c, libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW).ok()?;
+                shown.push(OsStr::from_bytes(&c));
+            }
+        }
+    }
+}
+
+fn open_path(p: &str) -> std::io::Result<OwnedFd> {
+    let c = CString::new(p).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    nix::fcntl::open(
+        c.as_c_str(),
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(std::io::Error::from)
+}
+
+fn openat_path(dir: BorrowedFd<'_>, rel: &Path, flags: i32) -> std::io::Result<OwnedFd> {
+    openat_name(dir, rel.as_os_str().as_bytes(), flags)
+}
+
+fn openat_name(dir: BorrowedFd<'_>, name: &[u8], flags: i32) -> std::io::Result<OwnedFd> {
+    let c = CString::new(name).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    nix::fcntl::openat(
+        dir,
+        c.as_c_str(),
+        nix::fcntl::OFlag::from_bits_retain(flags | libc::O_CLOEXEC),
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(std::io::Error::from)
+}
+
+fn dup(fd: BorrowedFd<'_>) -> Option<OwnedFd> {
+    fd.try_clone_to_owned().ok()
+}
+
+fn fstat(fd: BorrowedFd<'_>) -> Option<libc::stat> {
+    nix::sys::stat::fstat(fd).ok()
+}
+
+fn fstatat_nofollow(dir: BorrowedFd<'_>, name: &[u8]) -> Option<libc::stat> {
+    let c = CString::new(name).ok()?;
+    nix::sys::stat::fstatat(dir, c.as_c_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).ok()
+}
+
+fn readlinkat(dir: BorrowedFd<'_>, name: &[u8]) -> Option<Vec<u8>> {
+    let c = CString::new(name).ok()?;
+    nix::fcntl::readlinkat(dir, c.as_c_str()).ok().map(|s| s.as_bytes().to_vec())
+}
+
+fn fstatfs_type(fd: BorrowedFd<'_>) -> Option<i64> {
+    nix::sys::statfs::fstatfs(fd).ok().map(|s| s.filesystem_type().0 as i64)
+}
+
+fn mount_read_only(fd: BorrowedFd<'_>) -> bool {
+    nix::sys::statvfs::fstatvfs(fd).is_ok_and(|s| s.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
+}
+
+fn id_of_fd(fd: BorrowedFd<'_>) -> Option<Id> {
+    fstat(fd).map(|s| (s.st_dev, s.st_ino))
+}
+
+fn id_of_path(p: &Path) -> Option<Id> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
+}
