@@ -38,6 +38,49 @@ pub struct RunResult {
 }
 
 impl RunResult {
+    /// The facts a person at a terminal should see after the command's own output
+    /// (live mode, without `--json`): one short line per denial, the deadline, a
+    /// resource limit that stopped the command, and each enforcement gap. Every line
+    /// starts with `cordon: ` and holds only printable text.
+    pub fn live_notes(&self) -> Vec<String> {
+        let clean = |s: &str| crate::escalation::printable(s);
+        let mut out = Vec::new();
+        for d in &self.sandbox.denials {
+            let what = match d.kind {
+                DenialKind::FileWrite => "write",
+                DenialKind::FileRead => "read",
+                DenialKind::Network => "network",
+                DenialKind::Process => "process",
+                DenialKind::Other => "syscall",
+            };
+            // The reason is the evidence's last parenthesis: "(outside the writable roots)".
+            let why = d
+                .evidence
+                .rsplit_once(" (")
+                .and_then(|(_, r)| r.split_once(')'))
+                .map(|(r, _)| format!(" ({})", clean(r)))
+                .filter(|r| !r.contains("errno"))
+                .unwrap_or_default();
+            let target = d.target.as_deref().map(clean).unwrap_or_default();
+            out.push(format!("cordon: denied {what} {target}{why}"));
+        }
+        if self.timed_out {
+            out.push(format!(
+                "cordon: timed out after {} ms; the command and its children were killed",
+                self.timeout_ms
+            ));
+        }
+        if let Some(r) = self.limit {
+            out.push(format!("cordon: stopped by the {} limit", clean(&format!("{r:?}").to_lowercase())));
+        }
+        if self.sandbox.enforcement.level == EnforcementLevel::Partial {
+            for g in &self.sandbox.enforcement.gaps {
+                out.push(format!("cordon: not enforced: {} ({})", clean(&g.restriction), clean(&g.reason)));
+            }
+        }
+        out
+    }
+
     /// The conventional shell status: the exit code, or 128+N for signal N.
     pub fn shell_status(&self) -> i32 {
         match (self.exit_code, self.signal) {

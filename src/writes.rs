@@ -27,7 +27,7 @@
 use crate::result::{Denial, DenialKind};
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -90,6 +90,8 @@ pub struct WriteJudge {
     granted: Vec<Id>,
     protected: Vec<Id>,
     in_view: Option<(Vec<Id>, Option<u64>)>,
+    /// The command's root (one for the whole run: `chroot` and `pivot_root` are refused).
+    root: Option<OwnedFd>,
     dirs: HashMap<(Id, bool), DirVerdict>,
     uid: u32,
     gids: Vec<u32>,
@@ -120,7 +122,7 @@ impl WriteJudge {
         let uid = nix::unistd::geteuid().as_raw();
         let mut gids: Vec<u32> = nix::unistd::getgroups().unwrap_or_default().iter().map(|g| g.as_raw()).collect();
         gids.push(nix::unistd::getegid().as_raw());
-        WriteJudge { rules, granted, protected, in_view: None, dirs: HashMap::new(), uid, gids }
+        WriteJudge { rules, granted, protected, in_view: None, root: None, dirs: HashMap::new(), uid, gids }
     }
 
     /// Judge one notification for `name` (a write-intent syscall); record a refusal in
@@ -135,10 +137,12 @@ impl WriteJudge {
         sink: &mut dyn FnMut(Denial),
     ) -> Answer {
         let Some(calls) = path_args(name, args, pid) else { return Answer::Continue };
-        let Ok(root) = open_path(&format!("/proc/{pid}/root")) else { return Answer::Continue };
-        if self.in_view.is_none() {
+        if self.root.is_none() {
+            let Ok(root) = open_path(&format!("/proc/{pid}/root")) else { return Answer::Continue };
             self.in_view = Some(self.resolve_in_view(&root));
+            self.root = Some(root);
         }
+        let Some(root) = self.root.as_ref().and_then(|r| r.try_clone().ok()) else { return Answer::Continue };
         let mut verdicts = Vec::new();
         for (dirfd, ptr, role) in calls {
             let Some(path) = read_path(pid, ptr) else { return Answer::Continue };
@@ -213,25 +217,29 @@ impl WriteJudge {
         if path.is_empty() {
             return None;
         }
-        let (base, base_shown) = if path[0] == b'/' {
-            (root.try_clone().ok()?, PathBuf::from("/"))
+        // The base's own path is read only for a refusal's report (`base_link`).
+        let (base, base_link) = if path[0] == b'/' {
+            (root.try_clone().ok()?, None)
         } else {
             let link = if dirfd == libc::AT_FDCWD as i64 {
                 format!("/proc/{pid}/cwd")
             } else {
                 format!("/proc/{pid}/fd/{}", dirfd as i32)
             };
-            let fd = open_path(&link).ok()?;
-            let shown = std::fs::read_link(&link).unwrap_or_else(|_| PathBuf::from("."));
-            (fd, shown)
+            (open_path(&link).ok()?, Some(link))
         };
+        let base_shown = if base_link.is_some() { PathBuf::new() } else { PathBuf::from("/") };
         let follow_last = match role {
             Role::Open(flags) => flags & (libc::O_NOFOLLOW | libc::O_EXCL) as u64 == 0,
             Role::Content => true,
             Role::Meta(nofollow) => !nofollow,
             Role::Create | Role::Remove => false,
         };
-        let r = resolve(root, base, base_shown, path, follow_last)?;
+        let mut r = resolve(root, base, base_shown, path, follow_last)?;
+        if r.shown.is_relative() {
+            let at = base_link.and_then(|l| std::fs::read_link(l).ok()).unwrap_or_else(|| PathBuf::from("."));
+            r.shown = at.join(&r.shown);
+        }
         let proc_dev = self.in_view.as_ref().and_then(|(_, d)| *d);
         let dir_stat = fstat(r.dir.as_fd())?;
         if proc_dev == Some(dir_stat.st_dev) || fstatfs_type(r.dir.as_fd()) == Some(PROC_SUPER_MAGIC) {
@@ -515,6 +523,28 @@ fn resolve(root: &OwnedFd, base: OwnedFd, base_shown: PathBuf, path: &[u8], foll
     if queue.is_empty() {
         // "/" or "." itself: the object is a directory, never created or written.
         return None;
+    }
+    // Fast path: no `..` and no symbolic link before the last component: the
+    // directory opens in one `openat2` that refuses to cross a link (`ELOOP` sends the
+    // path through the walk below).
+    if !queue.iter().any(|c| c == b"..") {
+        let last = queue.back().cloned().unwrap_or_default();
+        let dir = if queue.len() == 1 {
+            cur.try_clone().ok()
+        } else {
+            let parent: Vec<u8> = queue.iter().take(queue.len() - 1).cloned().collect::<Vec<_>>().join(&b'/');
+            CString::new(parent).ok().and_then(|p| cordon_stage::open_path_no_symlinks(cur.as_raw_fd(), &p).ok())
+        };
+        if let Some(dir) = dir {
+            let last_is_link =
+                || fstatat_nofollow(dir.as_fd(), &last).is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK);
+            if !(follow_last || trailing_dir) || !last_is_link() {
+                for c in queue.iter() {
+                    shown.push(OsStr::from_bytes(c));
+                }
+                return Some(Resolved { dir, name: last, shown });
+            }
+        }
     }
     loop {
         let c = queue.pop_front()?;
