@@ -49,7 +49,7 @@ pub const FS_DENIED: &[&str] = &["EACCES", "EPERM", "EROFS", "EXDEV"];
 /// errnos that mean "a filter refused the syscall", plus death by SIGSYS.
 pub const FILTERED: &[&str] = &["EPERM", "EACCES", "ENOSYS", "SIGSYS"];
 /// errnos the contract allows for a refused socket().
-pub const NET_DENIED: &[&str] = &["EACCES", "EPERM", "ENETUNREACH"];
+pub const NET_DENIED: &[&str] = &["EACCES", "EPERM"];
 
 pub const PATH_ENV: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// Hard ceiling for one cordon invocation; a hang is a failure, never a wait.
