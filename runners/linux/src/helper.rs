@@ -32,7 +32,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use crate::child::{confine_and_exec, Prepared};
 use crate::contract::{ChildLimits, FileIdentity, StagePlan};
 use crate::spawn::last_capability;
-use crate::status::{decode_record, write_record, StageFailure, Step, STAGE_SETUP_FAILED_EXIT, STATUS_RECORD_LEN};
+use crate::status::{
+    decode_record, detail, write_record, StageFailure, Step, STAGE_SETUP_FAILED_EXIT, STATUS_RECORD_LEN,
+};
 use crate::sys::{errno, open_path_no_symlinks};
 
 /// cordon's seccomp program (raw `struct sock_filter` array) in the sandbox.
@@ -83,7 +85,7 @@ fn give_up(step: Step, errno: i32, detail: u32) -> ! {
 
 /// Report unusable helper arguments (step `exec`, `EINVAL`, detail 1) and exit.
 pub fn refuse_arguments() -> ! {
-    give_up(Step::Exec, libc::EINVAL, 1)
+    give_up(Step::Exec, libc::EINVAL, detail::EXEC_HELPER_ARGUMENTS)
 }
 
 /// Read `fd` to its end.
@@ -121,7 +123,7 @@ fn read_env() -> Result<Vec<CString>, i32> {
 fn verify_identities() {
     let bytes = match read_all(CHECKS_FD) {
         Ok(b) => b,
-        Err(e) => give_up(Step::Mount, e, u32::MAX),
+        Err(e) => give_up(Step::Mount, e, detail::MOUNT_CHECKS_UNREADABLE),
     };
     for (i, entry) in bytes.split(|b| *b == 0).filter(|e| !e.is_empty()).enumerate() {
         let detail = u32::try_from(i).unwrap_or(u32::MAX);
@@ -181,25 +183,25 @@ pub fn run(plan: HelperPlan) -> ! {
     // SAFETY: close_range/close with integer arguments.
     let r = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
     if r != 0 {
-        give_up(Step::CloseFds, errno(), 0);
+        give_up(Step::CloseFds, errno(), detail::CLOSE_FDS_RANGE);
     }
     // SAFETY: closing the executable's fd, which nothing in this process uses.
     unsafe { libc::close(EXE_FD) };
     // 2. The seccomp program.
     let program = match read_program() {
         Ok(p) => p,
-        Err(e) => give_up(Step::Seccomp, e, 300),
+        Err(e) => give_up(Step::Seccomp, e, detail::SECCOMP_HELPER_READ),
     };
     // SAFETY: fcntl(F_GETFD) only checks that the fd is open.
     if unsafe { libc::fcntl(RULESET_FD, libc::F_GETFD) } < 0 {
-        give_up(Step::Landlock, errno(), 3000);
+        give_up(Step::Landlock, errno(), detail::LANDLOCK_HELPER_RULESET);
     }
     // SAFETY: the parent's stage placed the ruleset at RULESET_FD and nothing
     // else in this process owns it.
     let ruleset = unsafe { OwnedFd::from_raw_fd(RULESET_FD) };
     let envp = match read_env() {
         Ok(e) => e,
-        Err(e) => give_up(Step::Exec, e, 2),
+        Err(e) => give_up(Step::Exec, e, detail::EXEC_HELPER_ENV),
     };
     verify_identities();
     let stage = StagePlan {
@@ -234,7 +236,8 @@ pub fn run(plan: HelperPlan) -> ! {
         .iter()
         .map(|p| {
             // `read_program` refused programs longer than `u16::MAX` instructions.
-            let len = u16::try_from(p.len()).unwrap_or_else(|_| give_up(Step::Seccomp, libc::EINVAL, 301));
+            let len = u16::try_from(p.len())
+                .unwrap_or_else(|_| give_up(Step::Seccomp, libc::EINVAL, detail::SECCOMP_HELPER_TOO_LONG));
             libc::sock_fprog { len, filter: p.as_ptr() as *mut libc::sock_filter }
         })
         .collect();

@@ -13,7 +13,7 @@ use std::os::fd::RawFd;
 
 use crate::child::caps::{CapData, CapHeader, LINUX_CAPABILITY_VERSION_3};
 use crate::child::{fail, stage_inner, stage_outer, Prepared};
-use crate::status::{Step, STAGE_SETUP_FAILED_EXIT};
+use crate::status::{detail, Step, STAGE_SETUP_FAILED_EXIT};
 use crate::sys::errno;
 
 /// The command's pid inside the namespace, for the init's signal forwarder.
@@ -93,11 +93,11 @@ pub(crate) fn init_stage(p: &mut Prepared<'_>) -> ! {
             }
         };
         if r < 0 {
-            fail(p, Step::NewSession, errno(), 2);
+            fail(p, Step::NewSession, errno(), detail::SESSION_INIT);
         }
         // SAFETY: prctl with integer arguments.
         if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
-            fail(p, Step::ParentDeathSignal, errno(), 1);
+            fail(p, Step::ParentDeathSignal, errno(), detail::PDEATH_SUBREAPER);
         }
         p.join_init_group = true;
     } else {
@@ -117,7 +117,7 @@ pub(crate) fn init_stage(p: &mut Prepared<'_>) -> ! {
         )
     };
     if child < 0 {
-        fail(p, Step::Clone, errno(), 1);
+        fail(p, Step::Clone, errno(), detail::CLONE_COMMAND);
     }
     INIT_CHILD.store(child, std::sync::atomic::Ordering::Relaxed);
     // From here on we are the init. Keep only the exit-status pipe: every other fd is
@@ -327,4 +327,18 @@ fn write_decimal(out: &mut [u8], mut v: u32) -> usize {
         out[i] = digits[n - 1 - i];
     }
     n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_decimal_writes_the_digits_and_returns_their_count() {
+        let mut out = [0u8; 16];
+        for (v, text) in [(0u32, "0"), (7, "7"), (10, "10"), (4_194_304, "4194304"), (u32::MAX, "4294967295")] {
+            let n = write_decimal(&mut out, v);
+            assert_eq!(&out[..n], text.as_bytes());
+        }
+    }
 }

@@ -58,7 +58,7 @@
 //! | module | holds |
 //! | --- | --- |
 //! | `contract` | the data the parent hands the child: [`StagePlan`], [`MountOp`], [`IdMaps`], [`ChildLimits`], [`FileIdentity`] |
-//! | `status` | the status record: [`Step`], [`StageFailure`], encoding and decoding |
+//! | `status` | the status record: [`Step`], [`StageFailure`], the [`detail`] numbers, encoding and decoding |
 //! | `spawn` | [`spawn`]: the spawner thread, the vfork-style clone, the fork-style clone of an init, the parent's wait for the verdict |
 //! | `init` | the minimal init (pid 1, or the supervising subreaper) and its signal handlers |
 //! | `child` | the child's steps: outer (1, 2, 4, 5) and inner (3, 6 to 13), with mounts, Landlock, capabilities and seccomp (the listener hand-back) in submodules |
@@ -93,5 +93,5 @@ pub use contract::{
 pub use init::{SUPERVISOR_PDEATHSIG, SUPERVISOR_SWEEP_SIGNAL};
 pub use parent::{fds, host, notify, request_sweep, signals};
 pub use spawn::{spawn, SpawnError, Spawned};
-pub use status::{StageFailure, Step, STAGE_SETUP_FAILED_EXIT, STATUS_RECORD_LEN};
+pub use status::{detail, StageFailure, Step, STAGE_SETUP_FAILED_EXIT, STATUS_RECORD_LEN};
 pub use sys::open_path_no_symlinks;

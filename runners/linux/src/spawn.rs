@@ -18,7 +18,7 @@ use std::sync::{Mutex, OnceLock};
 use crate::child::{child_entry, Prepared};
 use crate::contract::StagePlan;
 use crate::init::init_stage;
-use crate::status::{decode_record, StageFailure, Step, STATUS_RECORD_LEN};
+use crate::status::{decode_record, detail, StageFailure, Step, STATUS_RECORD_LEN};
 
 /// Stack size for the child between clone and exec (it makes only raw syscalls).
 const CHILD_STACK_SIZE: usize = 128 * 1024;
@@ -189,7 +189,11 @@ fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
     drop(stack);
     if pid < 0 {
-        return Err(SpawnError::Stage(StageFailure { step: Step::Clone, errno: clone_errno, detail: 0 }));
+        return Err(SpawnError::Stage(StageFailure {
+            step: Step::Clone,
+            errno: clone_errno,
+            detail: detail::CLONE_CHILD,
+        }));
     }
     let pid = pid as libc::pid_t;
     drop(status_write);
@@ -279,7 +283,11 @@ fn spawn_with_init(
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
     drop(stack);
     if pid < 0 {
-        return Err(SpawnError::Stage(StageFailure { step: Step::Clone, errno: clone_errno, detail: 0 }));
+        return Err(SpawnError::Stage(StageFailure {
+            step: Step::Clone,
+            errno: clone_errno,
+            detail: detail::CLONE_CHILD,
+        }));
     }
     drop(status_write);
     drop(exit_write);

@@ -6,7 +6,7 @@
 //! What it does not do: keep any capability; there is no allow-list.
 
 use super::{fail, Prepared};
-use crate::status::Step;
+use crate::status::{detail, Step};
 use crate::sys::errno;
 
 /// `struct __user_cap_header_struct` / `__user_cap_data_struct` for capset/capget.
@@ -39,7 +39,7 @@ pub(super) fn drop_all_capabilities(p: &Prepared<'_>) {
     let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
     // SAFETY: capget with a v3 header and a two-element data array to fill.
     if unsafe { libc::syscall(libc::SYS_capget, &mut header as *mut CapHeader, before.as_mut_ptr()) } != 0 {
-        fail(p, Step::Capabilities, errno(), 99);
+        fail(p, Step::Capabilities, errno(), detail::CAPS_GET);
     }
     // Without CAP_SETPCAP (an unprivileged caller with no user namespace) the bounding
     // set cannot shrink; it also cannot matter: such a process has no capabilities,
@@ -63,29 +63,29 @@ pub(super) fn drop_all_capabilities(p: &Prepared<'_>) {
             | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
         // SAFETY: prctl with integer arguments.
         if unsafe { libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) } != 0 {
-            fail(p, Step::Capabilities, errno(), 104);
+            fail(p, Step::Capabilities, errno(), detail::CAPS_SECUREBITS);
         }
     }
     // SAFETY: prctl with integer arguments.
     let r = unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong, 0, 0, 0) };
     if r != 0 && errno() != libc::EINVAL {
-        fail(p, Step::Capabilities, errno(), 100);
+        fail(p, Step::Capabilities, errno(), detail::CAPS_AMBIENT_CLEAR);
     }
     let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
     let zero = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
     // SAFETY: capset with a v3 header and a two-element data array.
     if unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut CapHeader, zero.as_ptr()) } != 0 {
-        fail(p, Step::Capabilities, errno(), 101);
+        fail(p, Step::Capabilities, errno(), detail::CAPS_SET);
     }
     // Verify: read back; every set must be empty.
     let mut now = [CapData { effective: 1, permitted: 1, inheritable: 1 }; 2];
     let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
     // SAFETY: capget with a v3 header and a two-element data array to fill.
     if unsafe { libc::syscall(libc::SYS_capget, &mut header as *mut CapHeader, now.as_mut_ptr()) } != 0 {
-        fail(p, Step::Capabilities, errno(), 102);
+        fail(p, Step::Capabilities, errno(), detail::CAPS_VERIFY_GET);
     }
     if now.iter().any(|d| d.effective != 0 || d.permitted != 0 || d.inheritable != 0) {
-        fail(p, Step::Capabilities, libc::EPERM, 103);
+        fail(p, Step::Capabilities, libc::EPERM, detail::CAPS_LEFT);
     }
     // The ambient set needs no separate check: the kernel keeps it a subset of
     // permitted ∩ inheritable, both verified empty above.
@@ -93,7 +93,7 @@ pub(super) fn drop_all_capabilities(p: &Prepared<'_>) {
         for cap in 0..=p.last_cap {
             // SAFETY: prctl with integer arguments.
             if unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0, 0, 0) } == 1 {
-                fail(p, Step::Capabilities, libc::EPERM, 200 + cap);
+                fail(p, Step::Capabilities, libc::EPERM, detail::CAPS_BOUNDING_LEFT + cap);
             }
         }
     }

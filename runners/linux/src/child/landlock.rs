@@ -7,7 +7,7 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, RawFd};
 
 use super::{fail, Prepared};
-use crate::status::Step;
+use crate::status::{detail, Step};
 use crate::sys::errno;
 
 /// Step 10: the late rules, then `landlock_restrict_self` (nothing without a ruleset).
@@ -20,7 +20,7 @@ pub(super) fn restrict_self(p: &Prepared<'_>) {
         // SAFETY: landlock_restrict_self on a ruleset fd the parent created.
         let r = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), *flags) };
         if r != 0 {
-            fail(p, Step::Landlock, errno(), 0);
+            fail(p, Step::Landlock, errno(), detail::LANDLOCK_RESTRICT);
         }
     }
 }
@@ -38,7 +38,7 @@ fn add_late_rule(p: &Prepared<'_>, ruleset: RawFd, path: &CString, access: u64, 
     // SAFETY: open with a NUL-terminated path; O_PATH opens nothing but a reference.
     let fd = unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
     if fd < 0 {
-        fail(p, Step::Landlock, errno(), 1000 + index);
+        fail(p, Step::Landlock, errno(), detail::LANDLOCK_LATE_OPEN + index);
     }
     let attr = PathBeneathAttr { allowed_access: access, parent_fd: fd };
     // SAFETY: landlock_add_rule with a ruleset fd, the rule type and a pointer to a
@@ -56,6 +56,6 @@ fn add_late_rule(p: &Prepared<'_>, ruleset: RawFd, path: &CString, access: u64, 
     // SAFETY: closing the O_PATH fd opened above.
     unsafe { libc::close(fd) };
     if r != 0 {
-        fail(p, Step::Landlock, e, 2000 + index);
+        fail(p, Step::Landlock, e, detail::LANDLOCK_LATE_ADD + index);
     }
 }

@@ -14,7 +14,7 @@ use std::io;
 use std::os::fd::RawFd;
 
 use crate::contract::{FileIdentity, StagePlan};
-use crate::status::{write_record, Step, STAGE_SETUP_FAILED_EXIT};
+use crate::status::{detail, write_record, Step, STAGE_SETUP_FAILED_EXIT};
 use crate::sys::{errno, write_file};
 
 pub(crate) mod caps;
@@ -76,7 +76,7 @@ pub(crate) fn stage_outer(p: &mut Prepared<'_>, unblock: bool, pdeath_signal: li
     // 1. Parent-death signal.
     // SAFETY: prctl with integer arguments.
     if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, pdeath_signal as libc::c_ulong, 0, 0, 0) } != 0 {
-        fail(p, Step::ParentDeathSignal, errno(), 0);
+        fail(p, Step::ParentDeathSignal, errno(), detail::PDEATH_SIGNAL);
     }
     apply_limits(p);
 
@@ -96,13 +96,13 @@ pub(crate) fn stage_outer(p: &mut Prepared<'_>, unblock: bool, pdeath_signal: li
     // 4. Identity maps in a new user namespace.
     if let Some(maps) = &plan.id_maps {
         if let Err(e) = write_file(b"/proc/self/setgroups\0", b"deny") {
-            fail(p, Step::IdMaps, e, 0);
+            fail(p, Step::IdMaps, e, detail::ID_MAPS_SETGROUPS);
         }
         if let Err(e) = write_file(b"/proc/self/uid_map\0", maps.uid_map.as_bytes()) {
-            fail(p, Step::IdMaps, e, 1);
+            fail(p, Step::IdMaps, e, detail::ID_MAPS_UID);
         }
         if let Err(e) = write_file(b"/proc/self/gid_map\0", maps.gid_map.as_bytes()) {
-            fail(p, Step::IdMaps, e, 2);
+            fail(p, Step::IdMaps, e, detail::ID_MAPS_GID);
         }
     }
 
@@ -117,11 +117,16 @@ fn apply_limits(p: &Prepared<'_>) {
         // SAFETY: write(2) of a static byte to an fd the parent opened for us.
         let n = unsafe { libc::write(fd, b"0".as_ptr() as *const libc::c_void, 1) };
         if n != 1 {
-            fail(p, Step::Limits, errno(), 16 * u32::try_from(i).unwrap_or(0));
+            fail(
+                p,
+                Step::Limits,
+                errno(),
+                detail::LIMITS_CGROUP + detail::LIMITS_STRIDE * u32::try_from(i).unwrap_or(0),
+            );
         }
     }
     for (i, &(resource, soft, hard)) in limits.rlimits.iter().enumerate() {
-        let detail = 1 + 16 * u32::try_from(i).unwrap_or(0);
+        let detail = detail::LIMITS_RLIMIT + detail::LIMITS_STRIDE * u32::try_from(i).unwrap_or(0);
         let mut old = libc::rlimit64 { rlim_cur: 0, rlim_max: 0 };
         // SAFETY: prlimit64 on ourselves (pid 0) reading into a local struct.
         if unsafe { libc::syscall(libc::SYS_prlimit64, 0, resource, std::ptr::null::<libc::rlimit64>(), &mut old) } != 0
@@ -138,7 +143,7 @@ fn apply_limits(p: &Prepared<'_>) {
     }
     if let Some(adj) = limits.oom_score_adj {
         if let Err(e) = write_file(b"/proc/self/oom_score_adj\0", adj) {
-            fail(p, Step::Limits, e, 2);
+            fail(p, Step::Limits, e, detail::LIMITS_OOM_SCORE_ADJ);
         }
     }
 }
@@ -149,7 +154,7 @@ fn unblock_signals(p: &Prepared<'_>) {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         if libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut()) != 0 {
-            fail(p, Step::Signals, errno(), 0);
+            fail(p, Step::Signals, errno(), detail::SIGNALS_MASK);
         }
     }
 }
@@ -165,12 +170,12 @@ pub(crate) fn stage_inner(p: &mut Prepared<'_>) -> ! {
     } else if plan.new_session {
         // SAFETY: setsid has no arguments.
         if unsafe { libc::setsid() } < 0 {
-            fail(p, Step::NewSession, errno(), 0);
+            fail(p, Step::NewSession, errno(), detail::SESSION_SETSID);
         }
     } else {
         // SAFETY: setpgid with integer arguments (0, 0: this process, its own pid).
         if unsafe { libc::setpgid(0, 0) } < 0 {
-            fail(p, Step::NewSession, errno(), 1);
+            fail(p, Step::NewSession, errno(), detail::SESSION_SETPGID);
         }
     }
 
@@ -195,7 +200,7 @@ pub(crate) fn stage_inner(p: &mut Prepared<'_>) -> ! {
     // SAFETY: close_range with integer arguments.
     let r = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
     if r != 0 {
-        fail(p, Step::CloseFds, errno(), 0);
+        fail(p, Step::CloseFds, errno(), detail::CLOSE_FDS_RANGE);
     }
     for &(src, dst) in &plan.pass_fds {
         // SAFETY: dup2/fcntl on fds the plan names; dup2 clears close-on-exec on the
@@ -215,7 +220,7 @@ pub(crate) fn stage_inner(p: &mut Prepared<'_>) -> ! {
     // 8. Working directory.
     // SAFETY: chdir with a NUL-terminated path.
     if unsafe { libc::chdir(plan.cwd.as_ptr()) } != 0 {
-        fail(p, Step::Chdir, errno(), 0);
+        fail(p, Step::Chdir, errno(), detail::CHDIR_CALL);
     }
     if let Some(want) = plan.cwd_expect {
         // The directory we are in now, whatever path led here: it must be the one
@@ -229,8 +234,8 @@ pub(crate) fn stage_inner(p: &mut Prepared<'_>) -> ! {
         }
         match got {
             Ok(got) if got == want => {}
-            Ok(_) => fail(p, Step::Chdir, libc::ESTALE, 1),
-            Err(e) => fail(p, Step::Chdir, e.raw_os_error().unwrap_or(libc::EIO), 1),
+            Ok(_) => fail(p, Step::Chdir, libc::ESTALE, detail::CHDIR_IDENTITY),
+            Err(e) => fail(p, Step::Chdir, e.raw_os_error().unwrap_or(libc::EIO), detail::CHDIR_IDENTITY),
         }
     }
     confine_and_exec(p)
@@ -243,7 +248,7 @@ pub(crate) fn confine_and_exec(p: &mut Prepared<'_>) -> ! {
     // 9. no_new_privs.
     // SAFETY: prctl with integer arguments.
     if plan.no_new_privs && unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        fail(p, Step::NoNewPrivs, errno(), 0);
+        fail(p, Step::NoNewPrivs, errno(), detail::NO_NEW_PRIVS);
     }
 
     // 10. Landlock: late rules for child-only trees, then restrict.
@@ -260,9 +265,9 @@ pub(crate) fn confine_and_exec(p: &mut Prepared<'_>) -> ! {
     // 13. exec. The helper first says it got this far (see `helper`); a failed
     // execve then adds its failure record after that one.
     if p.ok_record {
-        write_record(p.status_fd, Step::Exec, 0, 0);
+        write_record(p.status_fd, Step::Exec, 0, detail::EXEC_CALL);
     }
     // SAFETY: execve with NUL-terminated, null-terminated arrays built before clone.
     unsafe { libc::execve(plan.program.as_ptr(), p.argv.as_ptr(), p.envp.as_ptr()) };
-    fail(p, Step::Exec, errno(), 0);
+    fail(p, Step::Exec, errno(), detail::EXEC_CALL);
 }

@@ -9,7 +9,7 @@
 use std::os::fd::RawFd;
 
 use super::{fail, Prepared};
-use crate::status::Step;
+use crate::status::{detail, Step};
 use crate::sys::{errno, CmsgBuf};
 
 /// `SECCOMP_FILTER_FLAG_NEW_LISTENER`.
@@ -35,7 +35,12 @@ pub(super) fn install_filters(p: &Prepared<'_>) {
             let listener = r as RawFd;
             if let Some(sock) = plan.notify_socket {
                 if let Err(e) = send_fd(sock, listener) {
-                    fail(p, Step::Seccomp, e, u32::try_from(i).unwrap_or(u32::MAX).saturating_add(100));
+                    fail(
+                        p,
+                        Step::Seccomp,
+                        e,
+                        u32::try_from(i).unwrap_or(u32::MAX).saturating_add(detail::SECCOMP_SEND_LISTENER),
+                    );
                 }
             }
             // SAFETY: closing the listener fd this step just received.
