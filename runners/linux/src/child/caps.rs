@@ -5,7 +5,7 @@
 //!
 //! What it does not do: keep any capability; there is no allow-list.
 
-use super::{fail, Prepared};
+use super::prepared::{fail, Prepared};
 use crate::status::{detail, Step};
 use crate::sys::errno;
 

@@ -6,7 +6,7 @@
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, RawFd};
 
-use super::{fail, Prepared};
+use super::prepared::{fail, Prepared};
 use crate::status::{detail, Step};
 use crate::sys::errno;
 

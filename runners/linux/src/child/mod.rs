@@ -5,51 +5,25 @@
 //! and seccomp (with the listener hand-back) are submodules.
 //!
 //! Everything here runs in the child: raw, async-signal-safe syscalls on memory the
-//! parent prepared (`Prepared`), no allocation, no locks, no panics. A failed step
-//! writes a status record and exits (`fail`).
+//! parent prepared (`prepared::Prepared`), no allocation, no locks, no panics. A failed step
+//! writes a status record and exits (`prepared::fail`).
 //!
 //! What it does not do: decide anything. Every value comes from the plan.
 
 use std::io;
 use std::os::fd::RawFd;
 
-use crate::contract::{FileIdentity, StagePlan};
-use crate::status::{detail, write_record, Step, STAGE_SETUP_FAILED_EXIT};
+use crate::contract::FileIdentity;
+use crate::status::{detail, write_record, Step};
 use crate::sys::{errno, write_file};
 
 pub(crate) mod caps;
 mod landlock;
 mod mounts;
+mod prepared;
 mod seccomp;
 
-/// Pointers the child reads; built in the parent so the child never allocates.
-pub(crate) struct Prepared<'a> {
-    pub(crate) plan: &'a StagePlan,
-    pub(crate) argv: Vec<*const libc::c_char>,
-    pub(crate) envp: Vec<*const libc::c_char>,
-    pub(crate) slots: Vec<RawFd>,
-    pub(crate) filters: Vec<libc::sock_fprog>,
-    pub(crate) status_fd: RawFd,
-    pub(crate) last_cap: u32,
-    /// Init mode: the write end of the exit-status pipe, and the command's stack top.
-    pub(crate) exit_fd: RawFd,
-    pub(crate) inner_stack_top: usize,
-    /// The helper writes a success record before `execve` (its status pipe is also
-    /// held by bubblewrap's monitor, so end-of-file cannot mean success there).
-    pub(crate) ok_record: bool,
-    /// Supervising init (no pid namespace): the command stays in the init's process
-    /// group instead of starting its own (step 3 is the init's).
-    pub(crate) join_init_group: bool,
-    /// The pid of the process that spawns (cordon), for the init's parent-death check.
-    pub(crate) parent_pid: libc::pid_t,
-}
-
-/// Report a failed step on the status pipe and exit. Never returns.
-pub(crate) fn fail(p: &Prepared<'_>, step: Step, errno: i32, detail: u32) -> ! {
-    write_record(p.status_fd, step, errno, detail);
-    // SAFETY: _exit(2) is async-signal-safe and cannot fail.
-    unsafe { libc::_exit(STAGE_SETUP_FAILED_EXIT) }
-}
+pub(crate) use prepared::{fail, Prepared};
 
 /// The clone entry point of the child without an init (see `spawn`).
 pub(crate) extern "C" fn child_entry(arg: *mut libc::c_void) -> libc::c_int {

@@ -7,7 +7,7 @@
 
 use std::os::fd::{AsRawFd, RawFd};
 
-use super::{fail, Prepared};
+use super::prepared::{fail, Prepared};
 use crate::contract::{FileIdentity, MountOp};
 use crate::status::Step;
 use crate::sys::{errno, open_path_no_symlinks};

@@ -8,7 +8,7 @@
 
 use std::os::fd::RawFd;
 
-use super::{fail, Prepared};
+use super::prepared::{fail, Prepared};
 use crate::status::{detail, Step};
 use crate::sys::{errno, CmsgBuf};
 
