@@ -7,7 +7,7 @@
 //!   gone, and leaves a fresh one, one whose writer lives, foreign files, other
 //!   directories and symlinks (and what they point to) alone.
 //!
-//! A failed spill (`spill_failed`) is covered in tests/executor.rs (a full tmpfs) and
+//! A failed spill (`spill_failed`) is covered in `executor.rs` here (a full tmpfs) and
 //! the capture's unit tests. Each CLI case gets its own `TMPDIR`, so cordon's private
 //! directory `$TMPDIR/cordon-<euid>` holds only this case's files. Time bounds only
 //! catch hangs.
