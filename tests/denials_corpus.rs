@@ -16,16 +16,9 @@ use std::sync::Arc;
 
 const CORPUS: &str = include_str!("corpus/denials.json");
 
-fn must_enforce() -> bool {
-    std::env::var("CORDON_MUST_ENFORCE").is_ok_and(|v| v == "1")
-}
+mod common;
 
-fn skip(test: &str, why: &str) {
-    if must_enforce() {
-        panic!("{test}: {why} (CORDON_MUST_ENFORCE=1)");
-    }
-    println!("SKIP {test}: {why}");
-}
+use common::{skip_or_fail as skip, skip_regardless};
 
 fn have(tool: &str) -> bool {
     Command::new("sh").args(["-c", &format!("command -v {tool} >/dev/null 2>&1")]).status().is_ok_and(|s| s.success())
@@ -105,7 +98,7 @@ fn denial_classification_corpus() {
         let needs: Vec<&str> =
             e["needs"].as_array().map(|a| a.iter().filter_map(|x| x.as_str()).collect()).unwrap_or_default();
         if let Some(missing) = needs.iter().find(|t| !have(t)) {
-            println!("SKIP {test}/{id}: `{missing}` is not installed");
+            skip_regardless(&format!("{test}/{id}"), &format!("`{missing}` is not installed"));
             skipped.push(id.to_string());
             continue;
         }

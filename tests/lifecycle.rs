@@ -12,6 +12,11 @@
 //!
 //! Every case runs as root and as the unprivileged test user (`each_identity`). Time
 //! bounds only catch hangs (a process that never goes away).
+//!
+//! Its own test binary: `bwrap_runs_leave_no_zombie` makes the test process a child
+//! subreaper, a process-wide setting; other suites' orphans must not reach it.
+#![cfg(target_os = "linux")]
+
 mod common;
 
 use common::*;

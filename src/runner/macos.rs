@@ -3,7 +3,7 @@
 //! is the runner seam: it turns the planner's argv into a [`LaunchPlan`] and reports
 //! the enforcement Seatbelt reaches.
 //!
-//! What it does not do yet: launch. cordon's process stage (`runners/`) uses Linux
+//! What it does not do yet: launch. cordon's process stage (`runners/linux/`) uses Linux
 //! system calls, so on macOS `probe()` reports the runner unavailable and confined
 //! modes fail closed with `SANDBOX_UNAVAILABLE` (docs/seatbelt.md).
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A small `cordon serve` client (Python standard library only) and the scenarios that
-tests/serve.rs runs with it.
+tests/integration/serve.rs runs with it.
 
 Usage: serve_client.py --cordon BIN --workspace DIR SCENARIO
 

@@ -9,21 +9,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 
-const CORDON: &str = env!("CARGO_BIN_EXE_cordon");
-
-fn must_enforce() -> bool {
-    std::env::var("CORDON_MUST_ENFORCE").is_ok_and(|v| v == "1")
-}
-
-fn skip_or_fail(test: &str, reason: &str) {
-    if must_enforce() {
-        panic!("CORDON_MUST_ENFORCE=1 but {test} would be skipped: {reason}");
-    }
-    println!("SKIP {test}: {reason}");
-    eprintln!("SKIP {test}: {reason}");
-}
+use crate::common::cli::{confined_works, cordon_bin};
+use crate::common::{skip_or_fail, VarTmp};
 
 /// A Python that can import the MCP SDK, or why there is none.
 fn python_with_mcp() -> Result<PathBuf, String> {
@@ -44,62 +32,24 @@ fn python_with_mcp() -> Result<PathBuf, String> {
     }
 }
 
-/// A workspace (with `sub/` and `.git/`) and an outside directory, outside `/tmp`
-/// (private inside the sandbox). Removed on drop.
-struct Dirs {
-    root: PathBuf,
-}
-
-impl Dirs {
-    fn new(name: &str) -> Dirs {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let base = std::env::var_os("CORDON_TEST_DIR").map(PathBuf::from).unwrap_or_else(|| "/var/tmp".into());
-        let root = base.join(format!("cordon-mcp-{}-{}-{name}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
-        std::fs::create_dir_all(root.join("ws/sub")).unwrap();
-        std::fs::create_dir_all(root.join("ws/.git")).unwrap();
-        std::fs::create_dir_all(root.join("outside")).unwrap();
-        Dirs { root }
-    }
-}
-
-impl Drop for Dirs {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
-    }
-}
-
-fn confined_works(ws: &Path) -> Result<(), String> {
-    let out = Command::new(CORDON)
-        .args(["run", "--json", "--mode", "workspace-write", "--cwd"])
-        .arg(ws)
-        .args(["--", "true"])
-        .output()
-        .map_err(|e| e.to_string())?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!("cordon run cannot confine here: {}", String::from_utf8_lossy(&out.stdout)))
-    }
-}
-
 fn scenario(test: &str, name: &str) {
-    let dirs = Dirs::new(name);
+    let dirs = VarTmp::new(&format!("mcp-{name}"));
     let py = match python_with_mcp() {
         Ok(p) => p,
         Err(reason) => return skip_or_fail(test, &reason),
     };
-    if let Err(reason) = confined_works(&dirs.root.join("ws")) {
+    if let Err(reason) = confined_works(&dirs.ws()) {
         return skip_or_fail(test, &reason);
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_client.py");
     let out = Command::new(py)
         .arg(script)
         .arg("--cordon")
-        .arg(CORDON)
+        .arg(cordon_bin())
         .arg("--workspace")
-        .arg(dirs.root.join("ws"))
+        .arg(dirs.ws())
         .arg("--outside")
-        .arg(dirs.root.join("outside"))
+        .arg(dirs.outside())
         .arg(name)
         .output()
         .expect("running the MCP client");

@@ -20,16 +20,17 @@
 //! `SKIP <test>: <reason>`, and fail instead when `CORDON_MUST_ENFORCE=1`. No assertion
 //! measures speed: time bounds only catch hangs and are far above the expected time.
 
+use crate::common::cli::{cordon, CliOut};
+use crate::common::{self, skip_or_fail, skip_regardless, PATH_ENV};
 use cordon::{CordonError, Executor, ExecutorConfig, Handle, HostFacts, Mode, Request, RunResult, Status, Stdin};
 use nix::errno::Errno;
 use nix::unistd::Pid;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
@@ -43,28 +44,6 @@ const GONE_WITHIN: Duration = Duration::from_secs(5);
 const KILL_GRACE: Duration = Duration::from_millis(300);
 /// A small pipe-drain grace so grandchild-held pipes are abandoned quickly.
 const DRAIN_GRACE: Duration = Duration::from_millis(300);
-/// `PATH` of the controlled ambient environment.
-const PATH_ENV: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-// ------------------------------------------------------------------ skipping
-
-fn must_enforce() -> bool {
-    std::env::var("CORDON_MUST_ENFORCE").is_ok_and(|v| v == "1")
-}
-
-/// Writes straight to stderr (libtest only captures the print macros) and stdout.
-fn loud(line: &str) {
-    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
-    println!("{line}");
-}
-
-/// `SKIP <test>: <reason>`, or a failure when `CORDON_MUST_ENFORCE=1`.
-fn skip_or_fail(test: &str, reason: &str) {
-    if must_enforce() {
-        panic!("CORDON_MUST_ENFORCE=1 but {test} would be skipped: {reason}");
-    }
-    loud(&format!("SKIP {test}: {reason}"));
-}
 
 // ------------------------------------------------------------------ fixtures
 
@@ -73,10 +52,7 @@ fn euid() -> u32 {
 }
 
 fn temp_dir(tag: &str) -> TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("cordon-exec-{tag}-"))
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .expect("create a temp dir")
+    common::temp_dir(&format!("exec-{tag}"))
 }
 
 /// A controlled ambient environment: tests never depend on the runner's own env.
@@ -593,7 +569,7 @@ async fn failed_spill_withholds_the_path_but_keeps_the_tail() {
     // Needs privilege, not a kernel sandbox feature: a loud skip, never a failure.
     let fs = match TinyTmpfs::mount("64k") {
         Ok(fs) => fs,
-        Err(why) => return loud(&format!("SKIP {test}: {why}")),
+        Err(why) => return skip_regardless(test, &why),
     };
     let fx = Fx::with("spillfail", |c| c.state_dir = Some(fs.dir.path().to_path_buf()));
     // ~1.3 MB of ASCII: the spill hits ENOSPC long before the end.
@@ -985,61 +961,6 @@ async fn sandbox_unavailable_runs_nothing() {
 }
 
 // ------------------------------------------------------------------ 11, 12. CLI
-
-struct CliOut {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl CliOut {
-    fn json(&self) -> Value {
-        let line = self.stdout.lines().last().unwrap_or_else(|| panic!("no JSON on stdout; stderr: {}", self.stderr));
-        serde_json::from_str(line).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {:?}", self.stdout))
-    }
-
-    fn error_code(&self) -> String {
-        self.json()["error"]["code"].as_str().unwrap_or_else(|| panic!("no error.code: {}", self.stdout)).to_string()
-    }
-}
-
-/// Runs the cordon binary with a hang deadline.
-fn cordon(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> CliOut {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cordon"));
-    cmd.args(args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("spawn cordon");
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = out.read_to_end(&mut s);
-        s
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut s = Vec::new();
-        let _ = err.read_to_end(&mut s);
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if start.elapsed() > HANG {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("cordon {args:?} did not finish within {HANG:?}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let stdout = String::from_utf8_lossy(&t_out.join().unwrap()).into_owned();
-    let stderr = String::from_utf8_lossy(&t_err.join().unwrap()).into_owned();
-    let code = status.code().unwrap_or_else(|| panic!("cordon itself died: {status:?}; stderr: {stderr}"));
-    CliOut { code, stdout, stderr }
-}
 
 fn keys(v: &Value) -> BTreeSet<String> {
     v.as_object().unwrap_or_else(|| panic!("not an object: {v}")).keys().cloned().collect()

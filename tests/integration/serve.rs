@@ -9,75 +9,17 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 
-const CORDON: &str = env!("CARGO_BIN_EXE_cordon");
-
-fn must_enforce() -> bool {
-    std::env::var("CORDON_MUST_ENFORCE").is_ok_and(|v| v == "1")
-}
-
-fn skip_or_fail(test: &str, reason: &str) {
-    if must_enforce() {
-        panic!("CORDON_MUST_ENFORCE=1 but {test} would be skipped: {reason}");
-    }
-    println!("SKIP {test}: {reason}");
-    eprintln!("SKIP {test}: {reason}");
-}
+use crate::common::cli::{confined_works, cordon_bin};
+use crate::common::{skip_or_fail, VarTmp};
 
 fn python() -> Option<PathBuf> {
     let candidate = std::env::var_os("CORDON_TEST_PYTHON").map(PathBuf::from).unwrap_or_else(|| "python3".into());
     Command::new(&candidate).arg("-c").arg("import sys").output().ok()?.status.success().then_some(candidate)
 }
 
-/// A workspace (with `sub/` and `.git/`) and an outside directory, both outside `/tmp`
-/// (which is private inside the sandbox). Removed on drop.
-struct Dirs {
-    root: PathBuf,
-}
-
-impl Dirs {
-    fn new(name: &str) -> Dirs {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let base = std::env::var_os("CORDON_TEST_DIR").map(PathBuf::from).unwrap_or_else(|| "/var/tmp".into());
-        let root =
-            base.join(format!("cordon-serve-{}-{}-{name}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
-        std::fs::create_dir_all(root.join("ws/sub")).unwrap();
-        std::fs::create_dir_all(root.join("ws/.git")).unwrap();
-        std::fs::create_dir_all(root.join("outside")).unwrap();
-        Dirs { root }
-    }
-    fn ws(&self) -> PathBuf {
-        self.root.join("ws")
-    }
-    fn outside(&self) -> PathBuf {
-        self.root.join("outside")
-    }
-}
-
-impl Drop for Dirs {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.root);
-    }
-}
-
-/// Whether confined runs work here (else the reason).
-fn confined_works(ws: &Path) -> Result<(), String> {
-    let out = Command::new(CORDON)
-        .args(["run", "--json", "--mode", "workspace-write", "--cwd"])
-        .arg(ws)
-        .args(["--", "true"])
-        .output()
-        .map_err(|e| e.to_string())?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!("cordon run cannot confine here: {}", String::from_utf8_lossy(&out.stdout)))
-    }
-}
-
 fn scenario(test: &str, name: &str) {
-    let dirs = Dirs::new(name);
+    let dirs = VarTmp::new(&format!("serve-{name}"));
     let Some(py) = python() else {
         return skip_or_fail(test, "no Python (set CORDON_TEST_PYTHON or install python3)");
     };
@@ -88,7 +30,7 @@ fn scenario(test: &str, name: &str) {
     let out = Command::new(py)
         .arg(script)
         .arg("--cordon")
-        .arg(CORDON)
+        .arg(cordon_bin())
         .arg("--workspace")
         .arg(dirs.ws())
         .arg("--outside")
@@ -134,14 +76,14 @@ fn serve_closing_stdin_kills_children() {
 #[test]
 fn serve_piped_request_gets_its_real_result() {
     const TRIES: usize = 200;
-    let dirs = Dirs::new("piped");
+    let dirs = VarTmp::new("serve-piped");
     if let Err(reason) = confined_works(&dirs.ws()) {
         return skip_or_fail("serve_piped_request_gets_its_real_result", &reason);
     }
     let request = br#"{"jsonrpc":"2.0","id":18446744073709551616,"method":"run","params":{"command":"echo piped"}}
 "#;
     for i in 0..TRIES {
-        let mut child = Command::new(CORDON)
+        let mut child = Command::new(cordon_bin())
             .args(["serve", "--mode", "workspace-write", "--cwd"])
             .arg(dirs.ws())
             .stdin(std::process::Stdio::piped())
@@ -188,8 +130,8 @@ fn serve_memory_stays_bounded_when_the_client_does_not_read() {
     /// How long an unbounded server needs at most to run all twenty (it runs them at
     /// once); a bounded one stops after the first and waits for the client.
     const SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
-    let dirs = Dirs::new("unread");
-    let mut child = Command::new(CORDON)
+    let dirs = VarTmp::new("serve-unread");
+    let mut child = Command::new(cordon_bin())
         .args(["serve", "--mode", "full-access", "--cwd"])
         .arg(dirs.ws())
         .stdin(std::process::Stdio::piped())
@@ -265,10 +207,10 @@ fn serve_spills_nobody_received_are_removed() {
         serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "start", "params": {"command": big}}),
     ];
     for reader in [true, false] {
-        let dirs = Dirs::new(if reader { "spill-read" } else { "spill-gone" });
+        let dirs = VarTmp::new(if reader { "serve-spill-read" } else { "serve-spill-gone" });
         let tmp = dirs.root.join("tmp");
         std::fs::create_dir_all(&tmp).unwrap();
-        let mut child = Command::new(CORDON)
+        let mut child = Command::new(cordon_bin())
             .args(["serve", "--mode", "full-access", "--cwd"])
             .arg(dirs.ws())
             .env("TMPDIR", &tmp)
@@ -322,8 +264,8 @@ fn serve_background_tails_are_bounded_in_bytes() {
     const BOUND_KIB: u64 = 512 * 1024;
     const JOBS: usize = 20;
     const OUT: usize = 16 << 20;
-    let dirs = Dirs::new("bg-tails");
-    let mut child = Command::new(CORDON)
+    let dirs = VarTmp::new("serve-bg-tails");
+    let mut child = Command::new(cordon_bin())
         .args(["serve", "--mode", "full-access", "--cwd"])
         .arg(dirs.ws())
         .stdin(std::process::Stdio::piped())

@@ -3,8 +3,8 @@
 //! 1. Golden tests: the complete plan for each case (bwrap's argv, what cordon's
 //!    stage does before bwrap runs, the enforcement report) is compared with
 //!    `tests/golden/bwrap/<case>.plan`; refused inputs with the messages in
-//!    `errors.txt`. `CORDON_UPDATE_GOLDEN=1 cargo test --test bwrap_golden` rewrites
-//!    them (review the diff before committing).
+//!    `errors.txt`. `CORDON_UPDATE_GOLDEN=1 cargo test --test planner bwrap_golden::`
+//!    rewrites them (review the diff before committing).
 //! 2. Invariants checked on every planned case: the argv parses the way bubblewrap
 //!    parses it (every option with its exact arity, no path taken for an option), the
 //!    mount order, bind sources equal to their targets, and the stage settings.
@@ -24,11 +24,7 @@ use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-/// Set to `1` to rewrite the golden files instead of comparing with them.
-mod golden_support;
-use golden_support::updating;
-/// Set to `1` (CI does) to turn a skipped end-to-end test into a failure.
-const MUST_ENFORCE_ENV: &str = "CORDON_MUST_ENFORCE";
+use crate::common::golden::{self, updating};
 /// The bubblewrap path the golden plans use.
 const BWRAP: &str = "/usr/bin/bwrap";
 /// The cordon executable the golden plans use as the stage helper.
@@ -38,9 +34,9 @@ fn repo_path(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
 
-/// Compare `actual` with the golden file `name` (see `golden_support`).
+/// Compare `actual` with the golden file `name` (see `common::golden`).
 fn check_golden(name: &str, actual: &str) {
-    golden_support::check_golden(&repo_path("tests/golden/bwrap"), name, actual);
+    golden::check_golden(&repo_path("tests/golden/bwrap"), name, actual);
 }
 
 // ------------------------------------------------------------------ cases
@@ -581,15 +577,16 @@ fn plan_is_pure_and_deterministic() {
 
 #[cfg(target_os = "linux")]
 mod e2e {
-    use super::MUST_ENFORCE_ENV;
+    use crate::common::{find_in_path, skip_or_fail};
     use serde_json::Value;
     use std::os::unix::fs::PermissionsExt;
     use std::path::PathBuf;
     use std::process::{Command, Stdio};
 
-    /// Whether bubblewrap runs can be tested here; prints the skip line when not.
+    /// Whether bubblewrap runs can be tested here; skips loudly (or fails under
+    /// `CORDON_MUST_ENFORCE=1`) when not.
     fn ready(test: &str) -> bool {
-        let reason = if which_bwrap().is_none() {
+        let reason = if find_in_path("bwrap").is_none() {
             Some("bubblewrap (bwrap) is not installed")
         } else if std::fs::read_to_string("/proc/sys/user/max_user_namespaces").is_ok_and(|v| v.trim() == "0")
             && euid_from_proc() != 0
@@ -600,22 +597,11 @@ mod e2e {
         };
         match reason {
             None => true,
-            Some(r) if std::env::var(MUST_ENFORCE_ENV).is_ok_and(|v| v == "1") => {
-                panic!("{test}: {r} and {MUST_ENFORCE_ENV}=1")
-            }
             Some(r) => {
-                println!("SKIP {test}: {r}");
+                skip_or_fail(test, r);
                 false
             }
         }
-    }
-
-    fn which_bwrap() -> Option<PathBuf> {
-        std::env::var_os("PATH")
-            .into_iter()
-            .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-            .map(|d| d.join("bwrap"))
-            .find(|p| p.is_file())
     }
 
     fn euid_from_proc() -> u32 {

@@ -34,6 +34,8 @@
 //! enforces the modes here (or off x86_64, or without python3), and fail instead when
 //! `CORDON_MUST_ENFORCE=1`.
 
+use crate::common::cli::{confined_unavailable, cordon, cordon_bin, CliOut};
+use crate::common::{skip_or_fail, skip_regardless, temp_dir};
 use cordon::escalation::{
     self, AuditLog, AuditRecord, Decision, EscalationError, EscalationOptions, EscalationRequest, Trigger, Verdict,
 };
@@ -41,37 +43,18 @@ use cordon::session::{self, GoverningKind, SessionEvent};
 use cordon::{Approver, CordonError, Executor, ExecutorConfig, HostFacts, Mode, Request};
 use serde_json::Value;
 use std::future::Future;
-use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
-/// The cordon binary under test: this build's, or `CORDON_TEST_BIN` (to show that a
-/// CLI case fails against an older build: `CORDON_TEST_BIN=/old/cordon cargo test`).
-fn cordon_bin() -> String {
-    std::env::var("CORDON_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_cordon").to_string())
-}
-
-/// A cordon invocation that takes longer than this is hung.
-const HANG: Duration = Duration::from_secs(60);
 /// Ends a shell command so that a confined run is denied with evidence (SIGSYS from the
 /// seccomp filter on an x32 syscall number) while an unconfined one exits 0.
 const DENY_TAIL: &str = "exec python3 -c 'import ctypes; ctypes.CDLL(None).syscall(0x40000027)'";
 
 // ------------------------------------------------------------------ skipping
-
-fn must_enforce() -> bool {
-    std::env::var("CORDON_MUST_ENFORCE").is_ok_and(|v| v == "1")
-}
-
-fn loud(line: &str) {
-    let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
-    println!("{line}");
-}
 
 /// Why confined escalation cases cannot be judged here, if they cannot.
 fn cannot_judge() -> Option<String> {
@@ -81,31 +64,16 @@ fn cannot_judge() -> Option<String> {
     if which::which("python3").is_err() {
         return Some("no python3 (used for the denial trigger and the pseudo-terminal)".into());
     }
-    let host = HostFacts::detect();
-    for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
-        let policy = cordon::ExecutionPolicy {
-            mode,
-            workspace: PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
-            writable_roots: vec![],
-            protected: vec![],
-            network: false,
-            best_effort: false,
-            allow_unix_sockets: Vec::new(),
-        };
-        if let Err(e) = cordon::runner::select(&policy, &host, cordon::RunnerChoice::Auto) {
-            return Some(format!("{mode} cannot be enforced here: {e}"));
-        }
-    }
-    None
+    confined_unavailable()
 }
 
-/// True when the case should return early (after a loud skip).
+/// True when the case should return early (after a loud skip, or a failure under
+/// `CORDON_MUST_ENFORCE=1`).
 fn skip(test: &str) -> bool {
     match cannot_judge() {
         None => false,
-        Some(reason) if must_enforce() => panic!("CORDON_MUST_ENFORCE=1 but {test} would be skipped: {reason}"),
         Some(reason) => {
-            loud(&format!("SKIP {test}: {reason}"));
+            skip_or_fail(test, &reason);
             true
         }
     }
@@ -124,10 +92,7 @@ struct Dirs {
 }
 
 fn dirs(tag: &str) -> Dirs {
-    let root = tempfile::Builder::new()
-        .prefix(&format!("cordon-esc-{tag}-"))
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .expect("temp dir");
+    let root = temp_dir(&format!("esc-{tag}"));
     let base = root.path().canonicalize().unwrap();
     let [ws, out, gov] = ["ws", "out", "gov"].map(|d| base.join(d));
     for d in [&ws, &out, &gov] {
@@ -528,50 +493,6 @@ fn prompt_escapes_hostile_command_text() {
 
 // ------------------------------------------------------------------ CLI
 
-struct CliOut {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl CliOut {
-    fn json(&self) -> Value {
-        let line = self.stdout.lines().last().unwrap_or_else(|| panic!("no stdout; stderr: {}", self.stderr));
-        serde_json::from_str(line).unwrap_or_else(|e| panic!("stdout is not one JSON object ({e}): {:?}", self.stdout))
-    }
-}
-
-fn cordon(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> CliOut {
-    let mut cmd = std::process::Command::new(cordon_bin());
-    cmd.args(args).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    cmd.envs(env.iter().copied());
-    let mut child = cmd.spawn().expect("spawn cordon");
-    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let t_out = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if start.elapsed() > HANG {
-            let _ = child.kill();
-            panic!("cordon {args:?} hung");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    let (stdout, stderr) = (t_out.join().unwrap(), t_err.join().unwrap());
-    CliOut { code: status.code().unwrap_or_else(|| panic!("cordon died: {status:?}: {stderr}")), stdout, stderr }
-}
-
 /// An approver script (outside every writable root) that saves its stdin to `dump`,
 /// prints noise on stdout, and exits with `status`.
 fn approver_script(dir: &Path, dump: &Path, status: i32) -> PathBuf {
@@ -895,7 +816,7 @@ fn cli_ask_without_a_terminal_refuses() {
         return;
     }
     if which::which("setsid").is_err() {
-        return loud("SKIP cli_ask_without_a_terminal_refuses: no setsid (util-linux) to drop the terminal");
+        return skip_regardless("cli_ask_without_a_terminal_refuses", "no setsid (util-linux) to drop the terminal");
     }
     let d = dirs("cli-ask-notty");
     let target = d.out.join("effect");
@@ -1018,7 +939,7 @@ fn attack_env_shebang_approver_ignores_a_workspace_path() {
         return;
     }
     if !["/usr/local/bin/python3", "/usr/bin/python3", "/bin/python3"].iter().any(|p| Path::new(p).exists()) {
-        return loud("SKIP attack_env_shebang_approver_ignores_a_workspace_path: no python3 on the fixed PATH");
+        return skip_regardless("attack_env_shebang_approver_ignores_a_workspace_path", "no python3 on the fixed PATH");
     }
     for id in identities() {
         let d = dirs("att-approver-env");
@@ -1223,7 +1144,7 @@ fn attack_bound_fingerprint_follows_the_script_contents() {
     std::fs::write(&script, "echo two\n").unwrap();
     let (plain_b, bound_b) = (fp(false), fp(true));
     if plain_a.is_none() {
-        return loud("SKIP attack_bound_fingerprint_follows_the_script_contents: full-access not available");
+        return skip_regardless("attack_bound_fingerprint_follows_the_script_contents", "full-access not available");
     }
     assert_eq!(plain_a, plain_b, "the text-only fingerprint cannot see the script (documented)");
     assert_ne!(bound_a, bound_b, "--bind-script: a rewritten script is a different call");

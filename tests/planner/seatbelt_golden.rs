@@ -3,14 +3,15 @@
 //! 1. Golden tests: the exact `sandbox-exec` argv and profile text for each case are
 //!    compared with `tests/golden/seatbelt/<case>.argv` and `<case>.sb`; refused
 //!    inputs with the messages in `errors.txt`. `CORDON_UPDATE_GOLDEN=1 cargo test
-//!    --test seatbelt_golden` rewrites them (review the diff before committing).
+//!    --test planner seatbelt_golden::` rewrites them (review the diff before
+//!    committing).
 //! 2. Invariants checked on every planned case: the argv shape, every `(param ..)`
 //!    the profile names is passed with `-D` and nothing else is, no path value occurs
 //!    in the profile text, and the protected denies come after every allow.
 //! 3. Validation of every `profiles/seatbelt/*.sb` file and of every generated
 //!    profile (see [`validate_sbpl`]).
-//! 4. macOS integration tests (`macos_*`): they run real commands under
-//!    `/usr/bin/sandbox-exec`; elsewhere they print `SKIP <test>: requires macOS`.
+//! 4. macOS integration tests (`macos::macos_*`): they run real commands under
+//!    `/usr/bin/sandbox-exec`; compiled on macOS only.
 
 use cordon::mode::Mode;
 use cordon::runner::seatbelt::{
@@ -22,12 +23,7 @@ use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-/// Set to `1` to rewrite the golden files instead of comparing with them.
-mod golden_support;
-use golden_support::updating;
-
-/// Set to `1` (CI does) to turn a missing `sandbox-exec` on macOS into a failure.
-const MUST_ENFORCE_ENV: &str = "CORDON_MUST_ENFORCE";
+use crate::common::golden::{self, updating};
 
 /// Path literals a profile may contain: fixed system locations, never a user's
 /// files. Matched as the whole literal or as a prefix ending in `/`.
@@ -55,9 +51,9 @@ fn repo_path(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
 
-/// Compare `actual` with the golden file `name` (see `golden_support`).
+/// Compare `actual` with the golden file `name` (see `common::golden`).
 fn check_golden(name: &str, actual: &str) {
-    golden_support::check_golden(&repo_path("tests/golden/seatbelt"), name, actual);
+    golden::check_golden(&repo_path("tests/golden/seatbelt"), name, actual);
 }
 
 // ------------------------------------------------------------------ cases
@@ -603,146 +599,147 @@ fn validator_catches_what_it_promises() {
 
 // ------------------------------------------------------- macOS integration
 
-/// Whether a macOS integration test can run here; prints the skip line when not.
-fn macos_ready(test: &str) -> bool {
-    if !cfg!(target_os = "macos") {
-        println!("SKIP {test}: requires macOS");
-        return false;
-    }
-    if !Path::new(SANDBOX_EXEC_PATH).is_file() {
-        if std::env::var(MUST_ENFORCE_ENV).is_ok_and(|v| v == "1") {
-            panic!("{test}: {SANDBOX_EXEC_PATH} is missing and {MUST_ENFORCE_ENV}=1");
+/// Real runs under `/usr/bin/sandbox-exec`: compiled on macOS only (elsewhere there is
+/// nothing to run them with, and a test that can only skip would count as passed).
+#[cfg(target_os = "macos")]
+mod macos {
+    use super::*;
+    use crate::common::skip_or_fail;
+
+    /// Whether `sandbox-exec` is there to run the case; skips loudly (or fails under
+    /// `CORDON_MUST_ENFORCE=1`) when not.
+    fn macos_ready(test: &str) -> bool {
+        if !Path::new(SANDBOX_EXEC_PATH).is_file() {
+            skip_or_fail(test, &format!("{SANDBOX_EXEC_PATH} is missing"));
+            return false;
         }
-        println!("SKIP {test}: {SANDBOX_EXEC_PATH} is missing");
-        return false;
+        true
     }
-    true
-}
 
-/// A scratch area with canonical paths: a workspace, a private temp dir and a
-/// directory outside both.
-struct Scratch {
-    _dir: tempfile::TempDir,
-    ws: PathBuf,
-    tmp: PathBuf,
-    outside: PathBuf,
-}
-
-fn scratch(ws_name: &str) -> Scratch {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().canonicalize().unwrap();
-    let ws = root.join(ws_name);
-    let tmp = root.join("run-tmp");
-    let outside = root.join("outside");
-    for d in [&ws, &tmp, &outside] {
-        std::fs::create_dir_all(d).unwrap();
+    /// A scratch area with canonical paths: a workspace, a private temp dir and a
+    /// directory outside both.
+    struct Scratch {
+        _dir: tempfile::TempDir,
+        ws: PathBuf,
+        tmp: PathBuf,
+        outside: PathBuf,
     }
-    Scratch { _dir: dir, ws, tmp, outside }
-}
 
-/// Run `script` under `sh -c` in a plan built from `s`, returning (stdout, stderr).
-/// The script reports each step as `OK <name>` or `DENIED <name>`.
-fn run_sh(s: &Scratch, mode: Mode, protected: &[PathBuf], network: bool, script: &str) -> (String, String) {
-    let args = [OsString::from("-c"), OsString::from(script)];
-    let plan = plan_seatbelt(&SeatbeltInput {
-        mode,
-        workspace: &s.ws,
-        writable_roots: &[],
-        protected,
-        tmpdir: &s.tmp,
-        network,
-        program: OsStr::new("/bin/sh"),
-        args: &args,
-    })
-    .unwrap();
-    let out = std::process::Command::new(SANDBOX_EXEC_PATH)
-        .args(&plan.argv[1..])
-        .envs(plan.env.iter().map(|(k, v)| (k, v)))
-        .env("WS", &s.ws)
-        .env("OUTSIDE", &s.outside)
-        .current_dir(&s.ws)
-        .stdin(std::process::Stdio::null())
-        .output()
+    fn scratch(ws_name: &str) -> Scratch {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let ws = root.join(ws_name);
+        let tmp = root.join("run-tmp");
+        let outside = root.join("outside");
+        for d in [&ws, &tmp, &outside] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        Scratch { _dir: dir, ws, tmp, outside }
+    }
+
+    /// Run `script` under `sh -c` in a plan built from `s`, returning (stdout, stderr).
+    /// The script reports each step as `OK <name>` or `DENIED <name>`.
+    fn run_sh(s: &Scratch, mode: Mode, protected: &[PathBuf], network: bool, script: &str) -> (String, String) {
+        let args = [OsString::from("-c"), OsString::from(script)];
+        let plan = plan_seatbelt(&SeatbeltInput {
+            mode,
+            workspace: &s.ws,
+            writable_roots: &[],
+            protected,
+            tmpdir: &s.tmp,
+            network,
+            program: OsStr::new("/bin/sh"),
+            args: &args,
+        })
         .unwrap();
-    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
-}
-
-/// A shell step: `step NAME COMMAND...` prints OK or DENIED.
-const STEP_FN: &str =
-    "step() { n=$1; shift; if \"$@\" 2>>\"$TMPDIR/err\"; then echo \"OK $n\"; else echo \"DENIED $n\"; fi; }\n";
-
-fn assert_steps(stdout: &str, expected: &[(&str, bool)]) {
-    for (name, allowed) in expected {
-        let want = format!("{} {name}", if *allowed { "OK" } else { "DENIED" });
-        assert!(stdout.lines().any(|l| l == want), "expected `{want}` in:\n{stdout}");
+        let out = std::process::Command::new(SANDBOX_EXEC_PATH)
+            .args(&plan.argv[1..])
+            .envs(plan.env.iter().map(|(k, v)| (k, v)))
+            .env("WS", &s.ws)
+            .env("OUTSIDE", &s.outside)
+            .current_dir(&s.ws)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
     }
-}
 
-#[test]
-fn macos_every_golden_profile_is_accepted() {
-    if !macos_ready("macos_every_golden_profile_is_accepted") {
-        return;
-    }
-    // The paths need not exist: sandbox-exec only has to compile the profile and run.
-    for mut plan_case in planned_cases() {
-        plan_case.program = "/usr/bin/true".into();
-        plan_case.args = Vec::new();
-        let plan = plan_seatbelt(&plan_case.input()).unwrap();
-        let status = std::process::Command::new(SANDBOX_EXEC_PATH).args(&plan.argv[1..]).status().unwrap();
-        assert!(status.success(), "{}: sandbox-exec refused the profile ({status})", plan_case.name);
-    }
-}
+    /// A shell step: `step NAME COMMAND...` prints OK or DENIED.
+    const STEP_FN: &str =
+        "step() { n=$1; shift; if \"$@\" 2>>\"$TMPDIR/err\"; then echo \"OK $n\"; else echo \"DENIED $n\"; fi; }\n";
 
-#[test]
-fn macos_read_only_writes_only_tmpdir() {
-    if !macos_ready("macos_read_only_writes_only_tmpdir") {
-        return;
+    fn assert_steps(stdout: &str, expected: &[(&str, bool)]) {
+        for (name, allowed) in expected {
+            let want = format!("{} {name}", if *allowed { "OK" } else { "DENIED" });
+            assert!(stdout.lines().any(|l| l == want), "expected `{want}` in:\n{stdout}");
+        }
     }
-    let s = scratch("ws");
-    std::fs::write(s.ws.join("f"), "before").unwrap();
-    let script = format!(
-        "{STEP_FN}step tmp sh -c 'echo x > \"$TMPDIR/t\"'\nstep ws_write sh -c 'echo x > \"$WS/f\"'\n\
+
+    #[test]
+    fn macos_every_golden_profile_is_accepted() {
+        if !macos_ready("macos_every_golden_profile_is_accepted") {
+            return;
+        }
+        // The paths need not exist: sandbox-exec only has to compile the profile and run.
+        for mut plan_case in planned_cases() {
+            plan_case.program = "/usr/bin/true".into();
+            plan_case.args = Vec::new();
+            let plan = plan_seatbelt(&plan_case.input()).unwrap();
+            let status = std::process::Command::new(SANDBOX_EXEC_PATH).args(&plan.argv[1..]).status().unwrap();
+            assert!(status.success(), "{}: sandbox-exec refused the profile ({status})", plan_case.name);
+        }
+    }
+
+    #[test]
+    fn macos_read_only_writes_only_tmpdir() {
+        if !macos_ready("macos_read_only_writes_only_tmpdir") {
+            return;
+        }
+        let s = scratch("ws");
+        std::fs::write(s.ws.join("f"), "before").unwrap();
+        let script = format!(
+            "{STEP_FN}step tmp sh -c 'echo x > \"$TMPDIR/t\"'\nstep ws_write sh -c 'echo x > \"$WS/f\"'\n\
          step ws_create sh -c 'echo x > \"$WS/new\"'\nstep outside sh -c 'echo x > \"$OUTSIDE/o\"'\n\
          step host_tmp sh -c 'echo x > /private/tmp/cordon-seatbelt-probe-$$'\nstep whoami whoami\n\
          step uname uname -a\nstep read ls /\nstep devnull sh -c 'echo x > /dev/null'\n"
-    );
-    let (stdout, _) = run_sh(&s, Mode::ReadOnly, &[], false, &script);
-    assert_steps(
-        &stdout,
-        &[
-            ("tmp", true),
-            ("ws_write", false),
-            ("ws_create", false),
-            ("outside", false),
-            ("host_tmp", false),
-            ("whoami", true),
-            ("uname", true),
-            ("read", true),
-            ("devnull", true),
-        ],
-    );
-    assert_eq!(std::fs::read_to_string(s.ws.join("f")).unwrap(), "before");
-    assert!(!s.ws.join("new").exists());
-    assert!(!s.outside.join("o").exists());
-    let err = std::fs::read_to_string(s.tmp.join("err")).unwrap_or_default();
-    assert!(err.contains("Operation not permitted"), "denials must be EPERM from the sandbox:\n{err}");
-}
-
-#[test]
-fn macos_workspace_write_keeps_protected_paths() {
-    if !macos_ready("macos_workspace_write_keeps_protected_paths") {
-        return;
+        );
+        let (stdout, _) = run_sh(&s, Mode::ReadOnly, &[], false, &script);
+        assert_steps(
+            &stdout,
+            &[
+                ("tmp", true),
+                ("ws_write", false),
+                ("ws_create", false),
+                ("outside", false),
+                ("host_tmp", false),
+                ("whoami", true),
+                ("uname", true),
+                ("read", true),
+                ("devnull", true),
+            ],
+        );
+        assert_eq!(std::fs::read_to_string(s.ws.join("f")).unwrap(), "before");
+        assert!(!s.ws.join("new").exists());
+        assert!(!s.outside.join("o").exists());
+        let err = std::fs::read_to_string(s.tmp.join("err")).unwrap_or_default();
+        assert!(err.contains("Operation not permitted"), "denials must be EPERM from the sandbox:\n{err}");
     }
-    let s = scratch("ws");
-    let git = s.ws.join(".git");
-    let sub_git = s.ws.join("sub/.git");
-    std::fs::create_dir_all(git.join("hooks")).unwrap();
-    std::fs::create_dir_all(&sub_git).unwrap();
-    std::fs::write(git.join("config"), "original").unwrap();
-    std::fs::write(s.outside.join("o"), "original").unwrap();
-    let protected = [git.clone(), sub_git.clone()];
-    let script = format!(
-        "{STEP_FN}cd \"$WS\"\nstep ws_create sh -c 'echo x > new'\nstep ws_rename mv new renamed\n\
+
+    #[test]
+    fn macos_workspace_write_keeps_protected_paths() {
+        if !macos_ready("macos_workspace_write_keeps_protected_paths") {
+            return;
+        }
+        let s = scratch("ws");
+        let git = s.ws.join(".git");
+        let sub_git = s.ws.join("sub/.git");
+        std::fs::create_dir_all(git.join("hooks")).unwrap();
+        std::fs::create_dir_all(&sub_git).unwrap();
+        std::fs::write(git.join("config"), "original").unwrap();
+        std::fs::write(s.outside.join("o"), "original").unwrap();
+        let protected = [git.clone(), sub_git.clone()];
+        let script = format!(
+            "{STEP_FN}cd \"$WS\"\nstep ws_create sh -c 'echo x > new'\nstep ws_rename mv new renamed\n\
          step ws_link ln renamed hard\nstep ws_symlink ln -s renamed soft\nstep ws_clone cp -c renamed cloned\n\
          step ws_chmod chmod 600 renamed\nstep ws_delete rm renamed\nstep ws_mkdir mkdir -p a/b\n\
          step git_write sh -c 'echo x > .git/config'\nstep git_append sh -c 'echo x >> .git/config'\n\
@@ -751,64 +748,66 @@ fn macos_workspace_write_keeps_protected_paths() {
          step git_write_via_link sh -c 'echo x >> stolen'\nstep git_link_in ln cloned .git/planted\n\
          step ancestor_rename mv sub sub2\nstep outside_write sh -c 'echo x > \"$OUTSIDE/o\"'\n\
          step outside_chmod chmod 777 \"$OUTSIDE/o\"\nstep outside_touch touch -t 200001010000 \"$OUTSIDE/o\"\n"
-    );
-    let (stdout, _) = run_sh(&s, Mode::WorkspaceWrite, &protected, false, &script);
-    assert_steps(
-        &stdout,
-        &[
-            ("ws_create", true),
-            ("ws_rename", true),
-            ("ws_link", true),
-            ("ws_symlink", true),
-            ("ws_clone", true),
-            ("ws_chmod", true),
-            ("ws_delete", true),
-            ("ws_mkdir", true),
-            ("git_write", false),
-            ("git_append", false),
-            ("git_create", false),
-            ("git_chmod", false),
-            ("git_rename", false),
-            ("git_delete", false),
-            ("git_link_in", false),
-            ("ancestor_rename", false),
-            ("outside_write", false),
-            ("outside_chmod", false),
-            ("outside_touch", false),
-        ],
-    );
-    // By effect: whatever the hard-link steps reported, .git/config is untouched.
-    assert_eq!(std::fs::read_to_string(git.join("config")).unwrap(), "original");
-    assert!(git.join("hooks").is_dir() && !git.join("hooks/pre-commit").exists());
-    assert!(sub_git.is_dir());
-    assert_eq!(std::fs::read_to_string(s.outside.join("o")).unwrap(), "original");
-}
+        );
+        let (stdout, _) = run_sh(&s, Mode::WorkspaceWrite, &protected, false, &script);
+        assert_steps(
+            &stdout,
+            &[
+                ("ws_create", true),
+                ("ws_rename", true),
+                ("ws_link", true),
+                ("ws_symlink", true),
+                ("ws_clone", true),
+                ("ws_chmod", true),
+                ("ws_delete", true),
+                ("ws_mkdir", true),
+                ("git_write", false),
+                ("git_append", false),
+                ("git_create", false),
+                ("git_chmod", false),
+                ("git_rename", false),
+                ("git_delete", false),
+                ("git_link_in", false),
+                ("ancestor_rename", false),
+                ("outside_write", false),
+                ("outside_chmod", false),
+                ("outside_touch", false),
+            ],
+        );
+        // By effect: whatever the hard-link steps reported, .git/config is untouched.
+        assert_eq!(std::fs::read_to_string(git.join("config")).unwrap(), "original");
+        assert!(git.join("hooks").is_dir() && !git.join("hooks/pre-commit").exists());
+        assert!(sub_git.is_dir());
+        assert_eq!(std::fs::read_to_string(s.outside.join("o")).unwrap(), "original");
+    }
 
-#[test]
-fn macos_network_follows_the_flag() {
-    if !macos_ready("macos_network_follows_the_flag") {
-        return;
+    #[test]
+    fn macos_network_follows_the_flag() {
+        if !macos_ready("macos_network_follows_the_flag") {
+            return;
+        }
+        for network in [false, true] {
+            let s = scratch("ws");
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let script = format!("{STEP_FN}step connect /bin/bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}'\n");
+            let (stdout, _) = run_sh(&s, Mode::WorkspaceWrite, &[], network, &script);
+            assert_steps(&stdout, &[("connect", network)]);
+            listener.set_nonblocking(true).unwrap();
+            assert_eq!(listener.accept().is_ok(), network, "network={network}: a connection arrived iff allowed");
+        }
     }
-    for network in [false, true] {
-        let s = scratch("ws");
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let script = format!("{STEP_FN}step connect /bin/bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}'\n");
-        let (stdout, _) = run_sh(&s, Mode::WorkspaceWrite, &[], network, &script);
-        assert_steps(&stdout, &[("connect", network)]);
-        listener.set_nonblocking(true).unwrap();
-        assert_eq!(listener.accept().is_ok(), network, "network={network}: a connection arrived iff allowed");
-    }
-}
 
-#[test]
-fn macos_awkward_workspace_path() {
-    if !macos_ready("macos_awkward_workspace_path") {
-        return;
+    #[test]
+    fn macos_awkward_workspace_path() {
+        if !macos_ready("macos_awkward_workspace_path") {
+            return;
+        }
+        let s = scratch(r#"my "ws" (copy) 'x' a=b; c"#);
+        let script =
+            format!("{STEP_FN}step ws sh -c 'echo x > \"$WS/f\"'\nstep outside sh -c 'echo x > \"$OUTSIDE/o\"'\n");
+        let (stdout, _) = run_sh(&s, Mode::WorkspaceWrite, &[], false, &script);
+        assert_steps(&stdout, &[("ws", true), ("outside", false)]);
+        assert!(s.ws.join("f").is_file());
     }
-    let s = scratch(r#"my "ws" (copy) 'x' a=b; c"#);
-    let script = format!("{STEP_FN}step ws sh -c 'echo x > \"$WS/f\"'\nstep outside sh -c 'echo x > \"$OUTSIDE/o\"'\n");
-    let (stdout, _) = run_sh(&s, Mode::WorkspaceWrite, &[], false, &script);
-    assert_steps(&stdout, &[("ws", true), ("outside", false)]);
-    assert!(s.ws.join("f").is_file());
 }

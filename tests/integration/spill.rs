@@ -7,7 +7,7 @@
 //!   gone, and leaves a fresh one, one whose writer lives, foreign files, other
 //!   directories and symlinks (and what they point to) alone.
 //!
-//! A failed spill (`spill_failed`) is covered in tests/executor.rs (a full tmpfs) and
+//! A failed spill (`spill_failed`) is covered in `executor.rs` here (a full tmpfs) and
 //! the capture's unit tests. Each CLI case gets its own `TMPDIR`, so cordon's private
 //! directory `$TMPDIR/cordon-<euid>` holds only this case's files. Time bounds only
 //! catch hangs.
@@ -28,7 +28,7 @@ fn euid() -> u32 {
 }
 
 fn temp_dir(tag: &str) -> TempDir {
-    tempfile::Builder::new().prefix(&format!("cordon-spill-{tag}-")).tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    crate::common::temp_dir(&format!("spill-{tag}"))
 }
 
 /// cordon's private directory under `tmp`.
@@ -52,7 +52,7 @@ fn spills(tmp: &Path) -> Vec<PathBuf> {
 }
 
 fn cordon(tmp: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cordon"));
+    let mut cmd = Command::new(crate::common::cli::cordon_bin());
     cmd.args(args).env("TMPDIR", tmp).current_dir(tmp).stdin(Stdio::null()).stderr(Stdio::inherit());
     cmd
 }

@@ -18,13 +18,13 @@
 //! Runs that need confinement print `SKIP <test>: <reason>` when this host cannot
 //! enforce the modes, and fail instead when `CORDON_MUST_ENFORCE=1`.
 
+use crate::common::cli::{confined_unavailable, CliOut};
+use crate::common::{skip_or_fail, temp_dir};
 use cordon::policy::{resolve_policy, PolicyRequest};
 use cordon::session::{self, GoverningFileError, GoverningFiles, GoverningKind, SessionChange, SessionEvent};
-use cordon::{HostFacts, Mode};
+use cordon::Mode;
 use serde_json::Value;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use tempfile::TempDir;
 
 // ------------------------------------------------------------------ properties
@@ -119,31 +119,13 @@ fn log_text_round_trips_and_parses_to_the_same_fold() {
 
 // ------------------------------------------------------------------ CLI helpers
 
-fn must_enforce() -> bool {
-    std::env::var("CORDON_MUST_ENFORCE").is_ok_and(|v| v == "1")
-}
-
+/// True when the case should return early (after a loud skip, or a failure under
+/// `CORDON_MUST_ENFORCE=1`): this host cannot enforce the confined modes.
 fn skip(test: &str) -> bool {
-    let host = HostFacts::detect();
-    let reason = [Mode::ReadOnly, Mode::WorkspaceWrite].into_iter().find_map(|mode| {
-        let policy = cordon::ExecutionPolicy {
-            mode,
-            workspace: PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
-            writable_roots: vec![],
-            protected: vec![],
-            network: false,
-            best_effort: false,
-            allow_unix_sockets: Vec::new(),
-        };
-        cordon::runner::select(&policy, &host, cordon::RunnerChoice::Auto).err().map(|e| e.to_string())
-    });
-    match reason {
+    match confined_unavailable() {
         None => false,
-        Some(r) if must_enforce() => panic!("CORDON_MUST_ENFORCE=1 but {test} would be skipped: {r}"),
-        Some(r) => {
-            let line = format!("SKIP {test}: {r}");
-            let _ = std::io::stderr().write_all(format!("{line}\n").as_bytes());
-            println!("{line}");
+        Some(reason) => {
+            skip_or_fail(test, &reason);
             true
         }
     }
@@ -156,10 +138,7 @@ struct Dirs {
 }
 
 fn dirs(tag: &str) -> Dirs {
-    let root = tempfile::Builder::new()
-        .prefix(&format!("cordon-session-{tag}-"))
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
+    let root = temp_dir(&format!("session-{tag}"));
     let base = root.path().canonicalize().unwrap();
     let (ws, gov) = (base.join("ws"), base.join("gov"));
     std::fs::create_dir(&ws).unwrap();
@@ -167,31 +146,8 @@ fn dirs(tag: &str) -> Dirs {
     Dirs { _root: root, ws, gov }
 }
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn json(&self) -> Value {
-        serde_json::from_str(self.stdout.lines().last().unwrap_or_default())
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?} / {}", self.stdout, self.stderr))
-    }
-}
-
-fn cordon(args: &[&str], cwd: &Path) -> Out {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cordon"))
-        .args(args)
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run cordon");
-    Out {
-        code: out.status.code().expect("exit code"),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+fn cordon(args: &[&str], cwd: &Path) -> CliOut {
+    crate::common::cli::cordon(args, cwd, &[])
 }
 
 fn s(p: &Path) -> &str {

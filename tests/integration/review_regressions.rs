@@ -4,52 +4,36 @@
 //! - the command must not change the limits of pid 1 (its init).
 
 use std::os::unix::net::UnixDatagram;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn must_enforce() -> bool {
-    std::env::var("CORDON_MUST_ENFORCE").is_ok_and(|v| v == "1")
-}
+use crate::common::{find_in_path, skip_or_fail, VarTmp};
 
+/// Skips loudly (or fails under `CORDON_MUST_ENFORCE=1`); true, for `&&` chains.
 fn skip(test: &str, why: &str) -> bool {
-    if must_enforce() {
-        panic!("{test}: {why} (CORDON_MUST_ENFORCE=1)");
-    }
-    println!("SKIP {test}: {why}");
+    skip_or_fail(test, why);
     true
 }
 
 fn have(tool: &str) -> bool {
-    Command::new("sh").args(["-c", &format!("command -v {tool} >/dev/null")]).status().is_ok_and(|s| s.success())
-}
-
-struct Dir(PathBuf);
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    find_in_path(tool).is_some()
 }
 
 /// A scratch directory outside /tmp (which is private inside the sandbox).
-fn scratch(tag: &str) -> Dir {
-    let d = PathBuf::from(format!("/var/tmp/cordon-rr-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    Dir(d)
+fn scratch(tag: &str) -> VarTmp {
+    VarTmp::new(&format!("rr-{tag}"))
 }
 
-fn cordon(ws: &PathBuf, args: &[&str]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_cordon"))
-        .args(["run", "--json", "--cwd"])
-        .arg(ws)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+/// `cordon run --json --cwd WS ARGS...`: the result (or error) object.
+fn cordon(ws: &Path, args: &[&str]) -> serde_json::Value {
+    let ws_s = ws.to_str().unwrap();
+    let mut all = vec!["run", "--json", "--cwd", ws_s];
+    all.extend_from_slice(args);
+    crate::common::cli::cordon(&all, ws, &[]).json()
 }
 
-fn confined_available(test: &str, ws: &PathBuf) -> bool {
+fn confined_available(test: &str, ws: &Path) -> bool {
     let j = cordon(ws, &["--mode", "read-only", "--", "true"]);
     if j.get("error").is_some() {
         return !skip(test, &format!("confined runs unavailable: {j}"));
@@ -61,10 +45,10 @@ fn confined_available(test: &str, ws: &PathBuf) -> bool {
 fn datagram_socketpair_cannot_reach_an_outside_unix_socket() {
     let test = "datagram_socketpair_cannot_reach_an_outside_unix_socket";
     let d = scratch("dgram");
-    if !confined_available(test, &d.0) || (!have("python3") && skip(test, "python3 is not installed")) {
+    if !confined_available(test, &d.root) || (!have("python3") && skip(test, "python3 is not installed")) {
         return;
     }
-    let sock = d.0.join("outside.sock");
+    let sock = d.root.join("outside.sock");
     let listener = UnixDatagram::bind(&sock).unwrap();
     listener.set_nonblocking(true).unwrap();
     // Control: the same send from outside the sandbox arrives.
@@ -77,7 +61,7 @@ fn datagram_socketpair_cannot_reach_an_outside_unix_socket() {
     let mut buf = [0u8; 32];
     assert!(listener.recv(&mut buf).is_ok(), "control: the host send did not arrive");
     for mode in ["read-only", "workspace-write"] {
-        let j = cordon(&d.0, &["--mode", mode, "--", "python3", "-c", &script]);
+        let j = cordon(&d.root, &["--mode", mode, "--", "python3", "-c", &script]);
         std::thread::sleep(Duration::from_millis(100));
         assert!(
             listener.recv(&mut buf).is_err(),
@@ -91,10 +75,10 @@ fn datagram_socketpair_cannot_reach_an_outside_unix_socket() {
 fn a_flood_of_refused_syscalls_does_not_starve_the_deadline() {
     let test = "a_flood_of_refused_syscalls_does_not_starve_the_deadline";
     let d = scratch("flood");
-    if !confined_available(test, &d.0) || (!have("cc") && skip(test, "cc is not installed")) {
+    if !confined_available(test, &d.root) || (!have("cc") && skip(test, "cc is not installed")) {
         return;
     }
-    let src = d.0.join("flood.c");
+    let src = d.root.join("flood.c");
     std::fs::write(
         &src,
         "#include <pthread.h>\n#include <sys/socket.h>\n#include <unistd.h>\n\
@@ -102,10 +86,10 @@ fn a_flood_of_refused_syscalls_does_not_starve_the_deadline() {
          int main(void) { pthread_t t; for (int i = 0; i < 256; i++) pthread_create(&t, 0, f, 0); pause(); return 0; }\n",
     )
     .unwrap();
-    let ok = Command::new("cc").args(["-O2", "-pthread", "-o"]).arg(d.0.join("flood")).arg(&src).status().unwrap();
+    let ok = Command::new("cc").args(["-O2", "-pthread", "-o"]).arg(d.root.join("flood")).arg(&src).status().unwrap();
     assert!(ok.success(), "compiling the flood program");
     let start = Instant::now();
-    let j = cordon(&d.0, &["--mode", "workspace-write", "--timeout", "1", "--", "./flood"]);
+    let j = cordon(&d.root, &["--mode", "workspace-write", "--timeout", "1", "--", "./flood"]);
     // Only catches a hang: the deadline plus the kill grace is about 4 s at most.
     assert!(start.elapsed() < Duration::from_secs(30), "the run outlived its deadline by far: {:?}", start.elapsed());
     assert_eq!(j["timed_out"], true, "{j}");
@@ -115,11 +99,11 @@ fn a_flood_of_refused_syscalls_does_not_starve_the_deadline() {
 fn the_command_cannot_limit_its_init() {
     let test = "the_command_cannot_limit_its_init";
     let d = scratch("prlimit");
-    if !confined_available(test, &d.0) || (!have("python3") && skip(test, "python3 is not installed")) {
+    if !confined_available(test, &d.root) || (!have("python3") && skip(test, "python3 is not installed")) {
         return;
     }
     let script = "import resource\ntry:\n    resource.prlimit(1, resource.RLIMIT_CPU, (1, 1))\n    print('changed')\nexcept OSError as e:\n    print('refused', e.errno)\n";
-    let j = cordon(&d.0, &["--mode", "workspace-write", "--", "python3", "-c", script]);
+    let j = cordon(&d.root, &["--mode", "workspace-write", "--", "python3", "-c", script]);
     assert_eq!(j["stdout"]["text"], "refused 1\n", "{j}");
     assert_eq!(j["exit_code"], 0, "{j}");
 }

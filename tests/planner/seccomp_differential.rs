@@ -17,9 +17,7 @@
 //! the test keeps working when rules change. Every verdict must be identical except
 //! the deliberate differences listed in [`deliberate`], each with its reason.
 
-mod cbpf;
-
-use cbpf::{
+use crate::cbpf::{
     jump, stmt, Insn, LoadError, SeccompData, SplitMix64, Stack, BPF_A, BPF_ABS, BPF_ADD, BPF_ALU, BPF_AND, BPF_B,
     BPF_DIV, BPF_IMM, BPF_JA, BPF_JEQ, BPF_JGE, BPF_JGT, BPF_JMP, BPF_JSET, BPF_K, BPF_LD, BPF_LDX, BPF_LEN, BPF_LSH,
     BPF_MEM, BPF_MISC, BPF_MOD, BPF_MUL, BPF_NEG, BPF_OR, BPF_RET, BPF_RSH, BPF_ST, BPF_STX, BPF_SUB, BPF_TAX, BPF_TXA,
@@ -552,7 +550,7 @@ fn interpreter_alu_jumps_memory_and_misc() {
 
 #[test]
 fn interpreter_refuses_what_the_kernel_refuses() {
-    use cbpf::Filter;
+    use crate::cbpf::Filter;
     let ret = stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
     let err = |p: &[Insn]| Filter::load(p).unwrap_err();
     assert_eq!(err(&[]), LoadError::Length(0));

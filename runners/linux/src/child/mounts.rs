@@ -1,0 +1,200 @@
+//! Step 5: the plan's mount operations, in order, in the child's private mount
+//! namespace ([`MountOp`]). Each failure names the operation's index as the detail.
+//! Attach targets and clone sources checked against a pinned identity fail with
+//! `ESTALE` when they are another file.
+//!
+//! What it does not do: choose the mounts (the parent's plan does).
+
+use std::os::fd::{AsRawFd, RawFd};
+
+use super::prepared::{fail, Prepared};
+use crate::contract::{FileIdentity, MountOp};
+use crate::status::Step;
+use crate::sys::{errno, open_path_no_symlinks};
+
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x0000_0004;
+const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x0000_0040;
+
+/// `struct mount_attr` from `<linux/mount.h>`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// Step 5: apply every mount operation of the plan, in order.
+pub(super) fn apply_mounts(p: &mut Prepared<'_>) {
+    let plan = p.plan;
+    for (i, op) in plan.mounts.iter().enumerate() {
+        let detail = u32::try_from(i).unwrap_or(u32::MAX);
+        match op {
+            MountOp::MakeRootPrivate => {
+                // SAFETY: mount with static NUL-terminated strings and null data.
+                let r = unsafe {
+                    libc::mount(
+                        std::ptr::null(),
+                        c"/".as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_REC | libc::MS_PRIVATE,
+                        std::ptr::null(),
+                    )
+                };
+                if r != 0 {
+                    fail(p, Step::Mount, errno(), detail);
+                }
+            }
+            MountOp::CloneTree { source, slot, expect } => {
+                // SAFETY: open_tree with a NUL-terminated path owned by the plan.
+                let fd = unsafe {
+                    libc::syscall(
+                        libc::SYS_open_tree,
+                        libc::AT_FDCWD,
+                        source.as_ptr(),
+                        OPEN_TREE_CLONE
+                            | libc::O_CLOEXEC as libc::c_uint
+                            | libc::AT_RECURSIVE as libc::c_uint
+                            | libc::AT_SYMLINK_NOFOLLOW as libc::c_uint,
+                    )
+                };
+                if fd < 0 || *slot >= p.slots.len() {
+                    fail(p, Step::Mount, errno(), detail);
+                }
+                #[allow(clippy::cast_possible_truncation, reason = "the kernel returns an fd (an int) widened to long")]
+                let fd = fd as RawFd;
+                p.slots[*slot] = fd;
+                if let Some(want) = expect {
+                    match FileIdentity::of_fd(fd) {
+                        Ok(got) if got == *want => {}
+                        Ok(_) => fail(p, Step::Mount, libc::ESTALE, detail),
+                        Err(e) => fail(p, Step::Mount, e.raw_os_error().unwrap_or(libc::EIO), detail),
+                    }
+                }
+            }
+            MountOp::Attach { slot, target, expect } => {
+                let fd = p.slots.get(*slot).copied().unwrap_or(-1);
+                let r = match expect {
+                    None => {
+                        // SAFETY: move_mount from a detached tree fd to a NUL-terminated path.
+                        unsafe {
+                            libc::syscall(
+                                libc::SYS_move_mount,
+                                fd,
+                                c"".as_ptr(),
+                                libc::AT_FDCWD,
+                                target.as_ptr(),
+                                MOVE_MOUNT_F_EMPTY_PATH,
+                            )
+                        }
+                    }
+                    Some(want) => {
+                        let t = match open_path_no_symlinks(libc::AT_FDCWD, target) {
+                            Ok(t) => t,
+                            Err(e) => fail(p, Step::Mount, e.raw_os_error().unwrap_or(libc::EIO), detail),
+                        };
+                        match FileIdentity::of_fd(t.as_raw_fd()) {
+                            Ok(got) if got == *want => {}
+                            Ok(_) => fail(p, Step::Mount, libc::ESTALE, detail),
+                            Err(e) => fail(p, Step::Mount, e.raw_os_error().unwrap_or(libc::EIO), detail),
+                        }
+                        // SAFETY: move_mount between two fds the child owns.
+                        unsafe {
+                            libc::syscall(
+                                libc::SYS_move_mount,
+                                fd,
+                                c"".as_ptr(),
+                                t.as_raw_fd(),
+                                c"".as_ptr(),
+                                MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+                            )
+                        }
+                    }
+                };
+                if r != 0 {
+                    fail(p, Step::Mount, errno(), detail);
+                }
+            }
+            MountOp::SetAttrSlot { slot, recursive, set, clear } => {
+                let fd = p.slots.get(*slot).copied().unwrap_or(-1);
+                let attr = MountAttr { attr_set: *set, attr_clr: *clear, propagation: 0, userns_fd: 0 };
+                let mut flags = libc::AT_EMPTY_PATH;
+                if *recursive {
+                    flags |= libc::AT_RECURSIVE;
+                }
+                // SAFETY: mount_setattr on a tree fd the child owns, an empty path and a
+                // local struct whose size is passed alongside.
+                let r = unsafe {
+                    libc::syscall(
+                        libc::SYS_mount_setattr,
+                        fd,
+                        c"".as_ptr(),
+                        flags as libc::c_uint,
+                        &attr as *const MountAttr,
+                        std::mem::size_of::<MountAttr>(),
+                    )
+                };
+                if r != 0 {
+                    fail(p, Step::Mount, errno(), detail);
+                }
+            }
+            MountOp::Proc { target, optional } => {
+                // SAFETY: mount with NUL-terminated strings.
+                let r = unsafe {
+                    libc::mount(
+                        c"proc".as_ptr(),
+                        target.as_ptr(),
+                        c"proc".as_ptr(),
+                        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                        std::ptr::null(),
+                    )
+                };
+                if r != 0 && !optional {
+                    fail(p, Step::Mount, errno(), detail);
+                }
+            }
+            MountOp::Tmpfs { target, data } => {
+                // SAFETY: mount with NUL-terminated strings owned by the plan or static.
+                let r = unsafe {
+                    libc::mount(
+                        c"tmpfs".as_ptr(),
+                        target.as_ptr(),
+                        c"tmpfs".as_ptr(),
+                        libc::MS_NOSUID | libc::MS_NODEV,
+                        data.as_ptr() as *const libc::c_void,
+                    )
+                };
+                if r != 0 {
+                    fail(p, Step::Mount, errno(), detail);
+                }
+            }
+            MountOp::Mkdir { path } => {
+                // SAFETY: mkdir with a NUL-terminated path.
+                let r = unsafe { libc::mkdir(path.as_ptr(), 0o755) };
+                if r != 0 && errno() != libc::EEXIST {
+                    fail(p, Step::Mount, errno(), detail);
+                }
+            }
+            MountOp::SetAttr { target, recursive, set, clear } => {
+                let attr = MountAttr { attr_set: *set, attr_clr: *clear, propagation: 0, userns_fd: 0 };
+                let flags = if *recursive { libc::AT_RECURSIVE } else { 0 };
+                // SAFETY: mount_setattr with a NUL-terminated path and a local struct
+                // whose size is passed alongside.
+                let r = unsafe {
+                    libc::syscall(
+                        libc::SYS_mount_setattr,
+                        libc::AT_FDCWD,
+                        target.as_ptr(),
+                        flags as libc::c_uint,
+                        &attr as *const MountAttr,
+                        std::mem::size_of::<MountAttr>(),
+                    )
+                };
+                if r != 0 {
+                    fail(p, Step::Mount, errno(), detail);
+                }
+            }
+        }
+    }
+}

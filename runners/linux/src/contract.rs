@@ -1,0 +1,197 @@
+//! The contract's data: everything the parent prepares for the child ([`StagePlan`]
+//! and its parts). The child only reads it, between `clone` and `execve`, so every
+//! value is ready to hand to a raw syscall (C strings, fds, BPF programs, bit masks).
+//!
+//! What it does not do: build a plan (the `cordon` library's `runner::stage` does) or
+//! check one (the child's steps fail on what the kernel refuses).
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{OwnedFd, RawFd};
+
+/// A mount operation applied inside the child's private mount namespace.
+#[derive(Debug)]
+pub enum MountOp {
+    /// Make every mount private (`MS_REC|MS_PRIVATE` on `/`) so nothing propagates back.
+    MakeRootPrivate,
+    /// Take a detached recursive clone of `source` (`open_tree`) into slot `slot`.
+    /// Done before anything is attached, so sources hidden later stay reachable.
+    CloneTree {
+        /// Absolute source path.
+        source: CString,
+        /// Slot index the detached tree is kept in until attached.
+        slot: usize,
+        /// The identity the parent pinned for `source`: the clone's root must be that
+        /// very directory or file, or the step fails (the path was swapped).
+        expect: Option<FileIdentity>,
+    },
+    /// Attach the tree in `slot` at `target` (`move_mount`).
+    Attach {
+        /// Slot filled by an earlier [`MountOp::CloneTree`].
+        slot: usize,
+        /// Absolute target path (must exist).
+        target: CString,
+        /// When set, `target` is opened without following any symlink and must be
+        /// this identity; the tree is attached onto that open file, so a path swapped
+        /// after the check cannot redirect the mount.
+        expect: Option<FileIdentity>,
+    },
+    /// `mount_setattr` on the tree held in `slot` (after it was attached, the mount it
+    /// refers to), never on a path that could have been swapped.
+    SetAttrSlot {
+        /// Slot filled by an earlier [`MountOp::CloneTree`].
+        slot: usize,
+        /// Apply to the whole subtree (`AT_RECURSIVE`).
+        recursive: bool,
+        /// `MOUNT_ATTR_*` bits to set.
+        set: u64,
+        /// `MOUNT_ATTR_*` bits to clear.
+        clear: u64,
+    },
+    /// Mount a fresh procfs for the new pid namespace at `target`; a failure is
+    /// ignored when `optional` (the host `/proc` then stays).
+    Proc {
+        /// Usually `/proc`.
+        target: CString,
+        /// Whether a failure is tolerated.
+        optional: bool,
+    },
+    /// Mount a fresh tmpfs at `target` (nosuid, nodev) with mount data `data`
+    /// (`mode=1777`, and a `size=` bound). It lives and dies with the mount
+    /// namespace, so nothing is left on the host.
+    Tmpfs {
+        /// Usually `/tmp` or `/dev/shm`.
+        target: CString,
+        /// The mount data, e.g. `mode=1777,size=1073741824`.
+        data: CString,
+    },
+    /// Create a directory (an existing one is fine): mount points inside a fresh tmpfs.
+    Mkdir {
+        /// Absolute path.
+        path: CString,
+    },
+    /// `mount_setattr` on `target`: set and clear `MOUNT_ATTR_*` bits.
+    SetAttr {
+        /// Absolute path of a mount root.
+        target: CString,
+        /// Apply to the whole subtree (`AT_RECURSIVE`).
+        recursive: bool,
+        /// `MOUNT_ATTR_*` bits to set.
+        set: u64,
+        /// `MOUNT_ATTR_*` bits to clear.
+        clear: u64,
+    },
+}
+
+/// `MOUNT_ATTR_RDONLY` from `<linux/mount.h>`.
+pub const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
+/// `MOUNT_ATTR_NOSUID` from `<linux/mount.h>`.
+pub const MOUNT_ATTR_NOSUID: u64 = 0x0000_0002;
+/// `MOUNT_ATTR_NODEV` from `<linux/mount.h>`.
+pub const MOUNT_ATTR_NODEV: u64 = 0x0000_0004;
+
+/// A file's identity (`st_dev`, `st_ino`), pinned by the parent while it holds the
+/// file open, so the numbers cannot be reused for another file meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FileIdentity {
+    /// `st_dev`.
+    pub dev: u64,
+    /// `st_ino`.
+    pub ino: u64,
+}
+
+impl FileIdentity {
+    /// The identity of an open file (async-signal-safe: one `fstat`).
+    pub fn of_fd(fd: RawFd) -> io::Result<FileIdentity> {
+        // SAFETY: fstat fills a zeroed, properly sized local struct.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: see above; `fd` is only read.
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(FileIdentity { dev: st.st_dev, ino: st.st_ino })
+    }
+}
+
+/// Identity maps written for a child that lives in a new user namespace.
+#[derive(Debug, Clone)]
+pub struct IdMaps {
+    /// `uid_map` contents, e.g. `"1000 1000 1\n"`.
+    pub uid_map: CString,
+    /// `gid_map` contents.
+    pub gid_map: CString,
+}
+
+/// Everything the child needs, prepared by the parent. Build it, then [`spawn`](fn@crate::spawn) it.
+#[derive(Debug)]
+pub struct StagePlan {
+    /// Absolute path of the program to execute.
+    pub program: CString,
+    /// `argv`, including `argv[0]`.
+    pub argv: Vec<CString>,
+    /// The complete environment, as `NAME=value`.
+    pub envp: Vec<CString>,
+    /// Working directory (absolute).
+    pub cwd: CString,
+    /// The identity the parent pinned for `cwd`: after `chdir`, the working directory
+    /// must be that directory, or the stage fails (a component was swapped).
+    pub cwd_expect: Option<FileIdentity>,
+    /// The parent's fds that become the child's 0, 1 and 2. Each must be either
+    /// equal to its target or greater than 2.
+    pub stdio: [RawFd; 3],
+    /// Extra `CLONE_NEW*` flags for `clone`.
+    pub namespaces: libc::c_ulong,
+    /// Identity maps, when `namespaces` contains `CLONE_NEWUSER`.
+    pub id_maps: Option<IdMaps>,
+    /// Mount operations, applied in order (needs `CLONE_NEWNS`).
+    pub mounts: Vec<MountOp>,
+    /// Number of slots the [`MountOp::CloneTree`] operations use.
+    pub mount_slots: usize,
+    /// Call `setsid`; otherwise only `setpgid(0, 0)`.
+    pub new_session: bool,
+    /// Run a minimal init that reports the command's wait status on
+    /// [`Spawned::exit_status`](crate::Spawned::exit_status). With `CLONE_NEWPID` it is pid 1 of the new pid
+    /// namespace: it forwards signals to the command and reaps orphans (without it the
+    /// command itself would be pid 1, which ignores signals it has no handler for:
+    /// `kill -9 $$` would fail). Without `CLONE_NEWPID` it is a supervising subreaper
+    /// that leads the run's process group, reaps and kills what the run leaves behind,
+    /// and kills the run when cordon dies (see `init_stage`).
+    pub init: bool,
+    /// Set `no_new_privs`.
+    pub no_new_privs: bool,
+    /// A Landlock ruleset fd and `landlock_restrict_self` flags.
+    pub landlock: Option<(OwnedFd, u32)>,
+    /// Landlock path-beneath rules added in the child after the mounts (for trees
+    /// that only exist inside the child, such as its private tmpfs): path and
+    /// `LANDLOCK_ACCESS_FS_*` bits.
+    pub late_landlock_rules: Vec<(CString, u64)>,
+    /// Drop every capability and verify that none is left.
+    pub drop_capabilities: bool,
+    /// seccomp BPF programs, installed in order.
+    pub seccomp: Vec<Vec<libc::sock_filter>>,
+    /// When set, the last seccomp program is installed with
+    /// `SECCOMP_FILTER_FLAG_NEW_LISTENER` and the listener fd is sent (`SCM_RIGHTS`) on
+    /// this socket to the parent, then closed: the command never holds it.
+    pub notify_socket: Option<RawFd>,
+    /// Extra fds passed across exec: `(parent fd, child fd)`. Child fds must be above
+    /// 2 and distinct; sources must not collide with any child fd number. Used to hand
+    /// a confinement helper (bubblewrap) its seccomp program.
+    pub pass_fds: Vec<(RawFd, RawFd)>,
+    /// Resource limits applied right after the parent-death signal.
+    pub limits: ChildLimits,
+}
+
+/// Resource limits the child applies to itself before anything else, so every
+/// process of the run (an init included) is bounded and counted from the start.
+#[derive(Debug, Default)]
+pub struct ChildLimits {
+    /// `cgroup.procs` fds the parent opened (write-only) in the run's cgroups; the
+    /// child writes `0` to each, moving itself in before it forks anything.
+    pub cgroup_procs: Vec<RawFd>,
+    /// `(RLIMIT_*, soft, hard)` set with `prlimit64` on the child itself. A hard
+    /// limit above the inherited one is lowered to it (never raised).
+    pub rlimits: Vec<(u32, u64, u64)>,
+    /// Write this to `/proc/self/oom_score_adj` (1000: the OOM killer picks the
+    /// command before cordon; raising needs no privilege).
+    pub oom_score_adj: Option<&'static [u8]>,
+}

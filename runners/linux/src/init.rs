@@ -1,0 +1,344 @@
+//! The minimal init every run starts under ([`StagePlan::init`](crate::StagePlan::init)).
+//!
+//! With a pid namespace it is pid 1: it applies the outer steps (1, 2, 4, 5), starts
+//! the command with a vfork-style clone, then only forwards signals to it, reaps
+//! orphans and reports the command's raw wait status on the exit-status pipe. Without
+//! one it is the supervising child subreaper (see `init_stage`). Everything after the
+//! fork-style clone runs in the child: raw, async-signal-safe syscalls only; the
+//! statics below are the only state the signal handlers share with the init's loop.
+//!
+//! What it does not do: decide anything about the command; it never execs.
+
+use std::os::fd::RawFd;
+
+use crate::child::caps::{CapData, CapHeader, LINUX_CAPABILITY_VERSION_3};
+use crate::child::{fail, stage_inner, stage_outer, Prepared};
+use crate::status::{detail, Step, STAGE_SETUP_FAILED_EXIT};
+use crate::sys::errno;
+
+/// The command's pid inside the namespace, for the init's signal forwarder.
+static INIT_CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn forward_signal(sig: libc::c_int) {
+    let child = INIT_CHILD.load(std::sync::atomic::Ordering::Relaxed);
+    if child > 0 {
+        // SAFETY: kill is async-signal-safe; the targets are the command and its group.
+        unsafe {
+            libc::kill(-child, sig);
+            libc::kill(child, sig);
+        }
+    }
+}
+
+/// Signals the init forwards to the command (everything a caller sends to stop,
+/// pause or notify a process; SIGKILL and SIGSTOP cannot be caught and are not needed:
+/// SIGKILL to the init ends the whole namespace).
+const FORWARDED_SIGNALS: [libc::c_int; 13] = [
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGPIPE,
+    libc::SIGALRM,
+    libc::SIGTERM,
+    libc::SIGCONT,
+    libc::SIGTSTP,
+    libc::SIGTTIN,
+    libc::SIGTTOU,
+    libc::SIGWINCH,
+];
+
+extern "C" fn inner_entry(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the init's `Prepared`; the init is suspended (CLONE_VFORK) while
+    // the command's stage runs.
+    let p = unsafe { &mut *(arg as *mut Prepared<'_>) };
+    stage_inner(p)
+}
+
+/// The init: pid 1 of a new pid namespace, or (without `CLONE_NEWPID`) a supervising
+/// subreaper. Namespaces and mounts, then the command (vfork-style), then init duties.
+///
+/// The supervising init (every run without a pid namespace: passthrough, bubblewrap)
+/// leads the run's process group and the command stays in it, so cordon's group
+/// signals reach both; it ignores those signals itself (no-op handlers) so that it
+/// outlives the command and can report its status. It is `PR_SET_CHILD_SUBREAPER`:
+/// descendants orphaned during the run (bubblewrap's own pid-namespace init among
+/// them) become its children, and it reaps them. When the command exits it SIGKILLs
+/// every child it still has, and every orphan that is reparented to it as they die,
+/// until it has none (via `/proc/self/task/<pid>/children`; without that file only
+/// cordon's final group kill remains), then reports and exits. Its parent-death signal
+/// is a catchable one ([`SUPERVISOR_PDEATHSIG`]): when cordon dies (even by SIGKILL)
+/// it kills and reaps every descendant the same way, then exits. cordon ends a run it
+/// must kill with [`SUPERVISOR_SWEEP_SIGNAL`] (see [`request_sweep`](crate::request_sweep)) rather than a
+/// SIGKILL that would end the init before the descendants that left its group.
+pub(crate) fn init_stage(p: &mut Prepared<'_>) -> ! {
+    let supervise = p.plan.namespaces & libc::CLONE_NEWPID as libc::c_ulong == 0;
+    stage_outer(p, false, if supervise { SUPERVISOR_PDEATHSIG } else { libc::SIGKILL });
+    if supervise {
+        // cordon may have died before the parent-death signal was armed.
+        // SAFETY: getppid has no arguments.
+        if unsafe { libc::getppid() } != p.parent_pid {
+            // SAFETY: _exit cannot fail.
+            unsafe { libc::_exit(STAGE_SETUP_FAILED_EXIT) };
+        }
+        SUPERVISOR_PARENT.store(p.parent_pid, std::sync::atomic::Ordering::Relaxed);
+        // 3. The session step is the init's; the command joins its group.
+        // SAFETY: setsid/setpgid with integer arguments.
+        let r = unsafe {
+            if p.plan.new_session {
+                libc::setsid()
+            } else {
+                libc::setpgid(0, 0)
+            }
+        };
+        if r < 0 {
+            fail(p, Step::NewSession, errno(), detail::SESSION_INIT);
+        }
+        // SAFETY: prctl with integer arguments.
+        if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) } != 0 {
+            fail(p, Step::ParentDeathSignal, errno(), detail::PDEATH_SUBREAPER);
+        }
+        p.join_init_group = true;
+    } else {
+        // Our own process group, so group signals aimed at the caller's group miss us.
+        // SAFETY: setpgid with integer arguments.
+        unsafe { libc::setpgid(0, 0) };
+    }
+    // SAFETY: `inner_entry` runs on the dedicated stack (this process's copy of the
+    // parent's allocation) with a pointer to our `Prepared`; CLONE_VFORK suspends us
+    // until it has exec'd or exited.
+    let child = unsafe {
+        libc::clone(
+            inner_entry,
+            p.inner_stack_top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            p as *mut Prepared<'_> as *mut libc::c_void,
+        )
+    };
+    if child < 0 {
+        fail(p, Step::Clone, errno(), detail::CLONE_COMMAND);
+    }
+    INIT_CHILD.store(child, std::sync::atomic::Ordering::Relaxed);
+    // From here on we are the init. Keep only the exit-status pipe: every other fd is
+    // a copy of the parent's (other runs' pipes among them) and must not stay open.
+    let exit_fd = p.exit_fd;
+    // SAFETY: close_range with integer arguments; the exit fd is kept.
+    unsafe {
+        if exit_fd > 0 {
+            libc::syscall(libc::SYS_close_range, 0u32, (exit_fd - 1) as u32, 0u32);
+        }
+        libc::syscall(libc::SYS_close_range, (exit_fd + 1) as u32, u32::MAX, 0u32);
+    }
+    // No ptrace-style access to pid 1 from inside, and no capabilities kept.
+    // SAFETY: prctl and capset with integer/local arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+        let zero = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
+        libc::syscall(libc::SYS_capset, &mut header as *mut CapHeader, zero.as_ptr());
+    }
+    let handler =
+        if supervise { supervisor_signal as *const () as usize } else { forward_signal as *const () as usize };
+    SUPERVISOR_EXIT_FD.store(exit_fd, std::sync::atomic::Ordering::Relaxed);
+    let sweep = supervise.then_some((SUPERVISOR_SWEEP_SIGNAL, supervisor_sweep as *const () as usize));
+    for (sig, handler) in FORWARDED_SIGNALS.into_iter().map(|s| (s, handler)).chain(sweep) {
+        // SAFETY: installing an async-signal-safe handler with sigaction.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = handler;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigfillset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+    // SAFETY: sigemptyset/sigprocmask on a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+    }
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: wait4 for any child into a local status word.
+        let r = unsafe { libc::wait4(-1, &mut status, libc::__WALL, std::ptr::null_mut()) };
+        if r == child {
+            // The status first: a sweep signal during the sweep below must not lose it.
+            report_status(exit_fd, status);
+            if supervise {
+                kill_and_reap_all_children(0);
+            }
+            // SAFETY: _exit cannot fail.
+            unsafe { libc::_exit(0) };
+        }
+        if r < 0 && errno() != libc::EINTR {
+            // SAFETY: _exit cannot fail.
+            unsafe { libc::_exit(0) };
+        }
+    }
+}
+
+/// The supervising init's parent-death signal: catchable, so that it can kill what the
+/// run started before it dies (SIGKILL would end the init alone). SIGHUP is among the
+/// signals the init handles; a SIGHUP that does not mean "cordon died" (the parent is
+/// still there) is ignored.
+pub const SUPERVISOR_PDEATHSIG: libc::c_int = libc::SIGHUP;
+
+/// cordon's pid, as the supervising init saw it at start.
+static SUPERVISOR_PARENT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+/// The init's exit-status pipe, for the sweep handler.
+static SUPERVISOR_EXIT_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+/// The command's wait status was written to the exit-status pipe.
+static STATUS_REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sent by cordon to a supervising init (to its pid alone, never its group) to end the
+/// run at once: the init SIGKILLs and reaps every descendant, reports the command's
+/// status when it reaped it, and exits. A SIGKILL to the run's group would end the init
+/// first and orphan descendants that left the group; this reaches them too. A real-time
+/// signal (above the C library's reserved ones) that no command expects from cordon;
+/// a command that sends it to its own group only ends its own run.
+pub const SUPERVISOR_SWEEP_SIGNAL: libc::c_int = 40;
+
+/// Write the command's raw wait status to the exit-status pipe (once).
+fn report_status(exit_fd: RawFd, status: libc::c_int) {
+    if STATUS_REPORTED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let bytes = status.to_ne_bytes();
+    // SAFETY: write is async-signal-safe; the buffer is local.
+    unsafe { libc::write(exit_fd, bytes.as_ptr() as *const libc::c_void, bytes.len()) };
+}
+
+/// The supervising init's [`SUPERVISOR_SWEEP_SIGNAL`] handler.
+extern "C" fn supervisor_sweep(_sig: libc::c_int) {
+    let command = INIT_CHILD.load(std::sync::atomic::Ordering::Relaxed);
+    if !kill_and_reap_all_children(command) {
+        // SAFETY: kill is async-signal-safe; 0 is the run's group, this init included.
+        unsafe { libc::kill(0, libc::SIGKILL) };
+    }
+    // SAFETY: _exit cannot fail.
+    unsafe { libc::_exit(0) };
+}
+
+/// The supervising init's handler: a signal aimed at the run's group is for the
+/// command (which got it too); once cordon is gone, kill everything and die.
+extern "C" fn supervisor_signal(_sig: libc::c_int) {
+    // SAFETY: getppid has no arguments.
+    let parent = unsafe { libc::getppid() };
+    if parent == SUPERVISOR_PARENT.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    // Every descendant comes to this subreaper as its parent dies: kill and reap
+    // until none is left (the run's group and those that left it alike).
+    if kill_and_reap_all_children(0) {
+        // SAFETY: _exit cannot fail.
+        unsafe { libc::_exit(0) };
+    }
+    // No `children` file: kill the run's group, which includes this init, so this
+    // does not return.
+    // SAFETY: kill is async-signal-safe; 0 is this process's group.
+    unsafe {
+        libc::kill(0, libc::SIGKILL);
+        libc::_exit(0);
+    }
+}
+
+/// SIGKILL every child of this (single-threaded) process listed in
+/// `/proc/self/task/<pid>/children`. Returns false when that file cannot be read.
+/// Raw syscalls and stack buffers only (it runs in a signal handler and after fork).
+fn kill_children() -> bool {
+    let mut path = [0u8; 64];
+    let prefix = b"/proc/self/task/";
+    path[..prefix.len()].copy_from_slice(prefix);
+    let mut n = prefix.len();
+    // SAFETY: getpid has no arguments.
+    let pid = unsafe { libc::getpid() };
+    n += write_decimal(&mut path[n..], pid as u32);
+    let suffix = b"/children\0";
+    path[n..n + suffix.len()].copy_from_slice(suffix);
+    // SAFETY: `path` is NUL-terminated; open/read/close are async-signal-safe.
+    let fd = unsafe { libc::open(path.as_ptr() as *const libc::c_char, libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return false;
+    }
+    let mut buf = [0u8; 4096];
+    // Pids fit in an i32 (the kernel's PID_MAX_LIMIT is 2^22); saturate anyway.
+    let mut current: i32 = -1;
+    loop {
+        // SAFETY: reading into a local buffer.
+        let got = unsafe { libc::read(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
+        if got <= 0 {
+            break;
+        }
+        for &b in &buf[..got as usize] {
+            if b.is_ascii_digit() {
+                current = current.max(0).saturating_mul(10).saturating_add(i32::from(b - b'0'));
+            } else if current > 0 {
+                // SAFETY: kill with integer arguments.
+                unsafe { libc::kill(current, libc::SIGKILL) };
+                current = -1;
+            }
+        }
+    }
+    if current > 0 {
+        // SAFETY: kill with integer arguments.
+        unsafe { libc::kill(current, libc::SIGKILL) };
+    }
+    // SAFETY: closing the fd opened above.
+    unsafe { libc::close(fd) };
+    true
+}
+
+/// Kill every remaining child, reap it, and repeat for the orphans reparented to this
+/// subreaper as their parents die (a dying process's children are reparented before
+/// it can be reaped), until there is no child left: then every descendant is gone.
+/// Without the `children` file, return false at once (cordon's group kill is then the
+/// only sweep). When it reaps `command` (> 0), its status is reported.
+fn kill_and_reap_all_children(command: libc::pid_t) -> bool {
+    loop {
+        if !kill_children() {
+            return false;
+        }
+        let mut status = 0;
+        // SAFETY: wait4 for any child into a local status word.
+        let r = unsafe { libc::wait4(-1, &mut status, libc::__WALL, std::ptr::null_mut()) };
+        if r > 0 && r == command {
+            report_status(SUPERVISOR_EXIT_FD.load(std::sync::atomic::Ordering::Relaxed), status);
+        }
+        if r < 0 && errno() != libc::EINTR {
+            return true;
+        }
+    }
+}
+
+/// Write `v` in decimal at the start of `out`; returns the number of bytes.
+fn write_decimal(out: &mut [u8], mut v: u32) -> usize {
+    let mut digits = [0u8; 10];
+    let mut n = 0;
+    loop {
+        digits[n] = b'0' + (v % 10) as u8;
+        n += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for i in 0..n {
+        out[i] = digits[n - 1 - i];
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_decimal_writes_the_digits_and_returns_their_count() {
+        let mut out = [0u8; 16];
+        for (v, text) in [(0u32, "0"), (7, "7"), (10, "10"), (4_194_304, "4194304"), (u32::MAX, "4294967295")] {
+            let n = write_decimal(&mut out, v);
+            assert_eq!(&out[..n], text.as_bytes());
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! seccomp user notifications: the parent-side half (receive the listener, read
+//! notifications, answer them). cordon only ever answers with an error, so the
+//! classic time-of-check/time-of-use problem of reading the target's memory cannot
+//! widen anything: the address read is used for the report, never for a decision to
+//! allow.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+/// One notification: the syscall a sandboxed task is blocked in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Notification {
+    /// Cookie to answer with.
+    pub id: u64,
+    /// The task's pid, in the listener owner's pid namespace.
+    pub pid: u32,
+    /// Syscall number.
+    pub nr: i32,
+    /// `AUDIT_ARCH_*`.
+    pub arch: u32,
+    /// Raw arguments.
+    pub args: [u64; 6],
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct SeccompData {
+    nr: i32,
+    arch: u32,
+    instruction_pointer: u64,
+    args: [u64; 6],
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct SeccompNotif {
+    id: u64,
+    pid: u32,
+    flags: u32,
+    data: SeccompData,
+}
+
+#[repr(C)]
+struct SeccompNotifResp {
+    id: u64,
+    val: i64,
+    error: i32,
+    flags: u32,
+}
+
+const IOC_WRITE_READ: u64 = 3;
+const IOC_WRITE: u64 = 1;
+const fn ioc(dir: u64, nr: u64, size: u64) -> u64 {
+    (dir << 30) | (size << 16) | ((b'!' as u64) << 8) | nr
+}
+const NOTIF_RECV: u64 = ioc(IOC_WRITE_READ, 0, std::mem::size_of::<SeccompNotif>() as u64);
+const NOTIF_SEND: u64 = ioc(IOC_WRITE_READ, 1, std::mem::size_of::<SeccompNotifResp>() as u64);
+const NOTIF_ID_VALID: u64 = ioc(IOC_WRITE, 2, 8);
+
+/// A close-on-exec `AF_UNIX` socket pair for handing over the listener.
+pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: socketpair fills a two-element array.
+    let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both fds are fresh and ours.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Receive one fd sent with `SCM_RIGHTS` (non-blocking: the child sent it before
+/// `spawn` returned).
+pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let mut control = crate::sys::CmsgBuf { buf: [0; 64] };
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr() as *mut libc::c_void, iov_len: 1 };
+    // SAFETY: recvmsg into local buffers; the control message is parsed with the
+    // CMSG_* macros within the buffer's bounds and checked for type and length.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.buf.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = control.buf.len();
+        let n = libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC);
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null()
+            || (*cmsg).cmsg_level != libc::SOL_SOCKET
+            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+            || (*cmsg).cmsg_len < libc::CMSG_LEN(RawFd::BITS / 8) as usize
+        {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "no descriptor in the message"));
+        }
+        let mut fd: RawFd = -1;
+        std::ptr::copy_nonoverlapping(
+            libc::CMSG_DATA(cmsg),
+            &mut fd as *mut RawFd as *mut u8,
+            std::mem::size_of::<RawFd>(),
+        );
+        if fd < 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "bad descriptor in the message"));
+        }
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
+}
+
+/// Receive the next notification (call when the listener is readable).
+pub fn recv(listener: BorrowedFd<'_>) -> io::Result<Notification> {
+    let mut n = SeccompNotif::default();
+    // SAFETY: ioctl(NOTIF_RECV) fills a zeroed struct of the size the request encodes.
+    let r = unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_RECV as _, &mut n as *mut SeccompNotif) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Notification { id: n.id, pid: n.pid, nr: n.data.nr, arch: n.data.arch, args: n.data.args })
+}
+
+/// Whether notification `id` is still pending (its task has not died or been
+/// interrupted): check after reading the task's memory.
+pub fn id_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
+    let mut id = id;
+    // SAFETY: ioctl(NOTIF_ID_VALID) reads a u64.
+    unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_ID_VALID as _, &mut id as *mut u64) == 0 }
+}
+
+/// Complete the syscall with return value `val` (no error): the supervisor did the
+/// work itself (see [`connect_on_behalf`]).
+pub fn respond_value(listener: BorrowedFd<'_>, id: u64, val: i64) -> io::Result<()> {
+    let mut resp = SeccompNotifResp { id, val, error: 0, flags: 0 };
+    // SAFETY: ioctl(NOTIF_SEND) reads a response struct of the encoded size.
+    let r = unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_SEND as _, &mut resp as *mut SeccompNotifResp) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `PIDFD_THREAD` (`O_EXCL`, Linux 6.9): a pidfd for a thread, so that
+/// `pidfd_getfd` reads that thread's own descriptor table.
+const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
+
+/// Connect the socket `fd` of thread `tid` (blocked in a notified `connect()`) to
+/// `addr`, a complete `sockaddr` the supervisor chose: the socket is taken with
+/// `pidfd_getfd` from that thread's descriptor table (the same open file, so the
+/// command's socket is the one that connects) and connected here, never letting the
+/// kernel re-read the command's memory. The connect runs non-blocking and is waited
+/// for in slices of [`CONNECT_SLICE_MS`]; between slices `still_waiting()` is asked
+/// (the supervisor answers whether the command is still blocked in the call), so a
+/// peer that never accepts cannot hold the supervisor after the command is gone. The
+/// socket's own file flags are restored before returning.
+pub fn connect_on_behalf(tid: u32, fd: u64, addr: &[u8], still_waiting: impl Fn() -> bool) -> io::Result<()> {
+    let target_fd = i32::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    let len = libc::socklen_t::try_from(addr.len()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    if addr.len() < 2 || addr.len() > std::mem::size_of::<libc::sockaddr_storage>() {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let tid = libc::pid_t::try_from(tid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    // SAFETY: pidfd_open with integer arguments.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid, PIDFD_THREAD) };
+    if pidfd < 0 {
+        // Without PIDFD_THREAD (older kernels) a non-leader thread cannot be named:
+        // refuse rather than read another descriptor table.
+        return Err(io::Error::last_os_error());
+    }
+    #[allow(clippy::cast_possible_truncation, reason = "the kernel returns an fd (an int) widened to long")]
+    // SAFETY: the kernel returned a new fd that nothing else owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
+    // SAFETY: pidfd_getfd with integer arguments.
+    let sock = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), target_fd, 0) };
+    if sock < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    #[allow(clippy::cast_possible_truncation, reason = "the kernel returns an fd (an int) widened to long")]
+    // SAFETY: the kernel returned a new fd that nothing else owns.
+    let sock = unsafe { OwnedFd::from_raw_fd(sock as RawFd) };
+    // A properly aligned copy of the address.
+    // SAFETY: sockaddr_storage is plain old data; all zeroes is a valid value.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    // SAFETY: copying `addr.len()` bytes (checked above to fit) into the storage.
+    unsafe {
+        std::ptr::copy_nonoverlapping(addr.as_ptr(), &mut storage as *mut _ as *mut u8, addr.len());
+    }
+    // SAFETY: fcntl(F_GETFL) on an fd we own.
+    let flags = unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let blocking = flags & libc::O_NONBLOCK == 0;
+    // SAFETY: fcntl(F_SETFL) on an fd we own (the flag is restored below).
+    if blocking && unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let result = connect_wait(&sock, &storage, len, blocking, &still_waiting);
+    if blocking {
+        // SAFETY: fcntl(F_SETFL) restoring the flags read above.
+        unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_SETFL, flags) };
+    }
+    result
+}
+
+/// How long one wait for a pending connect lasts before the supervisor checks that
+/// the command is still waiting for it.
+pub const CONNECT_SLICE_MS: i32 = 100;
+
+fn connect_wait(
+    sock: &OwnedFd,
+    storage: &libc::sockaddr_storage,
+    len: libc::socklen_t,
+    blocking: bool,
+    still_waiting: &impl Fn() -> bool,
+) -> io::Result<()> {
+    loop {
+        // SAFETY: connect with a valid socket and an address of the given length.
+        let r = unsafe {
+            libc::connect(sock.as_raw_fd(), storage as *const libc::sockaddr_storage as *const libc::sockaddr, len)
+        };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        let pending = matches!(e.raw_os_error(), Some(libc::EINPROGRESS) | Some(libc::EAGAIN) | Some(libc::EALREADY));
+        if !blocking || !pending {
+            // A non-blocking socket gets the kernel's own answer (EINPROGRESS ...).
+            return Err(e);
+        }
+        // The command asked for a blocking connect: wait for it, in slices.
+        if !still_waiting() {
+            return Err(io::Error::from_raw_os_error(libc::EINTR));
+        }
+        if e.raw_os_error() == Some(libc::EAGAIN) {
+            // A unix listener's full backlog: nothing to poll on; try again later.
+            std::thread::sleep(std::time::Duration::from_millis(CONNECT_SLICE_MS.unsigned_abs().into()));
+            continue;
+        }
+        loop {
+            let mut p = libc::pollfd { fd: sock.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
+            // SAFETY: poll on one pollfd we own.
+            let n = unsafe { libc::poll(&mut p, 1, CONNECT_SLICE_MS) };
+            if n > 0 {
+                break;
+            }
+            if !still_waiting() {
+                return Err(io::Error::from_raw_os_error(libc::EINTR));
+            }
+        }
+        // TCP: the outcome is in SO_ERROR.
+        {
+            let mut err: libc::c_int = 0;
+            let mut l = libc::socklen_t::try_from(std::mem::size_of::<libc::c_int>()).unwrap_or(4);
+            // SAFETY: getsockopt into a local int of the given size.
+            let r = unsafe {
+                libc::getsockopt(
+                    sock.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_ERROR,
+                    &mut err as *mut libc::c_int as *mut libc::c_void,
+                    &mut l,
+                )
+            };
+            if r != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            return if err == 0 { Ok(()) } else { Err(io::Error::from_raw_os_error(err)) };
+        }
+    }
+}
+
+/// Fail the syscall with `errno`.
+pub fn respond_error(listener: BorrowedFd<'_>, id: u64, errno: i32) -> io::Result<()> {
+    // A refusal must carry an errno: 0 would make the syscall report success.
+    let errno = if errno > 0 { errno } else { libc::EPERM };
+    let mut resp = SeccompNotifResp { id, val: 0, error: -errno, flags: 0 };
+    // SAFETY: ioctl(NOTIF_SEND) reads a response struct of the encoded size.
+    let r = unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_SEND as _, &mut resp as *mut SeccompNotifResp) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
