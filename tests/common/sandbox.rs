@@ -52,7 +52,7 @@ pub const FS_DENIED: &[&str] = &["EACCES", "EPERM", "EROFS", "EXDEV"];
 /// errnos that mean "a filter refused the syscall", plus death by SIGSYS.
 pub const FILTERED: &[&str] = &["EPERM", "EACCES", "ENOSYS", "SIGSYS"];
 /// errnos the contract allows for a refused socket().
-pub const NET_DENIED: &[&str] = &["EACCES", "EPERM"];
+pub const NET_DENIED: &[&str] = &["EACCES", "EPERM", "ENETUNREACH"];
 
 // ------------------------------------------------------------------ suite
 
