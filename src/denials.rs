@@ -1,27 +1,22 @@
-//! Denial classification: `sandbox.denied` is true only with evidence.
+//! The seccomp supervisor: `sandbox.denied` is true only with an observation cordon
+//! made itself (docs/denials.md).
 //!
-//! Evidence, strongest first:
-//! 1. **The kernel, through a seccomp supervisor** ([`supervise`]): refused syscalls
-//!    the `observe` profile lists (`socket`, `connect`, `bind`, `ptrace`,
-//!    `process_vm_*`) notify cordon instead of failing in the kernel; cordon records
-//!    the syscall, reads its target (the socket address) and answers with the
-//!    profile's errno. The answer is always a refusal, so reading the target's memory
-//!    (a time-of-check/time-of-use hazard for allow decisions) only affects the report.
-//!    Name-service probes (`nscd`, systemd's userdb) are answered `ENOENT` — as if no
-//!    daemon ran — and not reported: every `ls -l` makes them.
-//! 2. **SIGSYS**: the seccomp filter kills foreign-ABI syscalls.
-//! 3. **Diagnostics checked against the policy** ([`classify_diagnostics`]): a stderr
-//!    line ending in "Read-only file system", "Permission denied" or "Operation not
-//!    permitted" that names a path counts only if (a) the policy forbids writing that
-//!    path (outside the writable roots, or inside a protected path) and (b) the host
-//!    itself would allow the write (not a read-only mount, and the caller's uid may
-//!    write there): so a command printing "Permission denied" itself about a path it
-//!    may write, a host permission error, `ENOENT`, a missing program or a timeout
-//!    are never denials.
+//! One thread per run ([`start`]) serves the run's seccomp user notifications:
+//! 1. **Write-intent path syscalls** are judged by [`crate::writes::WriteJudge`]: a
+//!    write the enforced policy refuses is refused here (with the kernel's errno) and
+//!    recorded; everything else continues into the kernel.
+//! 2. **Refused network and process syscalls** (`profiles/seccomp/observe.json`) are
+//!    recorded with their target (the socket address is read from the task's memory)
+//!    and answered with the profile's errno — `ENETUNREACH` for IP with the network
+//!    off, as on a machine without a network. Name-service probes (`nscd`, systemd's
+//!    userdb) are answered `ENOENT`, as if no daemon ran, and not reported.
+//! 3. **Foreign-ABI syscalls** are refused with `ENOSYS` and recorded.
 //!
-//! What it does not do: it cannot see a refused write that the command neither
-//! reports nor fails on (the kernel's Landlock audit records need privileges to read);
-//! and it reads only the captured stderr tail.
+//! Every answer is a refusal or a `CONTINUE` (or, for an allowed host unix socket, the
+//! result of a connect the supervisor performed to the path its policy names), so
+//! reading the task's memory — a time-of-check/time-of-use hazard for allow decisions —
+//! can only affect the report, never let anything through. The command's stderr is
+//! only used to link its own line to an entry ([`link_lines`]); it never creates one.
 
 use crate::result::{Denial, DenialKind};
 use crate::runner::seccomp::{Observed, ObservedKind};

@@ -645,7 +645,7 @@ fn readlinkat(dir: BorrowedFd<'_>, name: &[u8]) -> Option<Vec<u8>> {
 }
 
 fn fstatfs_type(fd: BorrowedFd<'_>) -> Option<i64> {
-    nix::sys::statfs::fstatfs(fd).ok().map(|s| s.filesystem_type().0 as i64)
+    nix::sys::statfs::fstatfs(fd).ok().map(|s| s.filesystem_type().0)
 }
 
 fn mount_read_only(fd: BorrowedFd<'_>) -> bool {
