@@ -318,6 +318,11 @@ fn handle(n: &cordon_stage::notify::Notification, observed: &Observed, listener:
                 ObservedKind::Network => DenialKind::Network,
                 ObservedKind::Process | ObservedKind::Write => DenialKind::Process,
             };
+            // What the host alone refuses a caller without privileges is not the
+            // sandbox's refusal (escalation could not help): not recorded.
+            if !caller_is_root() && host_refuses_unprivileged(name, &n.args) {
+                return errno;
+            }
             push(
                 sink,
                 Denial {
@@ -329,6 +334,40 @@ fn handle(n: &cordon_stage::notify::Notification, observed: &Observed, listener:
             );
             errno
         }
+    }
+}
+
+/// Whether cordon's caller is root (the host's privileges are the baseline a refusal
+/// is measured against).
+fn caller_is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Whether the host itself refuses syscall `name` with these arguments to a caller
+/// without privileges: the mount API, `chroot`, `setns`, new namespaces other than a
+/// user namespace (with one, the others are allowed), kernel loading, clocks, swap,
+/// accounting, quotas; `bpf` and `perf_event_open` when the host's sysctls restrict
+/// them.
+fn host_refuses_unprivileged(name: &str, args: &[u64; 6]) -> bool {
+    let sysctl = |p: &str| std::fs::read_to_string(p).ok().and_then(|v| v.trim().parse::<i64>().ok());
+    match name {
+        "unshare" | "clone" => {
+            let flags = args[0];
+            let ns = (libc::CLONE_NEWNS
+                | libc::CLONE_NEWUTS
+                | libc::CLONE_NEWIPC
+                | libc::CLONE_NEWPID
+                | libc::CLONE_NEWNET
+                | libc::CLONE_NEWCGROUP) as u64;
+            flags & libc::CLONE_NEWUSER as u64 == 0 && flags & ns != 0
+        }
+        "mount" | "umount2" | "pivot_root" | "chroot" | "move_mount" | "open_tree" | "fsopen" | "fsconfig"
+        | "fsmount" | "fspick" | "mount_setattr" | "setns" | "kexec_load" | "kexec_file_load" | "init_module"
+        | "finit_module" | "delete_module" | "reboot" | "swapon" | "swapoff" | "acct" | "settimeofday"
+        | "clock_settime" | "clock_adjtime" | "quotactl" | "vhangup" | "open_by_handle_at" => true,
+        "bpf" => sysctl("/proc/sys/kernel/unprivileged_bpf_disabled").unwrap_or(1) != 0,
+        "perf_event_open" => sysctl("/proc/sys/kernel/perf_event_paranoid").unwrap_or(3) > 2,
+        _ => false,
     }
 }
 

@@ -59,6 +59,9 @@ pub struct WriteRules {
     pub mount_layer: bool,
     /// The mode refuses writes to the workspace too (for the reason a refusal gives).
     pub read_only_mode: bool,
+    /// The command runs without capabilities (a root caller's permission override is
+    /// gone, so the permission bits decide for it too).
+    pub capabilities_dropped: bool,
 }
 
 /// Why a write was refused.
@@ -66,6 +69,8 @@ pub struct WriteRules {
 enum Reason {
     Outside,
     Protected,
+    /// Root's permission override (`CAP_DAC_OVERRIDE`) is dropped in the sandbox.
+    NoCapability,
 }
 
 /// A directory's verdict, cached by identity for the run.
@@ -165,6 +170,7 @@ impl WriteJudge {
                     Reason::Protected => "a protected path",
                     Reason::Outside if self.rules.read_only_mode => "read-only mode: outside the private temp dirs",
                     Reason::Outside => "outside the writable roots",
+                    Reason::NoCapability => "root's permission override is dropped in the sandbox",
                 };
                 sink(Denial {
                     kind: DenialKind::FileWrite,
@@ -299,6 +305,10 @@ impl WriteJudge {
                 let ro = self.rules.mount_layer && mount_read_only(r.dir.as_fd());
                 let landlock_refuses = self.rules.landlock_abi.is_some() && (!v.granted || v.protected);
                 if !ro && !landlock_refuses {
+                    // Root without CAP_DAC_OVERRIDE: the permission bits decide.
+                    if self.uid == 0 && self.rules.capabilities_dropped && !self.mode_allows(&dir_stat, 0o3) {
+                        return Some((libc::EACCES, r.shown, Reason::NoCapability));
+                    }
                     return None;
                 }
                 if !self.host_allows_dir(&dir_stat) {
@@ -323,6 +333,15 @@ impl WriteJudge {
                 let landlock_refuses =
                     !meta && self.rules.landlock_abi.is_some() && v.is_some_and(|v| !v.granted || v.protected);
                 if !ro && !landlock_refuses {
+                    let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
+                    if !meta
+                        && regular
+                        && self.uid == 0
+                        && self.rules.capabilities_dropped
+                        && !self.mode_allows(&st, 0o2)
+                    {
+                        return Some((libc::EACCES, r.shown, Reason::NoCapability));
+                    }
                     return None;
                 }
                 if !self.host_allows_object(&st) {

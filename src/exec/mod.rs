@@ -846,6 +846,9 @@ fn write_rules(plan: &crate::runner::LaunchPlan, policy: &crate::policy::Executi
         // bubblewrap always builds a mount namespace, read-only outside the binds.
         mount_layer: plan.namespaces.mount || plan.runner == RunnerKind::Bwrap,
         read_only_mode: policy.mode == Mode::ReadOnly,
+        // The landlock runner drops them in its stage; the bwrap runner's stage helper
+        // verifies they are empty.
+        capabilities_dropped: plan.drop_capabilities || plan.stage_helper.is_some(),
         ..Default::default()
     };
     if let Some(l) = landlock {
