@@ -38,6 +38,9 @@ const PROC_SUPER_MAGIC: i64 = 0x9fa0;
 /// How many symbolic links one path may cross (the kernel's limit).
 const MAX_SYMLINKS: usize = 40;
 
+/// Directory verdicts kept per run (then the cache starts over).
+const MAX_CACHED_DIRS: usize = 4096;
+
 /// The longest path argument read from a command's memory.
 const PATH_MAX: usize = 4096;
 
@@ -395,6 +398,10 @@ impl WriteJudge {
             }
             cur = parent;
             cur_id = pid;
+        }
+        // Bounded: a command making millions of directories must not grow cordon.
+        if self.dirs.len() >= MAX_CACHED_DIRS {
+            self.dirs.clear();
         }
         self.dirs.insert(key, verdict);
         Some(verdict)

@@ -655,6 +655,16 @@ impl Executor {
             env.retain(|(name, _)| name != k.as_str());
             env.push((k.into(), v.into()));
         }
+        // Network off looks like a machine without a network (ENETUNREACH); npm retries
+        // that for more than a minute by default. Unless the caller chose otherwise,
+        // it gives up at once (docs/denials.md).
+        if spec.policy.mode.is_confined() && !spec.policy.network {
+            for (k, v) in OFFLINE_ENV {
+                if !env.iter().any(|(name, _)| name == k) {
+                    env.push((k.into(), v.into()));
+                }
+            }
+        }
 
         // Streams.
         let (stdin_fd, stdin_writer_fd): (OwnedFd, Option<OwnedFd>) = match &spec.stdin {
@@ -834,6 +844,9 @@ impl Executor {
         })
     }
 }
+
+/// Variables set for a confined run with the network off, unless the caller set them.
+const OFFLINE_ENV: [(&str, &str); 2] = [("npm_config_fetch_retries", "0"), ("PIP_RETRIES", "0")];
 
 /// The rules the supervisor judges write-intent syscalls against: the run's own
 /// Landlock ruleset (the landlock runner's, or the one the bwrap runner's stage helper
