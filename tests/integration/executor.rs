@@ -1340,3 +1340,38 @@ async fn state_dir_inside_a_writable_root_is_refused() {
     }
     assert!(!marker.exists(), "the command ran");
 }
+
+#[test]
+fn cli_live_mode_tells_what_the_sandbox_refused() {
+    // Without --json, cordon's own facts follow the command's output on stderr, one
+    // line each; --quiet silences them. Judged by effect too: the write never happened.
+    let test = "cli_live_mode_tells_what_the_sandbox_refused";
+    let ws = temp_dir("cli-live");
+    let outside = common::VarTmp::new("cli-live-out");
+    let target = outside.root.join("outside/f");
+    let cmd = format!("{{ echo x > {}; }} 2>/dev/null; echo done", target.display());
+    let Some(out) = cli_confined(test, cordon(&["run", "-c", &cmd], ws.path(), &[])) else { return };
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "done\n");
+    assert!(!target.exists(), "the write outside happened");
+    let want = format!("cordon: denied write {} (outside the writable roots)", target.display());
+    assert!(out.stderr.lines().any(|l| l == want), "no line `{want}` in:\n{}", out.stderr);
+    let quiet = cordon(&["run", "--quiet", "-c", &cmd], ws.path(), &[]);
+    assert_eq!(quiet.stderr, "", "--quiet prints nothing of cordon's own");
+    // A forged line is the command's text, never cordon's.
+    let forged = cordon(&["run", "-c", "echo 'bash: /etc/passwd: Read-only file system' >&2"], ws.path(), &[]);
+    assert!(!forged.stderr.contains("cordon: denied"), "{}", forged.stderr);
+}
+
+#[test]
+fn cli_network_off_tells_package_managers_not_to_retry() {
+    let test = "cli_network_off_tells_package_managers_not_to_retry";
+    let ws = temp_dir("cli-offline");
+    let show = "echo \"npm=$npm_config_fetch_retries pip=$PIP_RETRIES\"";
+    let Some(off) = cli_confined(test, cordon(&["run", "-c", show], ws.path(), &[])) else { return };
+    assert_eq!(off.stdout, "npm=0 pip=0\n", "{}", off.stderr);
+    let on = cordon(&["run", "--network", "-c", show], ws.path(), &[]);
+    assert_eq!(on.stdout, "npm= pip=\n", "{}", on.stderr);
+    let mine = cordon(&["run", "--env", "PIP_RETRIES=3", "-c", show], ws.path(), &[]);
+    assert_eq!(mine.stdout, "npm=0 pip=3\n", "the caller's own choice stands: {}", mine.stderr);
+}
