@@ -136,7 +136,7 @@ struct RunArgs {
     /// Observe write-intent path syscalls for evidence of refused writes: on (default)
     /// or off (faster file-creation-heavy work; refused writes are then not reported;
     /// enforcement is the same).
-    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "on")]
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "on", action = clap::ArgAction::Set)]
     observe_writes: bool,
     /// Deadline in seconds (default 120, at most 600).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
