@@ -475,6 +475,8 @@ def main():
     ap.add_argument("--only", default=None, help="comma-separated workload names (c-build,rust-build,tar-x,git-co)")
     ap.add_argument("--ext4-dir", default=os.environ.get("BENCH_TMPDIR", "/var/tmp"),
                     help="disk-backed scratch (default $BENCH_TMPDIR or /var/tmp)")
+    ap.add_argument("--control", action="store_true",
+                    help="also run the unobserved variant a second time per round (an A/A control: the noise floor)")
     ap.add_argument("--tmpfs-dir", default=None,
                     help="tmpfs scratch (default: a tmpfs mounted for the run when root, else /dev/shm)")
     args = ap.parse_args()
@@ -515,6 +517,8 @@ def main():
         rust_note = "rust-build skipped: no cargo/rustc found"
 
     only = set(args.only.split(",")) if args.only else None
+    if only and not only <= {"c-build", "rust-build", "tar-x", "git-co"}:
+        die(f"--only: unknown workload(s) {', '.join(sorted(only - {'c-build', 'rust-build', 'tar-x', 'git-co'}))}")
     runners = [r for r in args.runners.split(",") if r]
 
     mounted = None
@@ -572,6 +576,8 @@ def main():
         variants = [Variant("bare", None, None)]
         for r in usable:
             variants.append(Variant(f"{r}/unobserved", r, False))
+            if args.control:
+                variants.append(Variant(f"{r}/unobserved-again", r, False))
             if flag_supported:
                 variants.append(Variant(f"{r}/observed", r, True))
 
@@ -658,9 +664,10 @@ def render(args, cordon, flag_supported, rounds, sizes, workloads, runners, vari
         "tar-x": f"{sizes['tar_files']} files in {sizes['tar_dirs']} dirs",
         "git-co": f"{sizes['git_files']} files in {sizes['git_dirs']} dirs",
     }
-    head = ("| workload | runner | bare s | unobserved s | observed s | obs/unobs | goal | obs/bare | unobs/bare "
-            "| write syscalls | µs per notification |")
-    lines += [head, "|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
+    head = ("| workload | runner | bare s | unobserved s | observed s | obs/unobs | per round | goal | obs/bare | unobs/bare "
+            + ("| A/A control (per round) " if args.control else "")
+            + "| write syscalls | µs per notification |")
+    lines += [head, "|---|---|---:|---:|---:|---:|---:|---|---:|---:|" + ("---:|" if args.control else "") + "---:|---:|"]
     for w in workloads:
         n, per, how = counts[w.label]
         bare = med(w, "bare")
@@ -673,9 +680,17 @@ def render(args, cordon, flag_supported, rounds, sizes, workloads, runners, vari
             else:
                 verdict = f"<= {w.goal:.2f}x {'ok' if r_ou <= w.goal else 'MISS'}"
             us = None if ob is None or un is None or not n else (ob - un) / n * 1e6
+            # Paired by round (same load): their spread is the noise the median hides.
+            pairs = [o / u for o, u in zip(times.get((w.label, f"{r}/observed"), []), times[(w.label, f"{r}/unobserved")])]
+            spread = f"{min(pairs):.2f}–{max(pairs):.2f}" if pairs else "n/a"
+            control = ""
+            if args.control:
+                again = times[(w.label, f"{r}/unobserved-again")]
+                aa = [a / u for a, u in zip(again, times[(w.label, f"{r}/unobserved")])]
+                control = f" {fx(ratio(med(w, f'{r}/unobserved-again'), un))} ({min(aa):.2f}–{max(aa):.2f}) |"
             lines.append(
-                f"| {w.label} | {r} | {f3(bare)} | {f3(un)} | {f3(ob)} | {fx(r_ou)} | {verdict} | {fx(ratio(ob, bare))} "
-                f"| {fx(ratio(un, bare))} | {n}{'' if how == 'strace' else ' (est.)'} | {'n/a' if us is None else f'{us:.1f}'} |"
+                f"| {w.label} | {r} | {f3(bare)} | {f3(un)} | {f3(ob)} | {fx(r_ou)} | {spread} | {verdict} | {fx(ratio(ob, bare))} "
+                f"| {fx(ratio(un, bare))} |{control} {n}{'' if how == 'strace' else ' (est.)'} | {'n/a' if us is None else f'{us:.1f}'} |"
             )
     lines += ["", "Workloads:", ""]
     for w in workloads:
