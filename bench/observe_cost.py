@@ -337,6 +337,9 @@ class GitCheckout(Workload):
                    GIT_COMMITTER_NAME="bench", GIT_COMMITTER_EMAIL="b@example.invalid")
         git = ["git", "-C", self.ws]
         run_checked(git + ["init", "-q", "-b", "a"], "git init", env=env)
+        # No automatic gc: a commit of thousands of files would start one in the
+        # background, racing the explicit gc below and the timed runs.
+        run_checked(git + ["config", "gc.auto", "0"], "git config", env=env)
         self._write_tree("a")
         run_checked(git + ["add", "-A"], "git add", env=env)
         run_checked(git + ["commit", "-q", "-m", "a"], "git commit", env=env)
@@ -557,6 +560,8 @@ def main():
             workloads.append(GitCheckout(os.path.join(base, "git"), fs, sizes["git_files"], sizes["git_dirs"]))
         if only:
             workloads = [w for w in workloads if w.name in only]
+        if not workloads:
+            die(f"no workload left to run{' (' + rust_note + ')' if rust_note else ''}")
         for w in workloads:
             w.setup()
 
@@ -620,8 +625,8 @@ def main():
                 f.write(report)
             log(f"markdown written to {args.out}")
     finally:
-        if mounted:
-            subprocess.run(["umount", mounted])
+        if mounted and subprocess.run(["umount", mounted]).returncode != 0:
+            subprocess.run(["umount", "--lazy", mounted])  # busy: detach it, it goes when released
         for b in reversed(bases):
             shutil.rmtree(b, ignore_errors=True)
 
