@@ -646,6 +646,10 @@ def render(args, cordon, flag_supported, rounds, sizes, workloads, runners, vari
     def fx(x):
         return "n/a" if x is None else f"{x:.2f}x"
 
+    def paired(rs):
+        """Median (min–max) of ratios paired by round."""
+        return f"{statistics.median(rs):.2f} ({min(rs):.2f}–{max(rs):.2f})" if rs else "n/a"
+
     commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     version = subprocess.run([cordon, "--version"], capture_output=True, text=True).stdout.strip()
     lines = [
@@ -669,8 +673,8 @@ def render(args, cordon, flag_supported, rounds, sizes, workloads, runners, vari
         "tar-x": f"{sizes['tar_files']} files in {sizes['tar_dirs']} dirs",
         "git-co": f"{sizes['git_files']} files in {sizes['git_dirs']} dirs",
     }
-    head = ("| workload | runner | bare s | unobserved s | observed s | obs/unobs | per round | goal | obs/bare | unobs/bare "
-            + ("| A/A control (per round) " if args.control else "")
+    head = ("| workload | runner | bare s | unobserved s | observed s | obs/unobs | per round: median (range) | goal | obs/bare | unobs/bare "
+            + ("| A/A control " if args.control else "")
             + "| write syscalls | µs per notification |")
     lines += [head, "|---|---|---:|---:|---:|---:|---:|---|---:|---:|" + ("---:|" if args.control else "") + "---:|---:|"]
     for w in workloads:
@@ -687,12 +691,12 @@ def render(args, cordon, flag_supported, rounds, sizes, workloads, runners, vari
             us = None if ob is None or un is None or not n else (ob - un) / n * 1e6
             # Paired by round (same load): their spread is the noise the median hides.
             pairs = [o / u for o, u in zip(times.get((w.label, f"{r}/observed"), []), times[(w.label, f"{r}/unobserved")])]
-            spread = f"{min(pairs):.2f}–{max(pairs):.2f}" if pairs else "n/a"
+            spread = paired(pairs)
             control = ""
             if args.control:
                 again = times[(w.label, f"{r}/unobserved-again")]
                 aa = [a / u for a, u in zip(again, times[(w.label, f"{r}/unobserved")])]
-                control = f" {fx(ratio(med(w, f'{r}/unobserved-again'), un))} ({min(aa):.2f}–{max(aa):.2f}) |"
+                control = f" {fx(ratio(med(w, f'{r}/unobserved-again'), un))}, per round {paired(aa)} |"
             lines.append(
                 f"| {w.label} | {r} | {f3(bare)} | {f3(un)} | {f3(ob)} | {fx(r_ou)} | {spread} | {verdict} | {fx(ratio(ob, bare))} "
                 f"| {fx(ratio(un, bare))} |{control} {n}{'' if how == 'strace' else ' (est.)'} | {'n/a' if us is None else f'{us:.1f}'} |"
