@@ -129,15 +129,6 @@ struct RunArgs {
     /// Run even if the host cannot enforce every restriction; gaps are reported.
     #[arg(long)]
     best_effort: bool,
-    /// Print nothing of cordon's own after the command's output (live mode: denials,
-    /// a deadline, a limit or an enforcement gap are otherwise one line each on stderr).
-    #[arg(long, short = 'q')]
-    quiet: bool,
-    /// Observe write-intent path syscalls for evidence of refused writes: on (default)
-    /// or off (faster file-creation-heavy work; refused writes are then not reported;
-    /// enforcement is the same).
-    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "on", action = clap::ArgAction::Set)]
-    observe_writes: bool,
     /// Deadline in seconds (default 120, at most 600).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     timeout: Option<Duration>,
@@ -196,14 +187,6 @@ struct RunArgs {
 
 fn parse_mode(s: &str) -> Result<Mode, String> {
     s.parse().map_err(|e: cordon::mode::ParseModeError| e.to_string())
-}
-
-fn parse_on_off(s: &str) -> Result<bool, String> {
-    match s {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        _ => Err(format!("expected `on` or `off`, got `{s}`")),
-    }
 }
 
 fn parse_runner(s: &str) -> Result<RunnerChoice, String> {
@@ -307,7 +290,6 @@ fn error_exit(e: &CordonError, json: bool) -> ExitCode {
 
 fn run(args: RunArgs) -> ExitCode {
     let json = args.json;
-    let quiet = args.quiet;
     let governance = Governance::from_args(&args);
     if args.ask && args.stdin && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         // The command would hold the terminal the question is asked on.
@@ -337,7 +319,6 @@ fn run(args: RunArgs) -> ExitCode {
     // so nothing it prints can still be in force (or on screen) when cordon asks.
     req.output = if json || args.ask { Output::Capture } else { Output::Inherit };
     req.runner = args.runner;
-    req.observe_writes = args.observe_writes;
     req.policy = PolicyRequest {
         mode: args.mode.unwrap_or(PolicyRequest::default().mode),
         writable_roots: args.writable,
@@ -366,26 +347,10 @@ fn run(args: RunArgs) -> ExitCode {
             if json && !gone.deliver(&result, &[&result]) {
                 return ExitCode::from(EXIT_STDOUT_GONE);
             }
-            if !json && !quiet {
-                print_live_notes(&result);
-            }
             ExitCode::from((result.shell_status() & 0xff) as u8)
         }
         Err(e) => error_exit(&e, json),
     }
-}
-
-/// Live mode: cordon's own facts about the run, one line each, after its output.
-fn print_live_notes(result: &cordon::RunResult) {
-    let notes = result.live_notes();
-    if notes.is_empty() {
-        return;
-    }
-    let mut err = std::io::stderr().lock();
-    for n in notes {
-        let _ = writeln!(err, "{n}");
-    }
-    let _ = err.flush();
 }
 
 /// Whether `--json` output still has a reader.
@@ -472,7 +437,6 @@ struct Governance {
     escalate_to: Option<Mode>,
     justification: Option<String>,
     bind_script: bool,
-    quiet: bool,
 }
 
 impl Governance {
@@ -486,7 +450,6 @@ impl Governance {
             escalate_to: a.escalate_to,
             justification: a.justification.clone(),
             bind_script: a.bind_script,
-            quiet: a.quiet,
         }
     }
 
@@ -614,8 +577,6 @@ fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitCode {
         if !gone.deliver(&value, &all) {
             return ExitCode::from(EXIT_STDOUT_GONE);
         }
-    } else if !g.quiet {
-        print_live_notes(result);
     }
     ExitCode::from((result.shell_status() & 0xff) as u8)
 }
