@@ -32,7 +32,7 @@ use crate::mode::Mode;
 use crate::protocol::{Ceiling, CeilingArgs, RpcError, RunParams};
 use crate::request::{Command, ExecutorConfig};
 use crate::result::{CollectedOutput, DenialKind, EnforcementLevel, RunResult};
-use crate::serve::session::{KillReply, ReadReply, Session, Started};
+use crate::serve::connection::{Connection, KillReply, ReadReply, Started};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
@@ -85,13 +85,13 @@ pub struct HandleArgs {
 /// The MCP server: one per connection.
 #[derive(Clone)]
 pub struct CordonMcp {
-    session: Arc<Session>,
+    conn: Arc<Connection>,
     tool_router: ToolRouter<CordonMcp>,
 }
 
 impl std::fmt::Debug for CordonMcp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CordonMcp").field("session", &self.session).finish_non_exhaustive()
+        f.debug_struct("CordonMcp").field("conn", &self.conn).finish_non_exhaustive()
     }
 }
 
@@ -112,7 +112,7 @@ pub fn main(args: CeilingArgs) -> ExitCode {
         }
     };
     let code = rt.block_on(async move {
-        let session = match Session::new(ceiling, ExecutorConfig::default()) {
+        let conn = match Connection::new(ceiling, ExecutorConfig::default()) {
             Ok(s) => Arc::new(s),
             Err(e) => {
                 eprintln!("cordon mcp: error[{}]: {}", e.code(), e);
@@ -120,7 +120,7 @@ pub fn main(args: CeilingArgs) -> ExitCode {
             }
         };
         let mut signals = crate::serve::signal_counter();
-        let server = CordonMcp::new(session.clone());
+        let server = CordonMcp::new(conn.clone());
         let code = match server.serve(rmcp::transport::stdio_pipes()).await {
             Ok(running) => {
                 tokio::select! {
@@ -139,10 +139,10 @@ pub fn main(args: CeilingArgs) -> ExitCode {
             }
         };
         // Graceful unless signalled (again) meanwhile; whatever is left is SIGKILLed
-        // and reaped when the session's executor is dropped.
+        // and reaped when the connection's executor is dropped.
         let seen = *signals.borrow_and_update();
         tokio::select! {
-            _ = session.shutdown() => {}
+            _ = conn.shutdown() => {}
             _ = signals.wait_for(|n| *n > seen) => {}
         }
         code
@@ -154,9 +154,9 @@ pub fn main(args: CeilingArgs) -> ExitCode {
 #[tool_router]
 impl CordonMcp {
     /// A server for one connection.
-    pub fn new(session: Arc<Session>) -> CordonMcp {
+    pub fn new(conn: Arc<Connection>) -> CordonMcp {
         let mut tool_router = Self::tool_router();
-        let ceiling = session.ceiling().clone();
+        let ceiling = conn.ceiling().clone();
         let facts = ceiling_sentence(&ceiling);
         for (name, route) in tool_router.map.iter_mut() {
             let base = route.attr.description.clone().unwrap_or_default();
@@ -164,7 +164,7 @@ impl CordonMcp {
                 route.attr.description = Some(format!("{base} {facts}").into());
             }
         }
-        CordonMcp { session, tool_router }
+        CordonMcp { conn, tool_router }
     }
 
     /// Run a shell command in the sandbox and wait for it.
@@ -173,8 +173,8 @@ impl CordonMcp {
         description = "Run a shell command (bash -c) inside the cordon sandbox and wait for it. Returns the exit code, the tails of stdout and stderr, and what the sandbox allowed or refused."
     )]
     async fn bash(&self, Parameters(args): Parameters<BashArgs>) -> Result<CallToolResult, ErrorData> {
-        let ceiling = self.session.ceiling().clone();
-        Ok(match self.session.run(run_params(args)).await {
+        let ceiling = self.conn.ceiling().clone();
+        Ok(match self.conn.run(run_params(args)).await {
             Ok(result) => {
                 let text = describe_run(&result, &ceiling);
                 let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
@@ -191,8 +191,8 @@ impl CordonMcp {
         description = "Start a shell command (bash -c) in the background inside the cordon sandbox, for servers, watchers and long builds. Returns a handle for bash_read and bash_kill. It is stopped when its timeout passes or when this MCP session ends."
     )]
     async fn bash_start(&self, Parameters(args): Parameters<BashArgs>) -> Result<CallToolResult, ErrorData> {
-        let ceiling = self.session.ceiling().clone();
-        Ok(match self.session.start(run_params(args)).await {
+        let ceiling = self.conn.ceiling().clone();
+        Ok(match self.conn.start(run_params(args)).await {
             Ok(started) => {
                 let text = describe_started(&started, &ceiling);
                 let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
@@ -210,8 +210,8 @@ impl CordonMcp {
         annotations(read_only_hint = true)
     )]
     async fn bash_read(&self, Parameters(args): Parameters<HandleArgs>) -> Result<CallToolResult, ErrorData> {
-        let ceiling = self.session.ceiling().clone();
-        Ok(match self.session.read(args.handle).await {
+        let ceiling = self.conn.ceiling().clone();
+        Ok(match self.conn.read(args.handle).await {
             Ok(reply) => {
                 let text = describe_read(&reply, &ceiling);
                 let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
@@ -229,8 +229,8 @@ impl CordonMcp {
         annotations(idempotent_hint = true)
     )]
     async fn bash_kill(&self, Parameters(args): Parameters<HandleArgs>) -> Result<CallToolResult, ErrorData> {
-        let ceiling = self.session.ceiling().clone();
-        Ok(match self.session.kill(args.handle).await {
+        let ceiling = self.conn.ceiling().clone();
+        Ok(match self.conn.kill(args.handle).await {
             Ok(reply) => {
                 let text = describe_kill(&reply);
                 let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
@@ -245,7 +245,7 @@ impl CordonMcp {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for CordonMcp {
     fn get_info(&self) -> ServerConfig {
-        let ceiling = self.session.ceiling();
+        let ceiling = self.conn.ceiling();
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("cordon", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(

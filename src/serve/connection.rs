@@ -36,7 +36,7 @@ use tokio::sync::watch;
 /// needs, few enough that a runaway client cannot exhaust the host's pids.
 pub const MAX_RUNNING_JOBS: usize = 128;
 /// Handles remembered per connection (finished ones are forgotten oldest first), so a
-/// long session's memory stays bounded.
+/// long connection's memory stays bounded.
 pub const MAX_KEPT_JOBS: usize = 1024;
 /// Output tail bytes (twice each handle's `output_cap`: both streams) the remembered
 /// background handles of one connection may hold: every kept handle at the default
@@ -72,7 +72,7 @@ struct Jobs {
 }
 
 /// A connection's executor and background processes.
-pub struct Session {
+pub struct Connection {
     exec: Executor,
     ceiling: Ceiling,
     jobs: Mutex<Jobs>,
@@ -81,9 +81,9 @@ pub struct Session {
     delivered: Mutex<std::collections::HashSet<PathBuf>>,
 }
 
-impl std::fmt::Debug for Session {
+impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session").field("ceiling", &self.ceiling).finish_non_exhaustive()
+        f.debug_struct("Connection").field("ceiling", &self.ceiling).finish_non_exhaustive()
     }
 }
 
@@ -139,12 +139,12 @@ pub struct KillReply {
     pub signal: Option<i32>,
 }
 
-impl Session {
-    /// A session under `ceiling`.
-    pub fn new(ceiling: Ceiling, config: ExecutorConfig) -> Result<Session, CordonError> {
+impl Connection {
+    /// A connection under `ceiling`.
+    pub fn new(ceiling: Ceiling, config: ExecutorConfig) -> Result<Connection, CordonError> {
         let exec = Executor::new(config)?;
         let (shutdown, _) = watch::channel(false);
-        Ok(Session { exec, ceiling, jobs: Mutex::new(Jobs::default()), shutdown, delivered: Mutex::default() })
+        Ok(Connection { exec, ceiling, jobs: Mutex::new(Jobs::default()), shutdown, delivered: Mutex::default() })
     }
 
     /// The output tail bytes (both streams) the answer to `method` can carry: what the
@@ -261,7 +261,7 @@ impl Session {
         Ok(spec)
     }
 
-    /// Run in the foreground. The run is aborted if the session shuts down.
+    /// Run in the foreground. The run is aborted if the connection shuts down.
     pub async fn run(&self, p: RunParams) -> Result<RunResult, RpcError> {
         let spec = self.spec(p)?;
         let mut rx = self.shutdown.subscribe();
@@ -346,7 +346,7 @@ impl Session {
         match id {
             Some(handle) => Ok(Started { handle, pid, mode }),
             None => {
-                // Shutdown began while it was starting: it must not outlive the session.
+                // Shutdown began while it was starting: it must not outlive the connection.
                 handle.kill();
                 let _ = tokio::time::timeout(REAP_WAIT, handle.done()).await;
                 Err(Self::closed_error())
@@ -441,7 +441,7 @@ impl Session {
 
     /// Stop everything: abort foreground runs, kill every background process and wait
     /// (bounded) until each is reaped. Nothing new starts afterwards. Whatever is still
-    /// alive when the session is dropped is SIGKILLed and reaped by the executor.
+    /// alive when the connection is dropped is SIGKILLed and reaped by the executor.
     pub async fn shutdown(&self) {
         let _ = self.shutdown.send(true);
         self.close_background().await;
