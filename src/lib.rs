@@ -23,6 +23,7 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod ceiling;
 pub mod denials;
 pub mod doctor;
 pub mod env;
@@ -35,7 +36,6 @@ pub mod mcp;
 pub mod mode;
 pub mod pin;
 pub mod policy;
-pub mod protocol;
 pub mod request;
 pub mod result;
 pub mod runner;

@@ -68,9 +68,9 @@ enum Sub {
     },
     /// Serve requests as newline-delimited JSON-RPC over stdin/stdout (docs/protocol.md);
     /// the flags set the ceiling that requests may narrow but never widen.
-    Serve(cordon::protocol::CeilingArgs),
+    Serve(cordon::ceiling::CeilingArgs),
     /// Serve an MCP server over stdio with bash tools; the flags set the ceiling.
-    Mcp(cordon::protocol::CeilingArgs),
+    Mcp(cordon::ceiling::CeilingArgs),
     /// Verify with canaries which runner each mode uses here and whether it confines.
     Doctor {
         /// Print one JSON object instead of text.

@@ -26,13 +26,14 @@
 //! What it does not do: it does not parse the wire protocol itself (rmcp does) or
 //! decide policy (the ceiling and the executor do).
 
+use crate::ceiling::{Ceiling, CeilingArgs, RunParams};
 use crate::escalation::printable;
 use crate::exec::Status;
 use crate::mode::Mode;
-use crate::protocol::{Ceiling, CeilingArgs, RpcError, RunParams};
 use crate::request::{Command, ExecutorConfig};
 use crate::result::{CollectedOutput, DenialKind, EnforcementLevel, RunResult};
 use crate::serve::connection::{Connection, KillReply, ReadReply, Started};
+use crate::serve::protocol::RpcError;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
@@ -573,7 +574,7 @@ fn refused(e: &RpcError, ceiling: &Ceiling) -> CallToolResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::CeilingArgs;
+    use crate::ceiling::CeilingArgs;
 
     /// A finished run whose output, denial target and evidence were chosen by a hostile
     /// command: a fake closing fence, a fake cordon line after a newline, control

@@ -1,4 +1,4 @@
-//! Fuzz the request parser of `cordon serve` (src/protocol.rs): line splitting,
+//! Fuzz the request parser of `cordon serve` (src/serve/protocol/): line splitting,
 //! JSON-RPC parsing, parameter typing, the ceiling clamp and error serialization.
 //!
 //! Properties checked on every input, beyond "no panic, no hang, no unbounded
@@ -12,7 +12,8 @@
 #![no_main]
 
 use cordon::mode::Mode;
-use cordon::protocol::{parse_request, response_err, Ceiling, CeilingArgs, Frame, LineSplitter, Method};
+use cordon::ceiling::{Ceiling, CeilingArgs};
+use cordon::serve::protocol::{parse_request, response_err, Frame, LineSplitter, Method, RpcError};
 use libfuzzer_sys::fuzz_target;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -65,8 +66,9 @@ fn check_line(line: &[u8]) {
             };
             for ceiling in ceilings() {
                 match ceiling.clamp(params.clone()) {
-                    Err(e) => check_error_line(&response_err(&incoming.id, &e)),
-                    Ok(req) => {
+                    Err(e) => check_error_line(&response_err(&incoming.id, &RpcError::from(e))),
+                    Ok(clamped) => {
+                        let req = clamped.request;
                         let p = &req.policy;
                         assert!(p.mode <= ceiling.mode, "mode widened");
                         let wd: PathBuf = req.workdir.clone().expect("clamp sets the workdir");

@@ -13,14 +13,15 @@
 //! What it does not do: it does not read or write the transport (see
 //! [`crate::serve`], [`crate::mcp`]).
 
+use super::protocol::{
+    codes, HelloParams, Method, RpcError, RunParams, CAPABILITIES, MAX_LINE_BYTES, PROTOCOL_VERSION,
+};
+use crate::ceiling::Ceiling;
 use crate::error::CordonError;
 use crate::exec::{Executor, Handle, Status};
 use crate::host::HostFacts;
 use crate::mode::Mode;
 use crate::policy::{resolve_policy, PolicyRequest};
-use crate::protocol::{
-    codes, Ceiling, HelloParams, Method, RpcError, RunParams, CAPABILITIES, MAX_LINE_BYTES, PROTOCOL_VERSION,
-};
 use crate::request::ExecutorConfig;
 use crate::result::RunResult;
 use crate::runner::{self, probe_runner, RunnerChoice, RunnerKind};
@@ -254,10 +255,12 @@ impl Connection {
         }))
     }
 
+    /// Clamp, resolve, check: the ceiling's protected paths are searched once (by the
+    /// clamp) and the request's policy is resolved once (by the executor).
     fn spec(&self, p: RunParams) -> Result<crate::request::Spec, RpcError> {
-        let req = self.ceiling.clamp(p)?;
-        let spec = self.exec.resolve(req).map_err(|e| RpcError::cordon(&e))?;
-        self.ceiling.check_spec(&spec)?;
+        let clamped = self.ceiling.clamp(p)?;
+        let spec = self.exec.resolve(clamped.request).map_err(|e| RpcError::cordon(&e))?;
+        self.ceiling.check_spec(&spec, &clamped.protected)?;
         Ok(spec)
     }
 

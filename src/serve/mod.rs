@@ -35,13 +35,14 @@
 //! nothing but protocol lines to stdout (diagnostics go to stderr).
 
 pub mod connection;
+pub mod protocol;
 
-use crate::protocol::{
-    codes, is_blank, parse_request, response_err, response_ok, Ceiling, CeilingArgs, Frame, LineSplitter, RpcError,
-    MAX_LINE_BYTES,
-};
+use crate::ceiling::{Ceiling, CeilingArgs};
 use crate::request::ExecutorConfig;
 pub use connection::{Connection, MAX_IN_FLIGHT};
+use protocol::{
+    codes, is_blank, parse_request, response_err, response_ok, Frame, LineSplitter, RpcError, MAX_LINE_BYTES,
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -224,7 +225,7 @@ async fn dispatch_frame(
             )
             .with("limit", MAX_LINE_BYTES)
             .with("seen", seen);
-            let _ = tx.send(Outgoing::small(response_err(&crate::protocol::RequestId::null(), &err))).await;
+            let _ = tx.send(Outgoing::small(response_err(&protocol::RequestId::null(), &err))).await;
             return;
         }
         Frame::Line(line) => line,
