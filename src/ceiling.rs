@@ -16,6 +16,7 @@
 //! protocol (`serve::protocol::RpcError` converts a [`CeilingError`]).
 
 use crate::error::CordonError;
+use crate::flags::PolicyArgs;
 use crate::mode::Mode;
 use crate::policy::{resolve_policy, PolicyRequest};
 use crate::request::{Command, Request, Spec, Stdin};
@@ -120,57 +121,34 @@ pub struct Clamped {
     pub protected: Vec<PathBuf>,
 }
 
-/// The server flags that bound every request (`--mode`, `--cwd`, `--writable`,
-/// `--network`, `--best-effort`).
-#[derive(clap::Args, Debug, Clone)]
+/// The server flags that bound every request: the shared policy flags
+/// ([`PolicyArgs`], with `--mode` defaulting to `workspace-write`) worded for a
+/// ceiling, and the limit flags.
+#[derive(clap::Args, Debug, Clone, Default)]
+#[command(
+    mut_arg("mode", |a| a
+        .help("The widest mode a request may use: read-only, workspace-write or full-access")
+        .default_value("workspace-write")),
+    mut_arg("cwd", |a| a.help(
+        "The workspace: every request's working directory lies inside it (default: the current directory)")),
+    mut_arg("writable", |a| a.help("An extra writable root requests may use (absolute path; repeatable)")),
+    mut_arg("allow_system_root", |a| a.help(
+        "Allow a writable root (or workspace) that is, lies inside or contains a system directory such as /etc, \
+         /usr or /var/lib; requests inherit it and cannot set it")),
+    mut_arg("network", |a| a.help("Allow requests to turn the network on in confined modes")),
+    mut_arg("allow_unix_socket", |a| a.help(
+        "A host unix socket every request may connect to by path (absolute; repeatable; requests inherit the \
+         list and cannot set it)")),
+    mut_arg("best_effort", |a| a.help(
+        "Run even where the host cannot enforce every restriction (gaps are reported)")),
+)]
 pub struct CeilingArgs {
-    /// The widest mode a request may use: read-only, workspace-write or full-access.
-    #[arg(long, default_value = "workspace-write", value_parser = parse_mode_arg)]
-    pub mode: Mode,
-    /// The workspace: every request's working directory lies inside it (default: the
-    /// current directory).
-    #[arg(long, value_name = "DIR")]
-    pub cwd: Option<PathBuf>,
-    /// An extra writable root requests may use (absolute path; repeatable).
-    #[arg(long = "writable", value_name = "DIR")]
-    pub writable: Vec<PathBuf>,
-    /// Allow a writable root (or workspace) that is, lies inside or contains a system
-    /// directory such as /etc, /usr or /var/lib; requests inherit it and cannot set it.
-    #[arg(long)]
-    pub allow_system_root: bool,
-    /// Allow requests to turn the network on in confined modes.
-    #[arg(long)]
-    pub network: bool,
-    /// A host unix socket every request may connect to by path (absolute; repeatable;
-    /// requests inherit the list and cannot set it).
-    #[arg(long = "allow-unix-socket", value_name = "PATH")]
-    pub allow_unix_socket: Vec<PathBuf>,
-    /// Run even where the host cannot enforce every restriction (gaps are reported).
-    #[arg(long)]
-    pub best_effort: bool,
+    /// The policy flags (`--mode` missing: `workspace-write`, as on the command line).
+    #[command(flatten)]
+    pub policy: PolicyArgs,
     /// Ceiling limits: each request's default, and the most it may ask for.
     #[command(flatten)]
     pub limits: crate::limits::LimitArgs,
-}
-
-impl Default for CeilingArgs {
-    /// The same defaults as the command line: `workspace-write` in the current directory.
-    fn default() -> Self {
-        CeilingArgs {
-            mode: Mode::WorkspaceWrite,
-            cwd: None,
-            writable: Vec::new(),
-            allow_system_root: false,
-            network: false,
-            allow_unix_socket: Vec::new(),
-            best_effort: false,
-            limits: crate::limits::LimitArgs::default(),
-        }
-    }
-}
-
-fn parse_mode_arg(s: &str) -> Result<Mode, String> {
-    s.parse().map_err(|e: crate::mode::ParseModeError| e.to_string())
 }
 
 /// The widest policy a connection may use. Built once from the server flags, with
@@ -199,27 +177,18 @@ pub struct Ceiling {
 impl Ceiling {
     /// Resolve the server flags (canonical paths; the same refusals as `cordon run`).
     pub fn from_args(args: &CeilingArgs) -> Result<Ceiling, CordonError> {
-        let cwd = match &args.cwd {
+        let cwd = match &args.policy.cwd {
             Some(c) => c.clone(),
             None => std::env::current_dir().map_err(|source| CordonError::Workdir { path: ".".into(), source })?,
         };
-        let req = PolicyRequest {
-            mode: args.mode,
-            writable_roots: args.writable.clone(),
-            network: args.network,
-            best_effort: args.best_effort,
-            allow_system_root: args.allow_system_root,
-            allow_unix_sockets: args.allow_unix_socket.clone(),
-            ..PolicyRequest::default()
-        };
-        let policy = resolve_policy(&req, &cwd)?;
+        let policy = resolve_policy(&args.policy.request(), &cwd)?;
         Ok(Ceiling {
             mode: policy.mode,
             workspace: policy.workspace,
             writable_roots: policy.writable_roots,
             network: policy.network,
             best_effort: policy.best_effort,
-            allow_system_root: args.allow_system_root,
+            allow_system_root: args.policy.allow_system_root,
             allow_unix_sockets: policy.allow_unix_sockets,
             limits: args.limits.request(),
         })
@@ -462,7 +431,8 @@ mod tests {
     use super::*;
 
     fn ceiling(dir: &Path, mode: Mode) -> Ceiling {
-        Ceiling::from_args(&CeilingArgs { mode, cwd: Some(dir.to_path_buf()), ..CeilingArgs::default() }).unwrap()
+        let policy = PolicyArgs { mode: Some(mode), cwd: Some(dir.to_path_buf()), ..PolicyArgs::default() };
+        Ceiling::from_args(&CeilingArgs { policy, ..CeilingArgs::default() }).unwrap()
     }
 
     fn params(cmd: &str) -> RunParams {
@@ -473,15 +443,18 @@ mod tests {
     fn allow_system_root_is_a_ceiling_flag_requests_inherit_and_cannot_set() {
         let dir = tempfile::tempdir().unwrap();
         for allow in [false, true] {
-            let args = CeilingArgs { cwd: Some(dir.path().into()), allow_system_root: allow, ..CeilingArgs::default() };
+            let policy = PolicyArgs { cwd: Some(dir.path().into()), allow_system_root: allow, ..PolicyArgs::default() };
+            let args = CeilingArgs { policy, ..CeilingArgs::default() };
             let c = Ceiling::from_args(&args).unwrap();
             assert_eq!(c.allow_system_root, allow);
             assert_eq!(c.to_json()["allow_system_root"], allow);
             assert_eq!(c.clamp(params("true")).unwrap().request.policy.allow_system_root, allow);
         }
         // A system directory as the ceiling's root is refused without the flag.
-        let args =
-            CeilingArgs { cwd: Some(dir.path().into()), writable: vec!["/etc".into()], ..CeilingArgs::default() };
+        let args = CeilingArgs {
+            policy: PolicyArgs { cwd: Some(dir.path().into()), writable: vec!["/etc".into()], ..PolicyArgs::default() },
+            ..CeilingArgs::default()
+        };
         let err = Ceiling::from_args(&args).unwrap_err();
         assert!(matches!(err, CordonError::InvalidPolicy(crate::error::PolicyError::TooWide { .. })), "{err}");
     }
@@ -491,9 +464,8 @@ mod tests {
         use crate::limits::{LimitArgs, LimitRequest};
         let dir = tempfile::tempdir().unwrap();
         let args = CeilingArgs {
-            cwd: Some(dir.path().to_path_buf()),
+            policy: PolicyArgs { cwd: Some(dir.path().to_path_buf()), ..PolicyArgs::default() },
             limits: LimitArgs { memory: Some(1 << 30), pids: Some(100), cpu: None },
-            ..CeilingArgs::default()
         };
         let c = Ceiling::from_args(&args).unwrap();
         // Missing: the ceiling's (explicit, so a host that cannot enforce it refuses).

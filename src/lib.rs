@@ -30,6 +30,7 @@ pub mod env;
 pub mod error;
 pub mod escalation;
 pub mod exec;
+pub mod flags;
 pub mod host;
 pub mod limits;
 pub mod mcp;

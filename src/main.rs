@@ -9,9 +9,10 @@
 
 use clap::{Parser, Subcommand};
 use cordon::error::CordonError;
+use cordon::flags::{parse_mode, PolicyArgs};
 use cordon::host::HostFacts;
 use cordon::mode::Mode;
-use cordon::policy::{ExecutionPolicy, PolicyRequest};
+use cordon::policy::ExecutionPolicy;
 use cordon::request::{Command, ExecutorConfig, Output, Request, Stdin};
 use cordon::runner::{self, probe_runner, ProbeStatus, RunnerChoice, RunnerKind};
 use cordon::Executor;
@@ -102,33 +103,13 @@ enum SessionCmd {
 #[derive(clap::Args, Debug)]
 #[command(trailing_var_arg = true, group = clap::ArgGroup::new("approval").args(["ask", "approver"]))]
 struct RunArgs {
-    /// Sandbox mode: read-only, workspace-write or full-access (default workspace-write;
-    /// with --session, the session's mode, which --mode may only narrow).
-    #[arg(long, value_parser = parse_mode)]
-    mode: Option<Mode>,
+    /// Mode, workspace, writable roots, network, unix sockets, best effort.
+    #[command(flatten)]
+    policy: PolicyArgs,
     /// Runner: auto, landlock, bwrap, seatbelt or passthrough.
-    #[arg(long, default_value = "auto", value_parser = parse_runner)]
+    // Listed right after --mode (ties in display order sort by name).
+    #[arg(long, default_value = "auto", value_parser = parse_runner, display_order = 0)]
     runner: RunnerChoice,
-    /// The workspace and working directory (default: the current directory).
-    #[arg(long, value_name = "DIR")]
-    cwd: Option<PathBuf>,
-    /// An extra writable root (absolute path; repeatable).
-    #[arg(long = "writable", value_name = "DIR")]
-    writable: Vec<PathBuf>,
-    /// Allow a writable root (or workspace) that is, lies inside or contains a system
-    /// directory such as /etc, /usr or /var/lib (refused otherwise).
-    #[arg(long)]
-    allow_system_root: bool,
-    /// Allow network access in confined modes.
-    #[arg(long)]
-    network: bool,
-    /// Let the command connect to this host unix socket by path (absolute; repeatable;
-    /// every other unix socket to the host stays closed, with or without --network).
-    #[arg(long = "allow-unix-socket", value_name = "PATH")]
-    allow_unix_socket: Vec<PathBuf>,
-    /// Run even if the host cannot enforce every restriction; gaps are reported.
-    #[arg(long)]
-    best_effort: bool,
     /// Deadline in seconds (default 120, at most 600).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     timeout: Option<Duration>,
@@ -183,10 +164,6 @@ struct RunArgs {
     /// The program and its arguments (after `--`).
     #[arg(value_name = "PROGRAM", num_args = 0..)]
     argv: Vec<OsString>,
-}
-
-fn parse_mode(s: &str) -> Result<Mode, String> {
-    s.parse().map_err(|e: cordon::mode::ParseModeError| e.to_string())
 }
 
 fn parse_runner(s: &str) -> Result<RunnerChoice, String> {
@@ -308,7 +285,7 @@ fn run(args: RunArgs) -> ExitCode {
         }
     };
     let mut req = Request::new(command);
-    req.workdir = args.cwd;
+    req.workdir = args.policy.cwd.clone();
     req.timeout = args.timeout;
     req.output_cap = args.output_cap;
     req.limits = args.limits.request();
@@ -319,15 +296,7 @@ fn run(args: RunArgs) -> ExitCode {
     // so nothing it prints can still be in force (or on screen) when cordon asks.
     req.output = if json || args.ask { Output::Capture } else { Output::Inherit };
     req.runner = args.runner;
-    req.policy = PolicyRequest {
-        mode: args.mode.unwrap_or(PolicyRequest::default().mode),
-        writable_roots: args.writable,
-        network: args.network,
-        best_effort: args.best_effort,
-        allow_system_root: args.allow_system_root,
-        allow_unix_sockets: args.allow_unix_socket,
-        ..PolicyRequest::default()
-    };
+    req.policy = args.policy.request();
     if governance.active() {
         return run_governed(req, governance, json);
     }
@@ -442,7 +411,7 @@ struct Governance {
 impl Governance {
     fn from_args(a: &RunArgs) -> Governance {
         Governance {
-            mode: a.mode,
+            mode: a.policy.mode,
             session: a.session.clone(),
             ask: a.ask,
             approver: a.approver.clone(),

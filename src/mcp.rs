@@ -597,7 +597,11 @@ mod tests {
     #[test]
     fn model_text_fences_output_and_escapes_targets() {
         let dir = tempfile::tempdir().unwrap();
-        let ceiling = Ceiling::from_args(&CeilingArgs { cwd: Some(dir.path().into()), ..Default::default() }).unwrap();
+        let ceiling = Ceiling::from_args(&CeilingArgs {
+            policy: crate::flags::PolicyArgs { cwd: Some(dir.path().into()), ..Default::default() },
+            ..Default::default()
+        })
+        .unwrap();
         let boundary = output_boundary();
         assert_eq!(boundary.len(), "cordon-output-".len() + 2 * BOUNDARY_BYTES);
         assert_ne!(boundary, output_boundary(), "a fresh boundary per call");

@@ -13,6 +13,7 @@
 
 use cordon::mode::Mode;
 use cordon::ceiling::{Ceiling, CeilingArgs};
+use cordon::flags::PolicyArgs;
 use cordon::serve::protocol::{parse_request, response_err, Frame, LineSplitter, Method, RpcError};
 use libfuzzer_sys::fuzz_target;
 use std::path::PathBuf;
@@ -35,9 +36,12 @@ fn ceilings() -> &'static [Ceiling] {
             .into_iter()
             .map(|mode| {
                 Ceiling::from_args(&CeilingArgs {
-                    mode,
-                    cwd: Some(ws.clone()),
-                    writable: vec![extra.clone()],
+                    policy: PolicyArgs {
+                        mode: Some(mode),
+                        cwd: Some(ws.clone()),
+                        writable: vec![extra.clone()],
+                        ..PolicyArgs::default()
+                    },
                     ..CeilingArgs::default()
                 })
                 .unwrap()
