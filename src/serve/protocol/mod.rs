@@ -24,6 +24,7 @@ use serde_json::{json, Map, Value};
 
 pub mod frame;
 pub mod params;
+pub mod run;
 
 pub use crate::ceiling::RunParams;
 pub use frame::{is_blank, Frame, LineSplitter};

@@ -1,11 +1,10 @@
 //! Request parsing: one line of JSON-RPC into an id and a [`Method`] with typed
 //! parameters, or an [`RpcError`] that names the problem. Pure and total (fuzzed).
 
+use super::run::parse_run;
 use super::{codes, RequestId, RpcError};
 use crate::ceiling::RunParams;
-use crate::request::Command;
 use serde_json::{Map, Value};
-use std::path::PathBuf;
 
 /// The parameters of `hello`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -183,7 +182,7 @@ pub fn parse_request(line: &[u8]) -> Result<Incoming, ParseFailure> {
     }
 }
 
-fn type_name(v: &Value) -> &'static str {
+pub(super) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -195,14 +194,14 @@ fn type_name(v: &Value) -> &'static str {
 }
 
 /// At most `max` characters of `s` (for echoing client input in messages).
-fn truncate(s: &str, max: usize) -> String {
+pub(super) fn truncate(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_string(),
     }
 }
 
-fn unknown_field(key: &str, known: &str) -> RpcError {
+pub(super) fn unknown_field(key: &str, known: &str) -> RpcError {
     RpcError::invalid_params(&truncate(key, 64), format!("unknown field (expected one of: {known})"))
 }
 
@@ -213,7 +212,7 @@ fn no_params(params: Map<String, Value>) -> Result<(), RpcError> {
     }
 }
 
-fn want_string(field: &str, v: Value) -> Result<String, RpcError> {
+pub(super) fn want_string(field: &str, v: Value) -> Result<String, RpcError> {
     match v {
         Value::String(s) if s.contains('\0') => Err(RpcError::invalid_params(field, "contains a NUL byte")),
         Value::String(s) => Ok(s),
@@ -221,7 +220,7 @@ fn want_string(field: &str, v: Value) -> Result<String, RpcError> {
     }
 }
 
-fn want_u64(field: &str, v: Value) -> Result<u64, RpcError> {
+pub(super) fn want_u64(field: &str, v: Value) -> Result<u64, RpcError> {
     match &v {
         Value::Number(n) => n
             .as_u64()
@@ -232,14 +231,14 @@ fn want_u64(field: &str, v: Value) -> Result<u64, RpcError> {
     }
 }
 
-fn want_bool(field: &str, v: Value) -> Result<bool, RpcError> {
+pub(super) fn want_bool(field: &str, v: Value) -> Result<bool, RpcError> {
     match v {
         Value::Bool(b) => Ok(b),
         other => Err(RpcError::invalid_params(field, format!("expected true or false, got {}", type_name(&other)))),
     }
 }
 
-fn want_strings(field: &str, v: Value) -> Result<Vec<String>, RpcError> {
+pub(super) fn want_strings(field: &str, v: Value) -> Result<Vec<String>, RpcError> {
     match v {
         Value::Array(items) => {
             items.into_iter().enumerate().map(|(i, item)| want_string(&format!("{field}[{i}]"), item)).collect()
@@ -280,119 +279,6 @@ fn parse_hello(params: Map<String, Value>) -> Result<HelloParams, RpcError> {
     Ok(out)
 }
 
-const RUN_FIELDS: &str =
-    "command, argv, workdir, timeout_ms, output_cap, spill_cap, stdin, env, mode, writable_roots, \
-                          network, limit_memory, limit_pids, limit_cpu";
-
-/// Parse the parameters of `run` / `start` (also used by the MCP tools' own fields).
-pub fn parse_run(params: Map<String, Value>) -> Result<RunParams, RpcError> {
-    let mut out = RunParams::default();
-    let mut shell = None;
-    let mut argv = None;
-    for (key, value) in params {
-        if value.is_null() {
-            continue;
-        }
-        match key.as_str() {
-            "command" => shell = Some(want_string("command", value)?),
-            "argv" => {
-                let v = want_strings("argv", value)?;
-                if v.is_empty() {
-                    return Err(RpcError::invalid_params("argv", "must name at least the program"));
-                }
-                if v[0].is_empty() {
-                    return Err(RpcError::invalid_params("argv", "the program name is empty"));
-                }
-                argv = Some(v);
-            }
-            "workdir" => {
-                let w = want_string("workdir", value)?;
-                if w.is_empty() {
-                    return Err(RpcError::invalid_params("workdir", "is empty"));
-                }
-                out.workdir = Some(PathBuf::from(w));
-            }
-            "timeout_ms" => {
-                let t = want_u64("timeout_ms", value)?;
-                if t == 0 {
-                    return Err(RpcError::invalid_params("timeout_ms", "must be greater than zero"));
-                }
-                out.timeout_ms = Some(t);
-            }
-            "output_cap" => out.output_cap = Some(want_u64("output_cap", value)?),
-            "limit_memory" => {
-                out.limits.memory = Some(match value {
-                    Value::String(s) => {
-                        crate::limits::parse_bytes(&s).map_err(|e| RpcError::invalid_params("limit_memory", e))?
-                    }
-                    other => want_u64("limit_memory", other)?,
-                })
-            }
-            "limit_pids" => out.limits.pids = Some(want_u64("limit_pids", value)?),
-            "limit_cpu" => out.limits.cpu = Some(want_u64("limit_cpu", value)?),
-            "spill_cap" => out.spill_cap = Some(want_u64("spill_cap", value)?),
-            "stdin" => {
-                out.stdin = Some(match value {
-                    Value::String(s) => s,
-                    other => {
-                        return Err(RpcError::invalid_params(
-                            "stdin",
-                            format!("expected a string, got {}", type_name(&other)),
-                        ))
-                    }
-                })
-            }
-            "env" => {
-                let Value::Object(map) = value else {
-                    return Err(RpcError::invalid_params(
-                        "env",
-                        format!("expected an object, got {}", type_name(&value)),
-                    ));
-                };
-                for (name, v) in map {
-                    if name.is_empty() || name.contains(['=', '\0']) {
-                        return Err(RpcError::invalid_params(
-                            "env",
-                            format!("invalid variable name `{}`", truncate(&name, 64)),
-                        ));
-                    }
-                    let v = want_string(&format!("env.{}", truncate(&name, 64)), v)?;
-                    out.env.push((name, v));
-                }
-            }
-            "mode" => {
-                let m = want_string("mode", value)?;
-                out.mode =
-                    Some(m.parse().map_err(|e: crate::mode::ParseModeError| RpcError::invalid_params("mode", e))?);
-            }
-            "writable_roots" => {
-                let roots = want_strings("writable_roots", value)?;
-                if roots.iter().any(String::is_empty) {
-                    return Err(RpcError::invalid_params("writable_roots", "contains an empty path"));
-                }
-                out.writable_roots = Some(roots.into_iter().map(PathBuf::from).collect());
-            }
-            "network" => out.network = Some(want_bool("network", value)?),
-            other => return Err(unknown_field(other, RUN_FIELDS)),
-        }
-    }
-    out.command = match (shell, argv) {
-        (Some(_), Some(_)) => {
-            return Err(RpcError::invalid_params("command", "give either `command` or `argv`, not both"))
-        }
-        (Some(s), None) => Some(Command::Shell(s)),
-        (None, Some(v)) => Some(Command::Argv(v.into_iter().map(Into::into).collect())),
-        (None, None) => None,
-    };
-    if out.command.is_none() {
-        return Err(RpcError::invalid_params(
-            "command",
-            "missing (give `command` as a shell string or `argv` as an array)",
-        ));
-    }
-    Ok(out)
-}
-
 fn parse_handle(params: Map<String, Value>) -> Result<u64, RpcError> {
     let mut handle = None;
     for (key, value) in params {
@@ -407,6 +293,7 @@ fn parse_handle(params: Map<String, Value>) -> Result<u64, RpcError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::request::Command;
     use crate::serve::protocol::response_ok;
     use serde_json::json;
 
