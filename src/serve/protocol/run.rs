@@ -7,7 +7,7 @@
 //! any member, an unknown one too); the
 //! first bad field in key order is the one reported; an unknown field lists the known
 //! ones. serde's own error carries only a message, so a field's [`RpcError`] travels
-//! beside it (see [`FIELD_ERROR`]).
+//! beside it in a thread-local slot.
 
 use super::params::{truncate, type_name, unknown_field, want_bool, want_string, want_strings, want_u64};
 use super::RpcError;
