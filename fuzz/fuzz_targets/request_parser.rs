@@ -11,9 +11,9 @@
 //!   set, network only if allowed, best effort only from the ceiling.
 #![no_main]
 
-use cordon::mode::Mode;
 use cordon::ceiling::{Ceiling, CeilingArgs};
 use cordon::flags::PolicyArgs;
+use cordon::mode::Mode;
 use cordon::serve::protocol::{parse_request, response_err, Frame, LineSplitter, Method, RpcError};
 use libfuzzer_sys::fuzz_target;
 use std::path::PathBuf;
@@ -63,7 +63,8 @@ fn check_line(line: &[u8]) {
     match parse_request(line) {
         Err(f) => check_error_line(&response_err(&f.id, &f.error)),
         Ok(incoming) => {
-            assert!(incoming.id.is_string() || incoming.id.is_number());
+            let id = incoming.id.value();
+            assert!(id.is_string() || id.is_number());
             let params = match incoming.method {
                 Method::Run(p) | Method::Start(p) => p,
                 _ => return,
