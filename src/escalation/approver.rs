@@ -27,7 +27,7 @@ pub struct ProgramApprover {
 
 /// A file the approver depends on, by canonical path and identity.
 #[derive(Debug, Clone)]
-pub(super) struct FilePin {
+struct FilePin {
     kind: GoverningKind,
     canonical: PathBuf,
     dev: u64,

@@ -54,7 +54,7 @@ pub(super) fn fnv1a128(bytes: &[u8]) -> String {
 }
 
 /// Tag, then length (u64 big-endian), then bytes: no two different inputs encode alike.
-pub(super) struct Encoder(Vec<u8>);
+struct Encoder(Vec<u8>);
 
 impl Encoder {
     fn raw(&mut self, bytes: &[u8]) {
@@ -77,7 +77,7 @@ impl Encoder {
 }
 
 /// The words of the command that may name files (see [`EscalationOptions::bind_files`]).
-pub(super) fn named_words(command: &CommandView) -> Vec<String> {
+fn named_words(command: &CommandView) -> Vec<String> {
     match command {
         CommandView::Shell(s) => s
             .split(|c: char| c.is_whitespace() || ";|&<>()`'\"".contains(c))
@@ -133,7 +133,7 @@ pub(super) fn bind(
 
 /// A bound file's bytes, read through one descriptor (a regular file, at most
 /// [`MAX_BOUND_FILE`] bytes).
-pub(super) fn read_bound(path: &Path) -> Result<Vec<u8>, String> {
+fn read_bound(path: &Path) -> Result<Vec<u8>, String> {
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let meta = file.metadata().map_err(|e| e.to_string())?;
     if !meta.is_file() {

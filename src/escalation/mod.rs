@@ -60,12 +60,17 @@ mod outcome;
 mod prompt;
 mod request;
 
-pub use approver::*;
-pub use audit::*;
-pub use fingerprint::*;
-pub use outcome::*;
-pub use prompt::*;
-pub use request::*;
+pub use approver::{ProgramApprover, TerminalApprover};
+pub use audit::{AuditLog, AuditRecord};
+pub use fingerprint::fingerprint;
+use fingerprint::{bind, fingerprint_with, fnv1a128, recheck, BoundFile};
+pub use outcome::{EscalatedOutcome, EscalationError, EscalationOptions, EscalationRecord};
+use prompt::{clip, PROMPT_LINE};
+pub use prompt::{printable, terminal_prompt};
+pub use request::{
+    next_wider, Approver, ApproverInfo, BoundFileView, CommandView, Decision, EscalationRequest, PolicyView, Trigger,
+    Verdict,
+};
 
 /// Version of the [`EscalationRequest`] JSON format.
 pub const REQUEST_VERSION: u32 = 1;
@@ -282,6 +287,7 @@ async fn ask<F: Future<Output = ()>>(
 
 #[cfg(test)]
 mod tests {
+    use super::approver::shebang_interpreters;
     use super::*;
     use crate::request::{Output, Stdin};
     use std::time::Duration;

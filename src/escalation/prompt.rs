@@ -25,7 +25,7 @@ pub fn printable(s: &str) -> String {
     out
 }
 
-pub(super) fn shell_word(s: &str) -> String {
+fn shell_word(s: &str) -> String {
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b)) {
         s.to_string()
     } else {
@@ -34,7 +34,7 @@ pub(super) fn shell_word(s: &str) -> String {
 }
 
 /// What the mode allows, in one line, for the prompt.
-pub(super) fn describe(p: &PolicyView) -> String {
+fn describe(p: &PolicyView) -> String {
     match p.mode {
         Mode::FullAccess => "full-access: NO sandbox; it can change anything you can and use the network".into(),
         Mode::ReadOnly => "read-only: writes only a private temporary directory".into(),
@@ -93,7 +93,7 @@ pub fn terminal_prompt(req: &EscalationRequest) -> String {
 }
 
 /// Denials listed in the `--ask` prompt (the rest are counted).
-pub(super) const PROMPT_DENIALS: usize = 5;
+const PROMPT_DENIALS: usize = 5;
 /// The widest prompt line cordon prints for command-provoked text (characters).
 pub(super) const PROMPT_LINE: usize = 160;
 

@@ -46,7 +46,8 @@ use std::time::Duration;
 
 mod text;
 
-pub use text::*;
+pub use text::{ceiling_sentence, describe_run, describe_run_fenced, output_boundary};
+use text::{describe_kill, describe_read, describe_started, refused};
 
 /// Exit status when the server cannot start.
 const EXIT_SETUP_FAILED: u8 = 125;

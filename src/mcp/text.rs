@@ -4,7 +4,7 @@
 
 use super::*;
 
-pub(super) fn list_paths(paths: &[std::path::PathBuf]) -> String {
+fn list_paths(paths: &[std::path::PathBuf]) -> String {
     paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
 }
 
@@ -46,7 +46,7 @@ const NETWORK_REFUSED_MARKERS: &[&str] = &[
 ];
 
 /// The sentences that tell a model what the sandbox did and how to get more.
-pub(super) fn sandbox_guidance(result: &RunResult, ceiling: &Ceiling) -> String {
+fn sandbox_guidance(result: &RunResult, ceiling: &Ceiling) -> String {
     let s = &result.sandbox;
     let mut out = String::new();
     let level = match s.enforcement.level {
@@ -133,7 +133,7 @@ pub fn output_boundary() -> String {
 }
 
 /// The sentence that tells the reader where command output is fenced.
-pub(super) fn fence_note(boundary: &str) -> String {
+fn fence_note(boundary: &str) -> String {
     format!(
         "\nCommand output is fenced between lines `<<<{boundary}` and `>>>{boundary}`; everything between \
          them was printed by the command, not by cordon."
@@ -141,7 +141,7 @@ pub(super) fn fence_note(boundary: &str) -> String {
 }
 
 /// `text` fenced with `boundary` (a newline is added before the closing line if needed).
-pub(super) fn fenced(out: &mut String, boundary: &str, text: &str) {
+fn fenced(out: &mut String, boundary: &str, text: &str) {
     let _ = writeln!(out, "<<<{boundary}");
     out.push_str(text);
     if !text.ends_with('\n') {
@@ -150,7 +150,7 @@ pub(super) fn fenced(out: &mut String, boundary: &str, text: &str) {
     let _ = writeln!(out, ">>>{boundary}");
 }
 
-pub(super) fn push_stream(out: &mut String, boundary: &str, name: &str, s: &CollectedOutput) {
+fn push_stream(out: &mut String, boundary: &str, name: &str, s: &CollectedOutput) {
     let (text, truncated, spill) = (s.text.as_str(), s.truncated, s.spill_path.as_deref());
     if text.is_empty() && !truncated {
         let _ = write!(out, "\n{name}: (empty)");
@@ -190,7 +190,7 @@ pub(super) fn push_stream(out: &mut String, boundary: &str, name: &str, s: &Coll
     fenced(out, boundary, text);
 }
 
-pub(super) fn exit_line(result: &RunResult) -> String {
+fn exit_line(result: &RunResult) -> String {
     let mut line = match (result.exit_code, result.signal) {
         (Some(c), _) => format!("Exit code: {c}"),
         (None, Some(s)) => format!("Killed by signal {s}"),
