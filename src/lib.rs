@@ -23,19 +23,20 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod ceiling;
 pub mod denials;
 pub mod doctor;
 pub mod env;
 pub mod error;
 pub mod escalation;
 pub mod exec;
+pub mod flags;
 pub mod host;
 pub mod limits;
 pub mod mcp;
 pub mod mode;
 pub mod pin;
 pub mod policy;
-pub mod protocol;
 pub mod request;
 pub mod result;
 pub mod runner;

@@ -1,4 +1,4 @@
-//! Fuzz the request parser of `cordon serve` (src/protocol.rs): line splitting,
+//! Fuzz the request parser of `cordon serve` (src/serve/protocol/): line splitting,
 //! JSON-RPC parsing, parameter typing, the ceiling clamp and error serialization.
 //!
 //! Properties checked on every input, beyond "no panic, no hang, no unbounded
@@ -11,8 +11,10 @@
 //!   set, network only if allowed, best effort only from the ceiling.
 #![no_main]
 
+use cordon::ceiling::{Ceiling, CeilingArgs};
+use cordon::flags::PolicyArgs;
 use cordon::mode::Mode;
-use cordon::protocol::{parse_request, response_err, Ceiling, CeilingArgs, Frame, LineSplitter, Method};
+use cordon::serve::protocol::{parse_request, response_err, Frame, LineSplitter, Method, RpcError};
 use libfuzzer_sys::fuzz_target;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -34,9 +36,12 @@ fn ceilings() -> &'static [Ceiling] {
             .into_iter()
             .map(|mode| {
                 Ceiling::from_args(&CeilingArgs {
-                    mode,
-                    cwd: Some(ws.clone()),
-                    writable: vec![extra.clone()],
+                    policy: PolicyArgs {
+                        mode: Some(mode),
+                        cwd: Some(ws.clone()),
+                        writable: vec![extra.clone()],
+                        ..PolicyArgs::default()
+                    },
                     ..CeilingArgs::default()
                 })
                 .unwrap()
@@ -58,15 +63,17 @@ fn check_line(line: &[u8]) {
     match parse_request(line) {
         Err(f) => check_error_line(&response_err(&f.id, &f.error)),
         Ok(incoming) => {
-            assert!(incoming.id.is_string() || incoming.id.is_number());
+            let id = incoming.id.value();
+            assert!(id.is_string() || id.is_number());
             let params = match incoming.method {
                 Method::Run(p) | Method::Start(p) => p,
                 _ => return,
             };
             for ceiling in ceilings() {
                 match ceiling.clamp(params.clone()) {
-                    Err(e) => check_error_line(&response_err(&incoming.id, &e)),
-                    Ok(req) => {
+                    Err(e) => check_error_line(&response_err(&incoming.id, &RpcError::from(e))),
+                    Ok(clamped) => {
+                        let req = clamped.request;
                         let p = &req.policy;
                         assert!(p.mode <= ceiling.mode, "mode widened");
                         let wd: PathBuf = req.workdir.clone().expect("clamp sets the workdir");

@@ -15,7 +15,6 @@
 
 pub mod bwrap;
 pub mod landlock;
-pub mod macos;
 pub mod passthrough;
 pub mod seatbelt;
 pub mod seccomp;
@@ -482,7 +481,7 @@ pub fn runner_for(kind: RunnerKind) -> &'static dyn Runner {
     match kind {
         RunnerKind::Landlock => &landlock::LandlockRunner,
         RunnerKind::Bwrap => &bwrap::BwrapRunner,
-        RunnerKind::Seatbelt => &macos::SeatbeltRunner,
+        RunnerKind::Seatbelt => &seatbelt::SeatbeltRunner,
         RunnerKind::Passthrough => &passthrough::PassthroughRunner,
     }
 }

@@ -34,14 +34,15 @@
 //! What it does not do: it does not decide policy (the [`Ceiling`] does) and writes
 //! nothing but protocol lines to stdout (diagnostics go to stderr).
 
-pub mod session;
+pub mod connection;
+pub mod protocol;
 
-use crate::protocol::{
-    codes, is_blank, parse_request, response_err, response_ok, Ceiling, CeilingArgs, Frame, LineSplitter, RpcError,
-    MAX_LINE_BYTES,
-};
+use crate::ceiling::{Ceiling, CeilingArgs};
 use crate::request::ExecutorConfig;
-pub use session::{Session, MAX_IN_FLIGHT};
+pub use connection::{Connection, MAX_IN_FLIGHT};
+use protocol::{
+    codes, is_blank, parse_request, response_err, response_ok, Frame, LineSplitter, RpcError, MAX_LINE_BYTES,
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -112,7 +113,7 @@ pub fn main(args: CeilingArgs) -> ExitCode {
         }
     };
     let code = rt.block_on(async move {
-        let session = match Session::new(ceiling, ExecutorConfig::default()) {
+        let conn = match Connection::new(ceiling, ExecutorConfig::default()) {
             Ok(s) => Arc::new(s),
             Err(e) => {
                 eprintln!("cordon serve: error[{}]: {}", e.code(), e);
@@ -122,7 +123,7 @@ pub fn main(args: CeilingArgs) -> ExitCode {
         // Non-blocking pipes when stdin/stdout are FIFOs (reopened through /proc, so
         // the O_NONBLOCK flag stays private), else tokio's blocking stdio.
         let (input, output) = rmcp::transport::stdio_pipes();
-        serve(input, output, session, signal_counter()).await;
+        serve(input, output, conn, signal_counter()).await;
         ExitCode::SUCCESS
     });
     // A blocking stdin read (stdin not a pipe) cannot be cancelled; do not wait on it.
@@ -133,15 +134,15 @@ pub fn main(args: CeilingArgs) -> ExitCode {
 /// Serve one connection until `input` ends or `signals` counts a first signal; then
 /// kill and reap every process the connection started and return once all responses
 /// are written. A further signal during that shutdown cuts it short: what is still
-/// running is SIGKILLed and reaped when the session is dropped.
-pub async fn serve<R, W>(mut input: R, output: W, session: Arc<Session>, mut signals: watch::Receiver<u32>)
+/// running is SIGKILLed and reaped when the connection is dropped.
+pub async fn serve<R, W>(mut input: R, output: W, conn: Arc<Connection>, mut signals: watch::Receiver<u32>)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (tx, rx) = mpsc::channel::<Outgoing>(OUT_QUEUE);
     let (broken_tx, mut broken) = watch::channel(false);
-    let writer = tokio::spawn(write_loop(output, rx, broken_tx, session.clone()));
+    let writer = tokio::spawn(write_loop(output, rx, broken_tx, conn.clone()));
     let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let budget = Arc::new(Semaphore::new(MAX_PENDING_OUTPUT));
     let mut splitter = LineSplitter::new(MAX_LINE_BYTES);
@@ -172,7 +173,7 @@ where
             splitter.finish(&mut frames);
         }
         for frame in frames.drain(..) {
-            dispatch_frame(frame, &session, &tx, &permits, &budget, &inflight).await;
+            dispatch_frame(frame, &conn, &tx, &permits, &budget, &inflight).await;
         }
         if eof {
             end_of_input = true;
@@ -185,13 +186,13 @@ where
             // Every request read so far is answered with its real result (each run
             // ends by its own deadline at the latest); only background work, which
             // nobody can read any more, is stopped now.
-            session.close_background().await;
+            conn.close_background().await;
             tokio::select! {
                 _ = permits.acquire_many(MAX_IN_FLIGHT as u32) => {}
                 _ = broken.wait_for(|b| *b) => {}
             }
         }
-        session.shutdown().await;
+        conn.shutdown().await;
         let _ = tokio::time::timeout(DRAIN_REQUESTS, permits.acquire_many(MAX_IN_FLIGHT as u32)).await;
     };
     tokio::select! {
@@ -201,7 +202,7 @@ where
     drop(tx);
     let _ = tokio::time::timeout(WRITER_GRACE, writer).await;
     // Background output whose path no written response carried reaches nobody now.
-    session.discard_undelivered_spills().await;
+    conn.discard_undelivered_spills().await;
 }
 
 /// The raw ids of the requests in flight.
@@ -209,7 +210,7 @@ type InFlight = Arc<std::sync::Mutex<std::collections::HashSet<String>>>;
 
 async fn dispatch_frame(
     frame: Frame,
-    session: &Arc<Session>,
+    conn: &Arc<Connection>,
     tx: &mpsc::Sender<Outgoing>,
     permits: &Arc<Semaphore>,
     budget: &Arc<Semaphore>,
@@ -224,7 +225,7 @@ async fn dispatch_frame(
             )
             .with("limit", MAX_LINE_BYTES)
             .with("seen", seen);
-            let _ = tx.send(Outgoing::small(response_err(&crate::protocol::RequestId::null(), &err))).await;
+            let _ = tx.send(Outgoing::small(response_err(&protocol::RequestId::null(), &err))).await;
             return;
         }
         Frame::Line(line) => line,
@@ -250,7 +251,7 @@ async fn dispatch_frame(
         return;
     }
     let Ok(permit) = permits.clone().acquire_owned().await else { return };
-    let session = session.clone();
+    let conn = conn.clone();
     let tx = tx.clone();
     let inflight = inflight.clone();
     let budget = budget.clone();
@@ -259,10 +260,10 @@ async fn dispatch_frame(
         let method = incoming.method;
         // Reserve the output this request may answer with before doing the work: while
         // unwritten responses hold the budget, no further run starts.
-        let want = session.output_reservation(&method).min(MAX_PENDING_OUTPUT);
+        let want = conn.output_reservation(&method).min(MAX_PENDING_OUTPUT);
         let reserved = budget.acquire_many_owned(u32::try_from(want).unwrap_or(u32::MAX)).await.ok();
         // An inner task, so that a panic becomes an error response, not silence.
-        let work = tokio::spawn(async move { session.dispatch(method).await });
+        let work = tokio::spawn(async move { conn.dispatch(method).await });
         let mut spills = Vec::new();
         let line = match work.await {
             Ok(Ok(result)) => {
@@ -305,14 +306,14 @@ fn collect_spill_paths(v: &serde_json::Value, out: &mut Vec<PathBuf>) {
 
 /// Write response lines in order of completion, batching small ones into one write
 /// (a large line is written as is, never copied). A written line's spill files are
-/// the client's (recorded in the session); after a write error, keep draining the
+/// the client's (recorded in the connection); after a write error, keep draining the
 /// queue (so request tasks never block; the dropped lines remove their spill files)
 /// and report it.
 async fn write_loop<W: AsyncWrite + Unpin>(
     mut out: W,
     mut rx: mpsc::Receiver<Outgoing>,
     broken: watch::Sender<bool>,
-    session: Arc<Session>,
+    conn: Arc<Connection>,
 ) {
     let mut ok = true;
     let mut batch = Vec::new();
@@ -344,7 +345,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         ok = ok && write_batch(&mut out, &mut batch).await && out.flush().await.is_ok();
         if ok {
             for o in &mut held {
-                session.mark_delivered(&o.spills);
+                conn.mark_delivered(&o.spills);
                 o.delivered = true;
             }
         } else {

@@ -13,14 +13,15 @@
 //! What it does not do: it does not read or write the transport (see
 //! [`crate::serve`], [`crate::mcp`]).
 
+use super::protocol::{
+    codes, HelloParams, Method, RpcError, RunParams, CAPABILITIES, MAX_LINE_BYTES, PROTOCOL_VERSION,
+};
+use crate::ceiling::Ceiling;
 use crate::error::CordonError;
 use crate::exec::{Executor, Handle, Status};
 use crate::host::HostFacts;
 use crate::mode::Mode;
 use crate::policy::{resolve_policy, PolicyRequest};
-use crate::protocol::{
-    codes, Ceiling, HelloParams, Method, RpcError, RunParams, CAPABILITIES, MAX_LINE_BYTES, PROTOCOL_VERSION,
-};
 use crate::request::ExecutorConfig;
 use crate::result::RunResult;
 use crate::runner::{self, probe_runner, RunnerChoice, RunnerKind};
@@ -36,7 +37,7 @@ use tokio::sync::watch;
 /// needs, few enough that a runaway client cannot exhaust the host's pids.
 pub const MAX_RUNNING_JOBS: usize = 128;
 /// Handles remembered per connection (finished ones are forgotten oldest first), so a
-/// long session's memory stays bounded.
+/// long connection's memory stays bounded.
 pub const MAX_KEPT_JOBS: usize = 1024;
 /// Output tail bytes (twice each handle's `output_cap`: both streams) the remembered
 /// background handles of one connection may hold: every kept handle at the default
@@ -72,7 +73,7 @@ struct Jobs {
 }
 
 /// A connection's executor and background processes.
-pub struct Session {
+pub struct Connection {
     exec: Executor,
     ceiling: Ceiling,
     jobs: Mutex<Jobs>,
@@ -81,9 +82,9 @@ pub struct Session {
     delivered: Mutex<std::collections::HashSet<PathBuf>>,
 }
 
-impl std::fmt::Debug for Session {
+impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session").field("ceiling", &self.ceiling).finish_non_exhaustive()
+        f.debug_struct("Connection").field("ceiling", &self.ceiling).finish_non_exhaustive()
     }
 }
 
@@ -139,12 +140,12 @@ pub struct KillReply {
     pub signal: Option<i32>,
 }
 
-impl Session {
-    /// A session under `ceiling`.
-    pub fn new(ceiling: Ceiling, config: ExecutorConfig) -> Result<Session, CordonError> {
+impl Connection {
+    /// A connection under `ceiling`.
+    pub fn new(ceiling: Ceiling, config: ExecutorConfig) -> Result<Connection, CordonError> {
         let exec = Executor::new(config)?;
         let (shutdown, _) = watch::channel(false);
-        Ok(Session { exec, ceiling, jobs: Mutex::new(Jobs::default()), shutdown, delivered: Mutex::default() })
+        Ok(Connection { exec, ceiling, jobs: Mutex::new(Jobs::default()), shutdown, delivered: Mutex::default() })
     }
 
     /// The output tail bytes (both streams) the answer to `method` can carry: what the
@@ -254,14 +255,16 @@ impl Session {
         }))
     }
 
+    /// Clamp, resolve, check: the ceiling's protected paths are searched once (by the
+    /// clamp) and the request's policy is resolved once (by the executor).
     fn spec(&self, p: RunParams) -> Result<crate::request::Spec, RpcError> {
-        let req = self.ceiling.clamp(p)?;
-        let spec = self.exec.resolve(req).map_err(|e| RpcError::cordon(&e))?;
-        self.ceiling.check_spec(&spec)?;
+        let clamped = self.ceiling.clamp(p)?;
+        let spec = self.exec.resolve(clamped.request).map_err(|e| RpcError::cordon(&e))?;
+        self.ceiling.check_spec(&spec, &clamped.protected)?;
         Ok(spec)
     }
 
-    /// Run in the foreground. The run is aborted if the session shuts down.
+    /// Run in the foreground. The run is aborted if the connection shuts down.
     pub async fn run(&self, p: RunParams) -> Result<RunResult, RpcError> {
         let spec = self.spec(p)?;
         let mut rx = self.shutdown.subscribe();
@@ -346,7 +349,7 @@ impl Session {
         match id {
             Some(handle) => Ok(Started { handle, pid, mode }),
             None => {
-                // Shutdown began while it was starting: it must not outlive the session.
+                // Shutdown began while it was starting: it must not outlive the connection.
                 handle.kill();
                 let _ = tokio::time::timeout(REAP_WAIT, handle.done()).await;
                 Err(Self::closed_error())
@@ -441,7 +444,7 @@ impl Session {
 
     /// Stop everything: abort foreground runs, kill every background process and wait
     /// (bounded) until each is reaped. Nothing new starts afterwards. Whatever is still
-    /// alive when the session is dropped is SIGKILLed and reaped by the executor.
+    /// alive when the connection is dropped is SIGKILLed and reaped by the executor.
     pub async fn shutdown(&self) {
         let _ = self.shutdown.send(true);
         self.close_background().await;

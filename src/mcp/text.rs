@@ -1,272 +1,8 @@
-//! `cordon mcp`: an MCP server over stdio (the `rmcp` crate) whose tools run shell
-//! commands under the cordon sandbox.
-//!
-//! Tools: `bash` (run and wait), `bash_start` (background), `bash_read` (new output
-//! and status), `bash_kill`. Every tool result carries the output tails and the
-//! sandbox facts twice: as text written for a model (exit code, stdout/stderr tails,
-//! the mode, and a plain sentence when something was refused or the mode is
-//! read-only, saying how to get a wider mode) and as `structuredContent` (the same
-//! JSON as `cordon run --json`, or the `read`/`kill` replies of `cordon serve`).
-//!
-//! The server flags set the [`Ceiling`]; tool arguments have no field that could widen
-//! it (mode, writable roots and network are not arguments), and the working directory
-//! is checked against it like every `cordon serve` request. Unknown arguments are
-//! refused, not ignored. (Escalation fields, such as a request for wider permissions
-//! with a justification, will be added to [`BashArgs`] by the escalation work; they
-//! must go through an approver and never through the ceiling.)
-//!
-//! Lifecycle: when the client disconnects, every process the connection started is
-//! killed and reaped before the server exits.
-//!
-//! Command output in the model-facing text sits between two lines carrying a fresh
-//! random boundary per tool result (`<<<cordon-output-HEX` / `>>>cordon-output-HEX`,
-//! 16 random bytes), and denial targets, evidence and spill paths are escaped, so a
-//! command cannot print a line that reads as cordon's own.
-//!
-//! What it does not do: it does not parse the wire protocol itself (rmcp does) or
-//! decide policy (the ceiling and the executor do).
+//! The text of a tool result written for a model: the exit line, the output tails
+//! between fresh random boundary lines, escaped denial targets and evidence, and a
+//! plain sentence on what the ceiling allows and how to get a wider mode.
 
-use crate::escalation::printable;
-use crate::exec::Status;
-use crate::mode::Mode;
-use crate::protocol::{Ceiling, CeilingArgs, RpcError, RunParams};
-use crate::request::{Command, ExecutorConfig};
-use crate::result::{CollectedOutput, DenialKind, EnforcementLevel, RunResult};
-use crate::serve::session::{KillReply, ReadReply, Session, Started};
-use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
-use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData, ServerHandler, ServiceExt};
-use serde::Deserialize;
-use std::fmt::Write as _;
-use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
-
-/// Exit status when the server cannot start.
-const EXIT_SETUP_FAILED: u8 = 125;
-/// Output tail per stream kept for a tool result: enough context for a model, small
-/// enough not to flood its context window. The full stream is in the spill file.
-pub const MCP_OUTPUT_CAP: u64 = 16 * 1024;
-
-/// Arguments of the `bash` and `bash_start` tools.
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct BashArgs {
-    /// The shell command, run with `bash -c`.
-    pub command: String,
-    /// Working directory: relative to the workspace, or an absolute path inside it
-    /// (default: the workspace).
-    #[serde(default)]
-    pub workdir: Option<String>,
-    /// Deadline in milliseconds (default 120000, at most 600000). The command is
-    /// stopped when it passes.
-    #[serde(default)]
-    pub timeout_ms: Option<u64>,
-    /// Memory limit in bytes (default and maximum set by the server).
-    #[serde(default)]
-    pub limit_memory: Option<u64>,
-    /// Process limit (default and maximum set by the server).
-    #[serde(default)]
-    pub limit_pids: Option<u64>,
-    /// CPU seconds per process (default and maximum set by the server).
-    #[serde(default)]
-    pub limit_cpu: Option<u64>,
-}
-
-/// Arguments of the `bash_read` and `bash_kill` tools.
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct HandleArgs {
-    /// The handle returned by `bash_start`.
-    pub handle: u64,
-}
-
-/// The MCP server: one per connection.
-#[derive(Clone)]
-pub struct CordonMcp {
-    session: Arc<Session>,
-    tool_router: ToolRouter<CordonMcp>,
-}
-
-impl std::fmt::Debug for CordonMcp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CordonMcp").field("session", &self.session).finish_non_exhaustive()
-    }
-}
-
-/// Entry point of `cordon mcp`.
-pub fn main(args: CeilingArgs) -> ExitCode {
-    let ceiling = match Ceiling::from_args(&args) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("cordon mcp: error[{}]: {}", e.code(), e);
-            return ExitCode::from(EXIT_SETUP_FAILED);
-        }
-    };
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("cordon mcp: error[IO_ERROR]: starting the runtime: {e}");
-            return ExitCode::from(EXIT_SETUP_FAILED);
-        }
-    };
-    let code = rt.block_on(async move {
-        let session = match Session::new(ceiling, ExecutorConfig::default()) {
-            Ok(s) => Arc::new(s),
-            Err(e) => {
-                eprintln!("cordon mcp: error[{}]: {}", e.code(), e);
-                return ExitCode::from(EXIT_SETUP_FAILED);
-            }
-        };
-        let mut signals = crate::serve::signal_counter();
-        let server = CordonMcp::new(session.clone());
-        let code = match server.serve(rmcp::transport::stdio_pipes()).await {
-            Ok(running) => {
-                tokio::select! {
-                    r = running.waiting() => {
-                        if let Err(e) = r {
-                            eprintln!("cordon mcp: the server task failed: {e}");
-                        }
-                    }
-                    _ = signals.wait_for(|n| *n > 0) => {}
-                }
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("cordon mcp: error[MCP_INIT]: {e}");
-                ExitCode::from(EXIT_SETUP_FAILED)
-            }
-        };
-        // Graceful unless signalled (again) meanwhile; whatever is left is SIGKILLed
-        // and reaped when the session's executor is dropped.
-        let seen = *signals.borrow_and_update();
-        tokio::select! {
-            _ = session.shutdown() => {}
-            _ = signals.wait_for(|n| *n > seen) => {}
-        }
-        code
-    });
-    rt.shutdown_timeout(Duration::from_millis(200));
-    code
-}
-
-#[tool_router]
-impl CordonMcp {
-    /// A server for one connection.
-    pub fn new(session: Arc<Session>) -> CordonMcp {
-        let mut tool_router = Self::tool_router();
-        let ceiling = session.ceiling().clone();
-        let facts = ceiling_sentence(&ceiling);
-        for (name, route) in tool_router.map.iter_mut() {
-            let base = route.attr.description.clone().unwrap_or_default();
-            if name == "bash" || name == "bash_start" {
-                route.attr.description = Some(format!("{base} {facts}").into());
-            }
-        }
-        CordonMcp { session, tool_router }
-    }
-
-    /// Run a shell command in the sandbox and wait for it.
-    #[tool(
-        name = "bash",
-        description = "Run a shell command (bash -c) inside the cordon sandbox and wait for it. Returns the exit code, the tails of stdout and stderr, and what the sandbox allowed or refused."
-    )]
-    async fn bash(&self, Parameters(args): Parameters<BashArgs>) -> Result<CallToolResult, ErrorData> {
-        let ceiling = self.session.ceiling().clone();
-        Ok(match self.session.run(run_params(args)).await {
-            Ok(result) => {
-                let text = describe_run(&result, &ceiling);
-                let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
-                out.structured_content = serde_json::to_value(&result).ok();
-                out
-            }
-            Err(e) => refused(&e, &ceiling),
-        })
-    }
-
-    /// Start a shell command in the background.
-    #[tool(
-        name = "bash_start",
-        description = "Start a shell command (bash -c) in the background inside the cordon sandbox, for servers, watchers and long builds. Returns a handle for bash_read and bash_kill. It is stopped when its timeout passes or when this MCP session ends."
-    )]
-    async fn bash_start(&self, Parameters(args): Parameters<BashArgs>) -> Result<CallToolResult, ErrorData> {
-        let ceiling = self.session.ceiling().clone();
-        Ok(match self.session.start(run_params(args)).await {
-            Ok(started) => {
-                let text = describe_started(&started, &ceiling);
-                let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
-                out.structured_content = serde_json::to_value(&started).ok();
-                out
-            }
-            Err(e) => refused(&e, &ceiling),
-        })
-    }
-
-    /// Read new output of a background command.
-    #[tool(
-        name = "bash_read",
-        description = "Read what a background command (from bash_start) printed since the previous bash_read, and whether it is still running; once it has exited, also its exit code and sandbox facts.",
-        annotations(read_only_hint = true)
-    )]
-    async fn bash_read(&self, Parameters(args): Parameters<HandleArgs>) -> Result<CallToolResult, ErrorData> {
-        let ceiling = self.session.ceiling().clone();
-        Ok(match self.session.read(args.handle).await {
-            Ok(reply) => {
-                let text = describe_read(&reply, &ceiling);
-                let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
-                out.structured_content = serde_json::to_value(&reply).ok();
-                out
-            }
-            Err(e) => refused(&e, &ceiling),
-        })
-    }
-
-    /// Stop a background command.
-    #[tool(
-        name = "bash_kill",
-        description = "Stop a background command started with bash_start (SIGTERM, then SIGKILL to its whole process group). Safe to call again; says whether it was still running.",
-        annotations(idempotent_hint = true)
-    )]
-    async fn bash_kill(&self, Parameters(args): Parameters<HandleArgs>) -> Result<CallToolResult, ErrorData> {
-        let ceiling = self.session.ceiling().clone();
-        Ok(match self.session.kill(args.handle).await {
-            Ok(reply) => {
-                let text = describe_kill(&reply);
-                let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
-                out.structured_content = serde_json::to_value(&reply).ok();
-                out
-            }
-            Err(e) => refused(&e, &ceiling),
-        })
-    }
-}
-
-#[tool_handler(router = self.tool_router)]
-impl ServerHandler for CordonMcp {
-    fn get_info(&self) -> ServerConfig {
-        let ceiling = self.session.ceiling();
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("cordon", env!("CARGO_PKG_VERSION")))
-            .with_instructions(format!(
-                "Shell commands run under the cordon sandbox. {} The sandbox mode is fixed by the user who \
-                 started this server; no tool argument can widen it. When a command is refused by the \
-                 sandbox, do not try to work around it: ask the user for a wider mode.",
-                ceiling_sentence(ceiling)
-            ))
-    }
-}
-
-fn run_params(args: BashArgs) -> RunParams {
-    RunParams {
-        command: Some(Command::Shell(args.command)),
-        workdir: args.workdir.filter(|w| !w.is_empty()).map(Into::into),
-        timeout_ms: args.timeout_ms,
-        output_cap: Some(MCP_OUTPUT_CAP),
-        limits: crate::limits::LimitRequest { memory: args.limit_memory, pids: args.limit_pids, cpu: args.limit_cpu },
-        ..RunParams::default()
-    }
-}
+use super::*;
 
 fn list_paths(paths: &[std::path::PathBuf]) -> String {
     paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
@@ -492,7 +228,7 @@ pub fn describe_run_fenced(result: &RunResult, ceiling: &Ceiling, boundary: &str
     out
 }
 
-fn describe_started(s: &Started, ceiling: &Ceiling) -> String {
+pub(super) fn describe_started(s: &Started, ceiling: &Ceiling) -> String {
     let mut out = format!(
         "Started in the background: handle {} (pid {}), {} mode. Call bash_read with {{\"handle\": {}}} for its \
          output and status, bash_kill to stop it.",
@@ -504,7 +240,7 @@ fn describe_started(s: &Started, ceiling: &Ceiling) -> String {
     out
 }
 
-fn describe_read(r: &ReadReply, ceiling: &Ceiling) -> String {
+pub(super) fn describe_read(r: &ReadReply, ceiling: &Ceiling) -> String {
     let boundary = output_boundary();
     let mut out = match (&r.status, &r.result) {
         (Status::Running, _) => format!("Handle {}: still running.", r.handle),
@@ -533,7 +269,7 @@ fn describe_read(r: &ReadReply, ceiling: &Ceiling) -> String {
     out
 }
 
-fn describe_kill(k: &KillReply) -> String {
+pub(super) fn describe_kill(k: &KillReply) -> String {
     let how = match (k.exit_code, k.signal) {
         (Some(c), _) => format!("exit code {c}"),
         (None, Some(s)) => format!("signal {s}"),
@@ -548,7 +284,7 @@ fn describe_kill(k: &KillReply) -> String {
 
 /// A tool-level error: nothing ran. The text names the cordon error code and, for a
 /// ceiling violation, what the model can do instead.
-fn refused(e: &RpcError, ceiling: &Ceiling) -> CallToolResult {
+pub(super) fn refused(e: &RpcError, ceiling: &Ceiling) -> CallToolResult {
     let mut text = format!("Nothing ran: {} ({}).", printable(&e.message), e.name);
     match e.name {
         "CEILING_EXCEEDED" => {
@@ -573,7 +309,7 @@ fn refused(e: &RpcError, ceiling: &Ceiling) -> CallToolResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::CeilingArgs;
+    use crate::ceiling::CeilingArgs;
 
     /// A finished run whose output, denial target and evidence were chosen by a hostile
     /// command: a fake closing fence, a fake cordon line after a newline, control
@@ -596,7 +332,11 @@ mod tests {
     #[test]
     fn model_text_fences_output_and_escapes_targets() {
         let dir = tempfile::tempdir().unwrap();
-        let ceiling = Ceiling::from_args(&CeilingArgs { cwd: Some(dir.path().into()), ..Default::default() }).unwrap();
+        let ceiling = Ceiling::from_args(&CeilingArgs {
+            policy: crate::flags::PolicyArgs { cwd: Some(dir.path().into()), ..Default::default() },
+            ..Default::default()
+        })
+        .unwrap();
         let boundary = output_boundary();
         assert_eq!(boundary.len(), "cordon-output-".len() + 2 * BOUNDARY_BYTES);
         assert_ne!(boundary, output_boundary(), "a fresh boundary per call");

@@ -97,12 +97,12 @@ pub const MACOS_PATH_MAX: usize = 1024;
 pub const MACOS_SYMLINKED_DIRS: [(&str, &str); 3] =
     [("/tmp", "/private/tmp"), ("/var", "/private/var"), ("/etc", "/private/etc")];
 
-const BASE_SB: &str = include_str!("../../profiles/seatbelt/base.sb");
-const WRITE_WORKSPACE_SB: &str = include_str!("../../profiles/seatbelt/write-workspace.sb");
-const WRITE_ROOTS_SB: &str = include_str!("../../profiles/seatbelt/write-roots.sb");
-const NETWORK_SB: &str = include_str!("../../profiles/seatbelt/network.sb");
-const PROTECTED_SB: &str = include_str!("../../profiles/seatbelt/protected.sb");
-const PROTECTED_ANCESTORS_SB: &str = include_str!("../../profiles/seatbelt/protected-ancestors.sb");
+const BASE_SB: &str = include_str!("../../../profiles/seatbelt/base.sb");
+const WRITE_WORKSPACE_SB: &str = include_str!("../../../profiles/seatbelt/write-workspace.sb");
+const WRITE_ROOTS_SB: &str = include_str!("../../../profiles/seatbelt/write-roots.sb");
+const NETWORK_SB: &str = include_str!("../../../profiles/seatbelt/network.sb");
+const PROTECTED_SB: &str = include_str!("../../../profiles/seatbelt/protected.sb");
+const PROTECTED_ANCESTORS_SB: &str = include_str!("../../../profiles/seatbelt/protected-ancestors.sb");
 
 /// Every embedded snippet, by file name under `profiles/seatbelt/`, in the order
 /// the planner concatenates them (tests check each against the file on disk).

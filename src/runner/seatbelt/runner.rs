@@ -1,5 +1,5 @@
 //! The `seatbelt` runner (macOS): `/usr/bin/sandbox-exec` with a generated profile.
-//! Planning lives in [`super::seatbelt`] (pure, golden-tested on every OS); this module
+//! Planning lives in [`super::plan`] (pure, golden-tested on every OS); this module
 //! is the runner seam: it turns the planner's argv into a [`LaunchPlan`] and reports
 //! the enforcement Seatbelt reaches.
 //!
@@ -7,14 +7,14 @@
 //! system calls, so on macOS `probe()` reports the runner unavailable and confined
 //! modes fail closed with `SANDBOX_UNAVAILABLE` (docs/seatbelt.md).
 
-use super::seatbelt::{plan_seatbelt, SeatbeltInput, SANDBOX_EXEC_PATH};
-use super::{
-    enforcement_from_gaps, LaunchPlan, NamespacePlan, PlanError, PlanInput, ProbeStatus, Restriction, Runner,
-    RunnerKind,
-};
+use super::plan::{plan_seatbelt, SeatbeltInput, SANDBOX_EXEC_PATH};
 use crate::host::HostFacts;
 use crate::policy::ExecutionPolicy;
 use crate::result::Enforcement;
+use crate::runner::{
+    enforcement_from_gaps, LaunchPlan, NamespacePlan, PlanError, PlanInput, ProbeStatus, Restriction, Runner,
+    RunnerKind,
+};
 use std::path::PathBuf;
 
 /// `sandbox-exec`, always by absolute path.

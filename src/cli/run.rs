@@ -1,0 +1,436 @@
+//! `cordon run`: flags to a request, the run (or the governed run: session,
+//! approvers, escalation), the result as JSON or the command's own output and status.
+
+use super::{error_exit, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_SETUP_FAILED, EXIT_STDOUT_GONE};
+use cordon::error::CordonError;
+use cordon::flags::{parse_mode, PolicyArgs};
+use cordon::mode::Mode;
+use cordon::request::{Command, ExecutorConfig, Output, Request, Stdin};
+use cordon::runner::RunnerChoice;
+use cordon::Executor;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(clap::Args, Debug)]
+#[command(trailing_var_arg = true, group = clap::ArgGroup::new("approval").args(["ask", "approver"]))]
+pub(crate) struct RunArgs {
+    /// Mode, workspace, writable roots, network, unix sockets, best effort.
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// Runner: auto, landlock, bwrap, seatbelt or passthrough.
+    // Listed right after --mode (ties in display order sort by name).
+    #[arg(long, default_value = "auto", value_parser = parse_runner, display_order = 0)]
+    runner: RunnerChoice,
+    /// Deadline in seconds (default 120, at most 600).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    timeout: Option<Duration>,
+    #[command(flatten)]
+    limits: cordon::limits::LimitArgs,
+    /// Capture output and print one JSON result object on stdout.
+    #[arg(long)]
+    json: bool,
+    /// In-memory tail per stream, in bytes (with --json).
+    #[arg(long, value_name = "BYTES")]
+    output_cap: Option<usize>,
+    /// Spill-file bytes per stream (with --json; K, M, G suffixes; default 1G, at most
+    /// 4G; 0: no file). Past it the file keeps the head and `spill_truncated` is set.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    spill_cap: Option<u64>,
+    /// Extra environment variable NAME=VALUE, or NAME to keep cordon's own value
+    /// (repeatable; CORDON_* is reserved). Never scrubbed: the way to pass a credential on purpose.
+    #[arg(long = "env", value_name = "NAME[=VALUE]", value_parser = parse_env)]
+    env: Vec<(String, String)>,
+    /// Pass cordon's stdin to the command (default: the command's stdin is empty).
+    #[arg(long)]
+    stdin: bool,
+    /// Take the mode from this session log; --mode may only narrow it.
+    #[arg(long, value_name = "FILE")]
+    session: Option<PathBuf>,
+    /// When the sandbox denied something, ask on the terminal (/dev/tty) for one retry
+    /// at the next wider mode (the default answer is no).
+    #[arg(long)]
+    ask: bool,
+    /// Like --ask, but ask PROGRAM: the request as JSON on its stdin, exit 0 grants.
+    /// It runs unsandboxed, as your policy agent.
+    #[arg(long, value_name = "PROGRAM")]
+    approver: Option<PathBuf>,
+    /// Append every escalation decision here (JSON lines; default
+    /// $XDG_STATE_HOME/cordon/audit.jsonl or ~/.local/state/cordon/audit.jsonl).
+    #[arg(long, value_name = "FILE", requires = "approval")]
+    audit_log: Option<PathBuf>,
+    /// Ask up front for this strictly wider mode; nothing runs unless it is granted.
+    #[arg(long, value_name = "MODE", value_parser = parse_mode, requires = "approval")]
+    escalate_to: Option<Mode>,
+    /// Why the wider mode is needed (shown to the approver and logged).
+    #[arg(long, value_name = "TEXT", requires = "approval")]
+    justification: Option<String>,
+    /// Bind the approval to the contents of the files the command names (e.g. the
+    /// script in `bash build.sh`): they enter the fingerprint, and the retry is refused
+    /// if one changed after the approval.
+    #[arg(long, requires = "approval")]
+    bind_script: bool,
+    /// Run a shell string with bash -c instead of PROGRAM ARGS.
+    #[arg(short = 'c', long = "shell", value_name = "STRING", conflicts_with = "argv")]
+    shell: Option<String>,
+    /// The program and its arguments (after `--`).
+    #[arg(value_name = "PROGRAM", num_args = 0..)]
+    argv: Vec<OsString>,
+}
+
+pub(crate) fn parse_runner(s: &str) -> Result<RunnerChoice, String> {
+    s.parse()
+}
+
+pub(crate) fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s.parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !secs.is_finite() || secs <= 0.0 {
+        return Err(format!("timeout must be a positive number of seconds, got `{s}`"));
+    }
+    Ok(Duration::from_secs_f64(secs.min(1e9)))
+}
+
+/// A byte count: digits with an optional binary suffix K, M or G (case-insensitive).
+pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
+    let (digits, shift) = match s.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&s[..i], 10),
+        Some((i, 'm' | 'M')) => (&s[..i], 20),
+        Some((i, 'g' | 'G')) => (&s[..i], 30),
+        _ => (s, 0),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("`{s}` is not a byte count (digits, then K, M or G)"))?;
+    n.checked_mul(1 << shift).ok_or_else(|| format!("`{s}` is too large"))
+}
+
+pub(crate) fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        // `--env NAME`: keep this process's value (it would otherwise be scrubbed).
+        None if !s.is_empty() => match std::env::var(s) {
+            Ok(v) => Ok((s.to_string(), v)),
+            Err(std::env::VarError::NotPresent) => Err(format!("`{s}` is not set in cordon's environment")),
+            Err(std::env::VarError::NotUnicode(_)) => Err(format!("the value of `{s}` is not UTF-8")),
+        },
+        _ => Err(format!("`{s}` is not NAME=VALUE or NAME")),
+    }
+}
+
+pub(crate) fn run(args: RunArgs) -> ExitCode {
+    let json = args.json;
+    let governance = Governance::from_args(&args);
+    if args.ask && args.stdin && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        // The command would hold the terminal the question is asked on.
+        errln!(
+            "cordon: error: --ask with --stdin on a terminal would hand the command the terminal cordon asks on; \
+             redirect stdin from a file or pipe, or use --approver"
+        );
+        return ExitCode::from(2);
+    }
+    let command = match (args.shell, args.argv.is_empty()) {
+        (Some(s), _) => Command::Shell(s),
+        (None, false) => Command::Argv(args.argv),
+        (None, true) => {
+            errln!("cordon: error: no command given (usage: cordon run [OPTIONS] -- PROGRAM [ARGS...])");
+            return ExitCode::from(2);
+        }
+    };
+    let mut req = Request::new(command);
+    req.workdir = args.policy.cwd.clone();
+    req.timeout = args.timeout;
+    req.output_cap = args.output_cap;
+    req.limits = args.limits.request();
+    req.spill_cap = args.spill_cap;
+    req.env = args.env;
+    req.stdin = if args.stdin { Stdin::Inherit } else { Stdin::Null };
+    // Under --ask the first run never writes to the terminal: its output is captured,
+    // so nothing it prints can still be in force (or on screen) when cordon asks.
+    req.output = if json || args.ask { Output::Capture } else { Output::Inherit };
+    req.runner = args.runner;
+    req.policy = args.policy.request();
+    if governance.active() {
+        return run_governed(req, governance, json);
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return error_exit(&CordonError::Io { what: "starting the runtime".into(), source: e }, json),
+    };
+    let gone = StdoutWatch::default();
+    let abort = gone.abort_on_signal_or_gone(json);
+    let outcome = rt.block_on(async move {
+        let exec = Executor::new(ExecutorConfig::default())?;
+        let spec = exec.resolve(req)?;
+        exec.run_until(spec, abort).await
+    });
+    match outcome {
+        Ok(result) => {
+            if json && !gone.deliver(&result, &[&result]) {
+                return ExitCode::from(EXIT_STDOUT_GONE);
+            }
+            ExitCode::from((result.shell_status() & 0xff) as u8)
+        }
+        Err(e) => error_exit(&e, json),
+    }
+}
+
+/// Whether `--json` output still has a reader.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct StdoutWatch {
+    gone: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl StdoutWatch {
+    /// The run's abort: SIGINT/SIGTERM/SIGHUP, or (with `json`) stdout's reader gone.
+    fn abort_on_signal_or_gone(&self, json: bool) -> impl std::future::Future<Output = ()> + 'static {
+        let gone = self.gone.clone();
+        async move {
+            if !json {
+                return interrupted().await;
+            }
+            tokio::select! {
+                _ = interrupted() => {}
+                _ = stdout_gone() => gone.store(true, std::sync::atomic::Ordering::SeqCst),
+            }
+        }
+    }
+
+    /// Print the result line; when stdout is gone (seen by the watch or by the write),
+    /// remove the spill files of `results` (their paths reach nobody) and say so.
+    fn deliver(&self, value: &impl serde::Serialize, results: &[&cordon::RunResult]) -> bool {
+        let mut ok = !self.gone.load(std::sync::atomic::Ordering::SeqCst);
+        if ok {
+            let mut out = std::io::stdout().lock();
+            ok = serde_json::to_writer(&mut out, value).is_ok() && out.write_all(b"\n").is_ok() && out.flush().is_ok();
+        }
+        if !ok {
+            for r in results {
+                for p in [&r.stdout.spill_path, &r.stderr.spill_path].into_iter().flatten() {
+                    let _ = std::fs::remove_file(p);
+                }
+            }
+            eprintln!("cordon: stdout is closed; the run was stopped and its result dropped");
+        }
+        ok
+    }
+}
+
+/// Resolves when fd 1 reports `POLLERR` or `POLLHUP`: the reader of a pipe or socket
+/// closed its end. Never resolves for a file or a terminal that stays open. A thread
+/// blocks in `poll` (no events requested: errors and hang-ups are always reported).
+pub(crate) async fn stdout_gone() {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let watcher = std::thread::Builder::new().name("stdout-watch".into()).spawn(move || {
+        let stdout = std::io::stdout();
+        loop {
+            let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::empty())];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => {
+                    let r = fds[0].revents().unwrap_or(PollFlags::empty());
+                    if r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP) {
+                        let _ = tx.send(());
+                        return;
+                    }
+                    if r.contains(PollFlags::POLLNVAL) {
+                        return;
+                    }
+                }
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => return,
+            }
+        }
+    });
+    if watcher.is_ok() && rx.await.is_ok() {
+        return;
+    }
+    std::future::pending::<()>().await
+}
+
+/// The `cordon run` flags that bring in a session or escalation (docs/escalation.md).
+pub(crate) struct Governance {
+    mode: Option<Mode>,
+    session: Option<PathBuf>,
+    ask: bool,
+    approver: Option<PathBuf>,
+    audit_log: Option<PathBuf>,
+    escalate_to: Option<Mode>,
+    justification: Option<String>,
+    bind_script: bool,
+}
+
+impl Governance {
+    fn from_args(a: &RunArgs) -> Governance {
+        Governance {
+            mode: a.policy.mode,
+            session: a.session.clone(),
+            ask: a.ask,
+            approver: a.approver.clone(),
+            audit_log: a.audit_log.clone(),
+            escalate_to: a.escalate_to,
+            justification: a.justification.clone(),
+            bind_script: a.bind_script,
+        }
+    }
+
+    fn active(&self) -> bool {
+        self.session.is_some() || self.ask || self.approver.is_some()
+    }
+}
+
+/// Print an error (and, with --json, `{"error": ..., "escalation": ...}`).
+pub(crate) fn governed_fail(
+    code: &str,
+    message: &str,
+    escalation: Option<serde_json::Value>,
+    json: bool,
+    exit: u8,
+) -> ExitCode {
+    errln!("cordon: error[{code}]: {message}");
+    if json {
+        let mut obj = serde_json::json!({ "error": { "code": code, "message": message } });
+        if let Some(e) = escalation {
+            obj["escalation"] = e;
+        }
+        outln!("{obj}");
+    }
+    ExitCode::from(exit)
+}
+
+/// `cordon run` with --session, --ask or --approver.
+pub(crate) fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitCode {
+    use cordon::escalation::{self as esc, EscalationError, Verdict};
+    use cordon::session::{self, GoverningKind};
+    let fail = |code: &str, message: String| governed_fail(code, &message, None, json, EXIT_SETUP_FAILED);
+    let live = req.output == Output::Inherit || (g.ask && !json);
+    let mut opts = esc::EscalationOptions {
+        up_front: g.escalate_to,
+        justification: g.justification.clone(),
+        bind_files: g.bind_script,
+        retry_output: live.then_some(Output::Inherit),
+        ..Default::default()
+    };
+    if let Some(file) = &g.session {
+        let events = match session::read_events(file) {
+            Ok(e) => e,
+            Err(e) => return fail(e.code(), e.to_string()),
+        };
+        let mode = session::effective_mode(session::DEFAULT_SESSION_MODE, &events);
+        req.policy.mode = session::narrow(mode, g.mode);
+        if req.policy.mode < g.mode.unwrap_or(mode) {
+            errln!("cordon: --mode {} narrowed to the session's mode {mode}", g.mode.unwrap_or(mode));
+        }
+        opts.governing.add(GoverningKind::SessionFile, file);
+    }
+    let approver: Option<Box<dyn esc::Approver>> = match &g.approver {
+        _ if g.ask => Some(Box::new(esc::TerminalApprover::default())),
+        // The program and its interpreter are governing files through the approver.
+        Some(p) => match esc::ProgramApprover::find(p) {
+            Ok(a) => Some(Box::new(a)),
+            Err(e) => return fail("APPROVER_NOT_FOUND", format!("approver program `{}`: {e}", p.display())),
+        },
+        None => None,
+    };
+    let audit = match (&approver, g.audit_log.clone().or_else(esc::AuditLog::default_path)) {
+        (None, _) => None,
+        (Some(_), Some(path)) => {
+            opts.governing.add(GoverningKind::AuditLog, &path);
+            Some(esc::AuditLog::new(path))
+        }
+        (Some(_), None) => {
+            return fail("AUDIT_LOG_FAILED", "no place for the audit log: pass --audit-log FILE or set HOME".into())
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return error_exit(&CordonError::Io { what: "starting the runtime".into(), source: e }, json),
+    };
+    let gone = StdoutWatch::default();
+    let abort = gone.abort_on_signal_or_gone(json);
+    let outcome = rt.block_on(async {
+        let exec = Executor::new(ExecutorConfig::default())?;
+        match &approver {
+            Some(a) => esc::run_with_escalation_until(&exec, req, a.as_ref(), &opts, audit.as_ref(), abort).await,
+            None => {
+                let spec = exec.resolve(req)?;
+                opts.governing.refuse_under(exec.state_dir());
+                opts.governing.check(&spec.policy)?;
+                let first = exec.run_until(spec, abort).await?;
+                Ok(esc::EscalatedOutcome { first: Some(first), escalation: None, not_offered: None, retry: None })
+            }
+        }
+    });
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(EscalationError::Cordon(e)) => return error_exit(&e, json),
+        Err(e) => return fail(e.code(), e.to_string()),
+    };
+    // The first run was captured for --ask: show it now that the decision is made
+    // (a granted retry has already streamed its own output instead).
+    if g.ask && !json && !outcome.retry.as_ref().is_some_and(|r| r.is_ok()) {
+        if let Some(first) = &outcome.first {
+            replay(&first.stdout, &mut std::io::stdout());
+            replay(&first.stderr, &mut std::io::stderr());
+        }
+    }
+    if let Some(rec) = &outcome.escalation {
+        let verdict = if rec.decision.verdict == Verdict::Granted { "granted" } else { "refused" };
+        errln!("cordon: escalation to {} {verdict} ({})", rec.request.to, esc::printable(&rec.decision.reason));
+    }
+    if let Some(why) = &outcome.not_offered {
+        errln!("cordon: no escalation offered: {}", esc::printable(why));
+    }
+    let report = outcome.report();
+    if let Some(Err(e)) = &outcome.retry {
+        let exit = match e {
+            CordonError::ProgramNotFound { .. } => EXIT_NOT_FOUND,
+            CordonError::ProgramNotExecutable { .. } | CordonError::ArgumentListTooLong { .. } => EXIT_NOT_EXECUTABLE,
+            _ => EXIT_SETUP_FAILED,
+        };
+        return governed_fail(e.code(), &e.to_string(), report, json, exit);
+    }
+    let Some(result) = outcome.result() else {
+        let msg = "escalation refused; nothing ran";
+        return governed_fail("ESCALATION_REFUSED", msg, report, json, EXIT_SETUP_FAILED);
+    };
+    if json {
+        let mut value = serde_json::to_value(result).unwrap_or_default();
+        if let Some(r) = report {
+            value["escalation"] = r;
+        }
+        let all: Vec<&cordon::RunResult> =
+            outcome.first.iter().chain(outcome.retry.iter().filter_map(|r| r.as_ref().ok())).collect();
+        if !gone.deliver(&value, &all) {
+            return ExitCode::from(EXIT_STDOUT_GONE);
+        }
+    }
+    ExitCode::from((result.shell_status() & 0xff) as u8)
+}
+
+/// Print a captured stream of the first run (its complete spill file when the tail was
+/// truncated) to `to`; a closed pipe ends it quietly.
+pub(crate) fn replay(stream: &cordon::result::CollectedOutput, to: &mut dyn Write) {
+    let spilled =
+        stream.truncated.then(|| stream.spill_path.as_ref().and_then(|p| std::fs::File::open(p).ok())).flatten();
+    let _ = match spilled {
+        Some(mut f) => std::io::copy(&mut f, to).map(drop),
+        None => to.write_all(stream.text.as_bytes()),
+    };
+    let _ = to.flush();
+}
+
+/// Resolves when cordon receives SIGINT, SIGTERM or SIGHUP (the command is aborted).
+pub(crate) async fn interrupted() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) =
+        (signal(SignalKind::interrupt()), signal(SignalKind::terminate()), signal(SignalKind::hangup()))
+    else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+        _ = hup.recv() => {}
+    }
+}

@@ -1,0 +1,160 @@
+//! The call fingerprint (FNV-1a 128-bit over a canonical encoding: an identifier,
+//! not a MAC) and the files bound into it with [`EscalationOptions::bind_files`].
+
+use super::*;
+
+/// A named file's contents, read at approval time.
+#[derive(Debug, Clone)]
+pub(super) struct BoundFile {
+    pub(super) path: PathBuf,
+    pub(super) bytes: Vec<u8>,
+}
+
+/// A stable identifier of one call under one policy: FNV-1a 128 over a canonical,
+/// length-prefixed encoding of the mode, workspace, writable roots, protected paths,
+/// network and best-effort flags, argv (exact bytes), cwd and the sorted environment
+/// variable names. Printed as `fnv1a128:` and 32 hex digits. Not a MAC.
+pub fn fingerprint(spec: &Spec) -> String {
+    fingerprint_with(spec, &[])
+}
+
+/// [`fingerprint`], also covering the exact contents of `bound` files (a list field
+/// `bound_files` of path and contents, appended after the others; with no bound files
+/// the encoding and value are exactly [`fingerprint`]'s).
+pub(super) fn fingerprint_with(spec: &Spec, bound: &[BoundFile]) -> String {
+    let mut enc = Encoder(Vec::with_capacity(512));
+    enc.0.extend_from_slice(FINGERPRINT_DOMAIN);
+    let p = &spec.policy;
+    enc.field(b"mode", p.mode.as_str().as_bytes());
+    enc.field(b"workspace", p.workspace.as_os_str().as_bytes());
+    enc.list(b"writable_roots", p.writable_roots.iter().map(|r| r.as_os_str().as_bytes()));
+    enc.list(b"protected", p.protected.iter().map(|r| r.as_os_str().as_bytes()));
+    enc.field(b"network", if p.network { b"1" } else { b"0" });
+    enc.field(b"best_effort", if p.best_effort { b"1" } else { b"0" });
+    enc.list(b"argv", spec.argv.iter().map(|a| a.as_bytes()));
+    enc.field(b"cwd", spec.workdir.as_os_str().as_bytes());
+    let mut names: Vec<&[u8]> = spec.env.iter().map(|(k, _)| k.as_bytes()).collect();
+    names.sort_unstable();
+    names.dedup();
+    enc.list(b"env_names", names.into_iter());
+    if !bound.is_empty() {
+        enc.raw(b"bound_files");
+        enc.0.extend_from_slice(&(bound.len() as u64).to_be_bytes());
+        for f in bound {
+            enc.raw(f.path.as_os_str().as_bytes());
+            enc.raw(&f.bytes);
+        }
+    }
+    fnv1a128(&enc.0)
+}
+
+pub(super) fn fnv1a128(bytes: &[u8]) -> String {
+    let hash = bytes.iter().fold(FNV128_OFFSET, |h, b| (h ^ u128::from(*b)).wrapping_mul(FNV128_PRIME));
+    format!("fnv1a128:{hash:032x}")
+}
+
+/// Tag, then length (u64 big-endian), then bytes: no two different inputs encode alike.
+struct Encoder(Vec<u8>);
+
+impl Encoder {
+    fn raw(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(&(bytes.len() as u64).to_be_bytes());
+        self.0.extend_from_slice(bytes);
+    }
+
+    fn field(&mut self, tag: &[u8], value: &[u8]) {
+        self.raw(tag);
+        self.raw(value);
+    }
+
+    fn list<'a>(&mut self, tag: &[u8], items: impl ExactSizeIterator<Item = &'a [u8]>) {
+        self.raw(tag);
+        self.0.extend_from_slice(&(items.len() as u64).to_be_bytes());
+        for item in items {
+            self.raw(item);
+        }
+    }
+}
+
+/// The words of the command that may name files (see [`EscalationOptions::bind_files`]).
+fn named_words(command: &CommandView) -> Vec<String> {
+    match command {
+        CommandView::Shell(s) => s
+            .split(|c: char| c.is_whitespace() || ";|&<>()`'\"".contains(c))
+            .filter(|w| !w.is_empty())
+            .map(String::from)
+            .collect(),
+        CommandView::Argv(v) => {
+            v.iter().enumerate().filter(|(i, a)| *i > 0 || a.contains('/')).map(|(_, a)| a.clone()).collect()
+        }
+    }
+}
+
+/// Read the files the command names, when the caller asked to bind them.
+pub(super) fn bind(
+    command: &CommandView,
+    spec: &Spec,
+    opts: &EscalationOptions,
+) -> Result<Vec<BoundFile>, EscalationError> {
+    if !opts.bind_files {
+        return Ok(Vec::new());
+    }
+    // A shell string that changes directory, quotes, expands or globs would make the
+    // named word differ from the file that runs (`cd sub && bash build.sh`,
+    // `bash bu''ild.sh`): binding it would approve the wrong bytes.
+    if let CommandView::Shell(sh) = command {
+        let tricky = sh.chars().any(|c| "'\"\\$`*?[]{}~".contains(c))
+            || sh
+                .split(|c: char| c.is_whitespace() || ";|&()".contains(c))
+                .any(|w| matches!(w, "cd" | "pushd" | "popd"));
+        if tricky {
+            return Err(EscalationError::BindFailed {
+                path: spec.workdir.clone(),
+                why: "--bind-script needs a command whose file names are plain words: no cd, quotes, $, globs or \
+                      backquotes (pass the command as argv instead)"
+                    .into(),
+            });
+        }
+    }
+    let mut out: Vec<BoundFile> = Vec::new();
+    for word in named_words(command) {
+        let path = spec.workdir.join(&word);
+        if out.iter().any(|f| f.path == path) || !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        if out.len() == MAX_BOUND_FILES {
+            return Err(EscalationError::BindFailed { path, why: format!("more than {MAX_BOUND_FILES} files") });
+        }
+        let bytes = read_bound(&path).map_err(|why| EscalationError::BindFailed { path: path.clone(), why })?;
+        out.push(BoundFile { path, bytes });
+    }
+    Ok(out)
+}
+
+/// A bound file's bytes, read through one descriptor (a regular file, at most
+/// [`MAX_BOUND_FILE`] bytes).
+fn read_bound(path: &Path) -> Result<Vec<u8>, String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_BOUND_FILE + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_BOUND_FILE {
+        return Err(format!("larger than {MAX_BOUND_FILE} bytes"));
+    }
+    Ok(bytes)
+}
+
+/// Right before the retry: every bound file still holds exactly the approved bytes.
+pub(super) fn recheck(bound: &[BoundFile]) -> Result<(), EscalationError> {
+    for f in bound {
+        let changed = |why: String| EscalationError::BoundFileChanged { path: f.path.clone(), why };
+        let now = read_bound(&f.path).map_err(changed)?;
+        if now != f.bytes {
+            return Err(changed(format!("its contents are now {}, approved {}", fnv1a128(&now), fnv1a128(&f.bytes))));
+        }
+    }
+    Ok(())
+}

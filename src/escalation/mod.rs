@@ -1,0 +1,388 @@
+//! Escalation: one strictly wider retry of one exact call, granted by an approver.
+//!
+//! [`run_with_escalation`] runs a request. When the sandbox denied something
+//! (`sandbox.denied`, which is true only with evidence), it builds an
+//! [`EscalationRequest`] — the command, cwd, current mode, the strictly wider mode asked
+//! for (default: the next rung), the caller's justification, the denials and a
+//! fingerprint of the call — and hands it to an [`Approver`]. Only if the approver
+//! grants it does the same spec (same argv, cwd, environment, stdin, deadline) run once
+//! more, at the wider mode. A caller may also ask up front
+//! ([`EscalationOptions::up_front`]): then nothing runs until the approver grants.
+//!
+//! Rules (tested in tests/escalation.rs, explained in docs/escalation.md):
+//! - A target that is not strictly wider than the call's mode (by the ladder's `Ord`)
+//!   is refused with [`EscalationError::NotWider`] before anything runs.
+//! - Never offered for `SANDBOX_UNAVAILABLE` or any other error (those are `Err`, not a
+//!   denied result), for a run whose runner failed or that was aborted, or when the
+//!   wider mode cannot be enforced here.
+//! - One shot: at most one retry per call; nothing is remembered, so the next call runs
+//!   at its own (session or base) mode again.
+//! - Every decision is appended to the [`AuditLog`] when one is given; an audit write
+//!   that fails stops the retry (fail closed).
+//! - The governing files ([`GoverningFiles`]: session file, audit log, approver program
+//!   and its interpreter via [`Approver::governing`]) are checked against the call's
+//!   policy and the wider policy before anything runs, and refused inside cordon's
+//!   state directory; the audit log is opened once and appended through that fd.
+//! - With [`EscalationOptions::bind_files`], the fingerprint covers the bytes of the
+//!   files the command names, and the retry is refused if they changed.
+//!
+//! The threat model (the confined command as adversary) is in docs/escalation.md.
+//!
+//! What it does not do: it does not classify denials (the executor does), keep grants
+//! for later calls, or change a session. The fingerprint is an identifier (FNV-1a
+//! 128-bit over a canonical encoding), not a MAC: it names a call in the audit log and to
+//! an approver; it proves nothing against someone who can write the log.
+
+use crate::error::CordonError;
+use crate::exec::Executor;
+use crate::mode::Mode;
+use crate::policy::{resolve_policy, ExecutionPolicy, PolicyRequest};
+use crate::request::{Command, Output, Request, Spec};
+use crate::result::{Denial, RunResult};
+use crate::runner::{self, RunnerChoice};
+use crate::session::{
+    append_json_line, open_governing, rfc3339_utc, GoverningFileError, GoverningFiles, GoverningKind, OpenFor,
+};
+use serde::{Deserialize, Serialize};
+use std::future::Future;
+use std::io::{BufRead, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+mod approver;
+mod audit;
+mod fingerprint;
+mod outcome;
+mod prompt;
+mod request;
+
+pub use approver::{ProgramApprover, TerminalApprover};
+pub use audit::{AuditLog, AuditRecord};
+pub use fingerprint::fingerprint;
+use fingerprint::{bind, fingerprint_with, fnv1a128, recheck, BoundFile};
+pub use outcome::{EscalatedOutcome, EscalationError, EscalationOptions, EscalationRecord};
+use prompt::{clip, PROMPT_LINE};
+pub use prompt::{printable, terminal_prompt};
+pub use request::{
+    next_wider, Approver, ApproverInfo, BoundFileView, CommandView, Decision, EscalationRequest, PolicyView, Trigger,
+    Verdict,
+};
+
+/// Version of the [`EscalationRequest`] JSON format.
+pub const REQUEST_VERSION: u32 = 1;
+/// How long a [`ProgramApprover`] may take before it is killed and the answer is no.
+/// Long enough for a program that asks a person through some other channel.
+pub const APPROVER_TIMEOUT: Duration = Duration::from_secs(600);
+/// The terminal [`TerminalApprover`] asks on by default.
+pub const DEFAULT_TTY: &str = "/dev/tty";
+/// The fixed `PATH` a [`ProgramApprover`] runs with (and against which an
+/// `#!/usr/bin/env NAME` line is resolved): never the caller's, which may name a
+/// directory the confined command can write.
+pub const APPROVER_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// Variables copied from cordon's environment into a [`ProgramApprover`]'s (besides
+/// the fixed `PATH`); everything else is dropped.
+const APPROVER_ENV_KEEP: &[&str] = &["HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ"];
+/// The largest file [`EscalationOptions::bind_files`] binds; a bigger named file makes
+/// the escalation fail rather than go unbound.
+pub const MAX_BOUND_FILE: u64 = 16 * 1024 * 1024;
+/// The most files bound to one fingerprint.
+const MAX_BOUND_FILES: usize = 64;
+/// The most lines of the first run's output the terminal prompt repeats (escaped).
+const PROMPT_OUTPUT_LINES: usize = 20;
+/// Sent to the terminal before the prompt: leave the alternate screen, show the cursor,
+/// reset the scroll region, attributes, character sets and modes (soft reset, DECSTR),
+/// then a full reset (RIS), so nothing a command left behind hides or fakes the prompt.
+pub const TERMINAL_RESET: &str = "\x1b[?1049l\x1b[?25h\x1b[r\x1b[0m\x1b(B\x1b[!p\x1bc";
+/// The longest answer read from the terminal; the rest of a longer line is ignored.
+const MAX_ANSWER: u64 = 1024;
+/// Domain prefix of the fingerprint encoding (bump the version if the encoding changes).
+const FINGERPRINT_DOMAIN: &[u8] = b"cordon-call-fingerprint-v1";
+/// FNV-1a 128-bit offset basis and prime.
+const FNV128_OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
+const FNV128_PRIME: u128 = 0x0000000001000000000000000000013b;
+
+/// Run `req`; when the confined run is denied, ask `approver` for one strictly wider
+/// retry of exactly that call (or ask up front, per `opts`). See the module docs.
+pub async fn run_with_escalation(
+    exec: &Executor,
+    req: Request,
+    approver: &dyn Approver,
+    opts: &EscalationOptions,
+    audit: Option<&AuditLog>,
+) -> Result<EscalatedOutcome, EscalationError> {
+    run_with_escalation_until(exec, req, approver, opts, audit, std::future::pending()).await
+}
+
+/// Like [`run_with_escalation`]; `abort` resolving stops the running command (as in
+/// [`Executor::run_until`]) or, while the approver decides, counts as a refusal.
+pub async fn run_with_escalation_until(
+    exec: &Executor,
+    req: Request,
+    approver: &dyn Approver,
+    opts: &EscalationOptions,
+    audit: Option<&AuditLog>,
+    abort: impl Future<Output = ()>,
+) -> Result<EscalatedOutcome, EscalationError> {
+    let command = CommandView::from(&req.command);
+    let policy_req = req.policy.clone();
+    let spec = exec.resolve(req)?;
+    let from = spec.policy.mode;
+    for to in [opts.up_front, opts.on_denial].into_iter().flatten() {
+        if to <= from {
+            return Err(EscalationError::NotWider { from, to });
+        }
+    }
+    let mut governing = opts.governing.clone();
+    for (kind, path) in approver.governing() {
+        governing.add(kind, path);
+    }
+    governing.refuse_under(exec.state_dir());
+    governing.check(&spec.policy)?;
+    // The wider spec is fixed now, before the command could change anything it names.
+    let target = opts.up_front.or(opts.on_denial).or_else(|| next_wider(from));
+    let wider = match target.map(|to| widen(&spec, &policy_req, to, opts)) {
+        Some(Ok(w)) => {
+            governing.check(&w.policy)?;
+            Some(Ok(w))
+        }
+        other => other,
+    };
+    if let Some(log) = audit {
+        log.prepare()?;
+    }
+    tokio::pin!(abort);
+
+    if let Some(to) = opts.up_front {
+        let wide = wider.unwrap_or_else(|| widen(&spec, &policy_req, to, opts))?;
+        runner::select(&wide.policy, exec.host(), wide.runner)?;
+        let bound = bind(&command, &spec, opts)?;
+        let request = build_request(Trigger::UpFront, command, &spec, &wide, opts, Vec::new(), &bound);
+        let record = ask(approver, request, audit, &mut abort).await?;
+        let retry = if record.decision.is_granted() {
+            recheck(&bound)?;
+            Some(exec.run_until(wide, &mut abort).await)
+        } else {
+            None
+        };
+        return Ok(EscalatedOutcome { first: None, escalation: Some(record), not_offered: None, retry });
+    }
+
+    let first = exec.run_until(spec.clone(), &mut abort).await?;
+    let mut outcome = EscalatedOutcome { first: None, escalation: None, not_offered: None, retry: None };
+    if first.sandbox.denied {
+        match offer(&first, wider, exec) {
+            Err(why) => outcome.not_offered = Some(why),
+            Ok(wide) => {
+                let bound = bind(&command, &spec, opts)?;
+                let denials = first.sandbox.denials.clone();
+                let request = build_request(Trigger::Denied, command, &spec, &wide, opts, denials, &bound);
+                approver.first_run(&first);
+                let record = ask(approver, request, audit, &mut abort).await?;
+                if record.decision.is_granted() {
+                    recheck(&bound)?;
+                    outcome.retry = Some(exec.run_until(wide, &mut abort).await);
+                }
+                outcome.escalation = Some(record);
+            }
+        }
+    }
+    outcome.first = Some(first);
+    Ok(outcome)
+}
+
+/// The wider spec for a denied run, or why none is offered.
+fn offer(first: &RunResult, wider: Option<Result<Spec, CordonError>>, exec: &Executor) -> Result<Spec, String> {
+    if first.sandbox.runner_failed {
+        return Err("the runner failed; a denial from a broken runner is not evidence".into());
+    }
+    if first.aborted {
+        return Err("the run was aborted".into());
+    }
+    let wide = match wider {
+        None => return Err(format!("{} is already the widest mode", first.sandbox.mode)),
+        Some(Err(e)) => return Err(format!("the wider policy is not acceptable: [{}] {e}", e.code())),
+        Some(Ok(w)) => w,
+    };
+    runner::select(&wide.policy, exec.host(), wide.runner)
+        .map_err(|e| format!("{} cannot be enforced here: [{}] {e}", wide.policy.mode, e.code()))?;
+    Ok(wide)
+}
+
+/// The same call at mode `to`: only the policy changes (the runner choice too when `to`
+/// is unconfined, since a confinement backend does not apply there).
+fn widen(spec: &Spec, policy_req: &PolicyRequest, to: Mode, opts: &EscalationOptions) -> Result<Spec, CordonError> {
+    let policy = resolve_policy(&PolicyRequest { mode: to, ..policy_req.clone() }, &spec.workdir)?;
+    let mut wide = spec.clone();
+    wide.policy = policy;
+    // The retry runs the program the first run would have run, found now, before the
+    // command could plant another one earlier on `PATH` (`node_modules/.bin`, a
+    // workspace `bin`): argv[0] becomes that absolute path.
+    use std::os::unix::ffi::OsStrExt;
+    if !wide.argv[0].as_bytes().contains(&b'/') {
+        if let Ok(found) = crate::exec::resolve_program(&wide.argv[0], &wide.env, &wide.workdir) {
+            wide.argv[0] = found.into_os_string();
+        }
+    }
+    if let Some(output) = opts.retry_output {
+        wide.output = output;
+    }
+    if !to.is_confined() {
+        wide.runner = RunnerChoice::Auto;
+    }
+    Ok(wide)
+}
+
+fn build_request(
+    trigger: Trigger,
+    command: CommandView,
+    spec: &Spec,
+    wide: &Spec,
+    opts: &EscalationOptions,
+    denials: Vec<Denial>,
+    bound: &[BoundFile],
+) -> EscalationRequest {
+    let mut env_names: Vec<String> = spec.env.iter().map(|(k, _)| k.to_string_lossy().into_owned()).collect();
+    env_names.sort();
+    env_names.dedup();
+    EscalationRequest {
+        version: REQUEST_VERSION,
+        trigger,
+        command,
+        cwd: spec.workdir.clone(),
+        from: spec.policy.mode,
+        to: wide.policy.mode,
+        justification: opts.justification.clone(),
+        denials,
+        policy: PolicyView::from(&spec.policy),
+        retry_policy: PolicyView::from(&wide.policy),
+        env_names,
+        fingerprint: fingerprint_with(spec, bound),
+        bound_files: bound
+            .iter()
+            .map(|f| BoundFileView { path: f.path.clone(), contents: fnv1a128(&f.bytes), size: f.bytes.len() as u64 })
+            .collect(),
+    }
+}
+
+async fn ask<F: Future<Output = ()>>(
+    approver: &dyn Approver,
+    request: EscalationRequest,
+    audit: Option<&AuditLog>,
+    abort: &mut Pin<&mut F>,
+) -> Result<EscalationRecord, EscalationError> {
+    let decision = tokio::select! {
+        d = approver.decide(&request) => d,
+        _ = abort => Decision::refuse("interrupted while waiting for the approver"),
+    };
+    let record = EscalationRecord { request, decision, approver: approver.info() };
+    if let Some(log) = audit {
+        log.append(&AuditRecord::new(&record))?;
+    }
+    Ok(record)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::approver::shebang_interpreters;
+    use super::*;
+    use crate::request::{Output, Stdin};
+    use std::time::Duration;
+
+    fn spec() -> Spec {
+        Spec {
+            argv: vec!["/bin/bash".into(), "-c".into(), "echo hi".into()],
+            workdir: "/ws".into(),
+            timeout: Duration::from_secs(1),
+            output_cap: 1,
+            spill_cap: 1,
+            stdin: Stdin::Null,
+            output: Output::Capture,
+            env: vec![("PATH".into(), "/bin".into()), ("HOME".into(), "/h".into())],
+            policy: ExecutionPolicy {
+                mode: Mode::ReadOnly,
+                workspace: "/ws".into(),
+                writable_roots: vec![],
+                protected: vec![],
+                network: false,
+                best_effort: false,
+                allow_unix_sockets: Vec::new(),
+            },
+            runner: RunnerChoice::Auto,
+            limits: crate::limits::Limits { memory: 1 << 30, pids: 64, cpu: None, explicit: vec![] },
+        }
+    }
+
+    #[test]
+    fn fingerprint_is_stable_and_sensitive() {
+        let base = fingerprint(&spec());
+        // Golden (checked against an independent Python FNV-1a 128 of the documented
+        // encoding): changing the encoding must be a deliberate version bump.
+        assert_eq!(base, "fnv1a128:2f216417ed9dfdb1fda6b51a736c1a1f");
+        let mut s = spec();
+        s.env.reverse();
+        s.env[0].1 = "other value".into();
+        assert_eq!(fingerprint(&s), base, "env order and values do not matter");
+        let variants: [fn(&mut Spec); 9] = [
+            |s| s.policy.mode = Mode::WorkspaceWrite,
+            |s| s.policy.network = true,
+            |s| s.policy.best_effort = true,
+            |s| s.policy.writable_roots = vec!["/r".into()],
+            |s| s.policy.protected = vec!["/ws/.git".into()],
+            |s| s.argv[2] = "echo ho".into(),
+            |s| s.argv = vec!["/bin/bash".into(), "-cecho hi".into()],
+            |s| s.workdir = "/ws2".into(),
+            |s| s.env.push(("LD_PRELOAD".into(), "x".into())),
+        ];
+        for v in variants {
+            let mut s = spec();
+            v(&mut s);
+            assert_ne!(fingerprint(&s), base);
+        }
+    }
+
+    #[test]
+    fn the_retry_runs_the_program_found_before_the_first_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sp = spec();
+        sp.workdir = dir.path().to_path_buf();
+        sp.policy.workspace = dir.path().to_path_buf();
+        sp.argv = vec!["sh".into(), "-c".into(), "true".into()];
+        sp.env = vec![("PATH".into(), format!("{}:/usr/bin:/bin", dir.path().join("bin").display()).into())];
+        let req = PolicyRequest { mode: Mode::ReadOnly, ..PolicyRequest::default() };
+        let wide = widen(&sp, &req, Mode::WorkspaceWrite, &EscalationOptions::default()).unwrap();
+        let found = std::path::PathBuf::from(&wide.argv[0]);
+        assert!(found.is_absolute() && found.ends_with("sh"), "{found:?}");
+        // A `sh` planted later earlier on PATH does not change what the retry runs.
+        std::fs::create_dir(dir.path().join("bin")).unwrap();
+        assert!(!found.starts_with(dir.path()));
+    }
+
+    #[test]
+    fn next_wider_climbs_the_ladder() {
+        assert_eq!(next_wider(Mode::ReadOnly), Some(Mode::WorkspaceWrite));
+        assert_eq!(next_wider(Mode::WorkspaceWrite), Some(Mode::FullAccess));
+        assert_eq!(next_wider(Mode::FullAccess), None);
+    }
+
+    #[test]
+    fn shebang_interpreters_use_the_fixed_path() {
+        assert_eq!(shebang_interpreters(b"\x7fELF...").unwrap(), None);
+        assert_eq!(shebang_interpreters(b"#!/bin/sh -e\nexit 0\n").unwrap(), Some(vec![PathBuf::from("/bin/sh")]));
+        // env's options and assignments are skipped; the name is looked up on APPROVER_PATH.
+        let got = shebang_interpreters(b"#!/usr/bin/env -S FOO=1 sh -e\n").unwrap().unwrap();
+        assert_eq!(got[0], PathBuf::from("/usr/bin/env"));
+        assert!(APPROVER_PATH.split(':').any(|d| got[1] == Path::new(d).join("sh")), "{got:?}");
+        let err = shebang_interpreters(b"#!/usr/bin/env no-such-interpreter-here\n").unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn printable_escapes_terminal_controls() {
+        assert_eq!(printable("a\x1b[2Jb\rc\u{202e}d"), "a\\u{1b}[2Jb\\rc\\u{202e}d");
+        assert_eq!(printable("héllo wörld"), "héllo wörld");
+    }
+}

@@ -1,0 +1,106 @@
+//! What the terminal shows: control characters escaped ([`printable`]) and the
+//! prompt text ([`terminal_prompt`]).
+
+use super::*;
+
+/// `s` with control characters and bidirectional-text overrides escaped, so a hostile
+/// command string cannot move the cursor, clear the prompt or reorder what is shown.
+pub fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        let bidi =
+            matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        // Invisible characters that could hide or reorder text: zero-width ones, word
+        // joiners, the BOM, tag characters, and the Unicode line/paragraph separators.
+        let invisible = matches!(
+            c,
+            '\u{200b}'..='\u{200d}' | '\u{2060}'..='\u{2064}' | '\u{feff}' | '\u{e0000}'..='\u{e007f}' | '\u{2028}' | '\u{2029}'
+        );
+        if c.is_control() || bidi || invisible {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn shell_word(s: &str) -> String {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// What the mode allows, in one line, for the prompt.
+fn describe(p: &PolicyView) -> String {
+    match p.mode {
+        Mode::FullAccess => "full-access: NO sandbox; it can change anything you can and use the network".into(),
+        Mode::ReadOnly => "read-only: writes only a private temporary directory".into(),
+        Mode::WorkspaceWrite => {
+            let roots: Vec<String> = std::iter::once(&p.workspace)
+                .chain(&p.writable_roots)
+                .map(|r| printable(&r.display().to_string()))
+                .collect();
+            format!("workspace-write: may write {}", roots.join(", "))
+        }
+    }
+}
+
+/// The text [`TerminalApprover`] shows.
+pub fn terminal_prompt(req: &EscalationRequest) -> String {
+    let command = match &req.command {
+        CommandView::Shell(s) => format!("bash -c {}", shell_word(s)),
+        CommandView::Argv(v) => v.iter().map(|a| shell_word(a)).collect::<Vec<_>>().join(" "),
+    };
+    let mut t = String::new();
+    match req.trigger {
+        Trigger::Denied => t.push_str(&format!("\ncordon: the sandbox ({}) refused part of this command.\n", req.from)),
+        Trigger::UpFront => {
+            t.push_str(&format!("\ncordon: permission asked to run this command beyond {}.\n", req.from))
+        }
+    }
+    t.push_str(&format!("  command:  {}\n", printable(&command)));
+    t.push_str(&format!("  cwd:      {}\n", printable(&req.cwd.display().to_string())));
+    // At most a few denials, each line bounded: text the command provoked must not push
+    // cordon's own lines (command, cwd, the question) off the screen.
+    for (i, d) in req.denials.iter().take(PROMPT_DENIALS).enumerate() {
+        let target = d.target.as_deref().map(|s| format!(" {}", printable(s))).unwrap_or_default();
+        let kind = serde_json::to_value(d.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+        let label = if i == 0 { "denied:  " } else { "         " };
+        let line = format!("{kind}{target} ({})", printable(&d.evidence));
+        t.push_str(&format!("  {label} {}\n", clip(&line, PROMPT_LINE)));
+    }
+    if req.denials.len() > PROMPT_DENIALS {
+        t.push_str(&format!("            ... and {} more\n", req.denials.len() - PROMPT_DENIALS));
+    }
+    if let Some(j) = &req.justification {
+        t.push_str(&format!("  reason:   {}\n", printable(j)));
+    }
+    for (i, f) in req.bound_files.iter().enumerate() {
+        let label = if i == 0 { "bound:   " } else { "         " };
+        let path = printable(&f.path.display().to_string());
+        t.push_str(&format!("  {label} {path} ({} bytes, {})\n", f.size, f.contents));
+    }
+    t.push_str(&format!("  proposed: {}\n", describe(&req.retry_policy)));
+    t.push_str(&format!("  call:     {}\n", req.fingerprint));
+    // The command and directory again, right above the question.
+    t.push_str(&format!("  command:  {}\n", clip(&printable(&command), PROMPT_LINE)));
+    t.push_str(&format!("  cwd:      {}\n", clip(&printable(&req.cwd.display().to_string()), PROMPT_LINE)));
+    t.push_str(&format!("Run this exact command once at {}? [y/N] ", req.to));
+    t
+}
+
+/// Denials listed in the `--ask` prompt (the rest are counted).
+const PROMPT_DENIALS: usize = 5;
+/// The widest prompt line cordon prints for command-provoked text (characters).
+pub(super) const PROMPT_LINE: usize = 160;
+
+/// `s` cut to `max` characters, marked with `…`.
+pub(super) fn clip(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}

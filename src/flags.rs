@@ -1,0 +1,60 @@
+//! The command-line policy flags shared by `cordon run`, `cordon serve` and
+//! `cordon mcp`: one clap argument group ([`PolicyArgs`]), flattened into each, and
+//! the one mode parser ([`parse_mode`]).
+//!
+//! The help text here is `cordon run`'s; the servers reword it for a ceiling
+//! ([`crate::ceiling::CeilingArgs`]) without changing the flags, their types or their
+//! parsing. What it does not do: check or resolve anything (see [`crate::policy`]).
+
+use crate::mode::Mode;
+use crate::policy::PolicyRequest;
+use std::path::PathBuf;
+
+/// The policy flags: mode, workspace, writable roots and what may be reached.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct PolicyArgs {
+    /// Sandbox mode: read-only, workspace-write or full-access (default workspace-write;
+    /// with --session, the session's mode, which --mode may only narrow).
+    #[arg(long, value_parser = parse_mode)]
+    pub mode: Option<Mode>,
+    /// The workspace and working directory (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// An extra writable root (absolute path; repeatable).
+    #[arg(long = "writable", value_name = "DIR")]
+    pub writable: Vec<PathBuf>,
+    /// Allow a writable root (or workspace) that is, lies inside or contains a system
+    /// directory such as /etc, /usr or /var/lib (refused otherwise).
+    #[arg(long)]
+    pub allow_system_root: bool,
+    /// Allow network access in confined modes.
+    #[arg(long)]
+    pub network: bool,
+    /// Let the command connect to this host unix socket by path (absolute; repeatable;
+    /// every other unix socket to the host stays closed, with or without --network).
+    #[arg(long = "allow-unix-socket", value_name = "PATH")]
+    pub allow_unix_socket: Vec<PathBuf>,
+    /// Run even if the host cannot enforce every restriction; gaps are reported.
+    #[arg(long)]
+    pub best_effort: bool,
+}
+
+impl PolicyArgs {
+    /// The flags as a policy request (`--mode` missing: the default mode).
+    pub fn request(&self) -> PolicyRequest {
+        PolicyRequest {
+            mode: self.mode.unwrap_or(PolicyRequest::default().mode),
+            writable_roots: self.writable.clone(),
+            network: self.network,
+            best_effort: self.best_effort,
+            allow_system_root: self.allow_system_root,
+            allow_unix_sockets: self.allow_unix_socket.clone(),
+            ..PolicyRequest::default()
+        }
+    }
+}
+
+/// Parse a mode flag value (`read-only`, `workspace-write`, `full-access`).
+pub fn parse_mode(s: &str) -> Result<Mode, String> {
+    s.parse().map_err(|e: crate::mode::ParseModeError| e.to_string())
+}

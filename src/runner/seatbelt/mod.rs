@@ -1,0 +1,16 @@
+//! The macOS `seatbelt` runner, in two halves: [`plan`], the pure planner that turns a
+//! policy and a command into the exact `sandbox-exec` argv (golden-tested on every
+//! OS), and [`runner`], the runner seam that wraps that argv in a launch plan and
+//! reports the enforcement Seatbelt reaches.
+//!
+//! What it does not do yet: launch on macOS (see [`runner`] and docs/seatbelt.md).
+
+pub mod plan;
+pub mod runner;
+
+pub use plan::{
+    plan_seatbelt, PathRole, SeatbeltInput, SeatbeltPlan, SeatbeltPlanError, INDEX_TOKEN, MACOS_PATH_MAX,
+    MACOS_SYMLINKED_DIRS, PARAM_PROTECTED_ANCESTOR_PREFIX, PARAM_PROTECTED_PREFIX, PARAM_TMPDIR, PARAM_WORKSPACE,
+    PARAM_WRITABLE_ROOT_PREFIX, PROFILE_SNIPPETS, SANDBOX_EXEC_PATH,
+};
+pub use runner::{seatbelt_gaps, SeatbeltRunner, SANDBOX_EXEC};
