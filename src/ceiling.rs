@@ -52,6 +52,9 @@ pub struct RunParams {
     /// Resource limits, each at or below the ceiling's (`limit_memory` bytes,
     /// `limit_pids`, `limit_cpu` seconds).
     pub limits: crate::limits::LimitRequest,
+    /// Observe write-intent syscalls for denial evidence (default on; off changes the
+    /// report, never the enforcement, so it is not bounded by the ceiling).
+    pub observe_writes: Option<bool>,
 }
 
 /// Why a request does not fit under the ceiling.
@@ -335,6 +338,7 @@ impl Ceiling {
         // The workspace (the working directory) itself is not repeated as a root.
         let writable_roots: Vec<PathBuf> = writable_roots.into_iter().filter(|r| *r != workdir).collect();
         let mut req = Request::new(command);
+        req.observe_writes = params.observe_writes.unwrap_or(true);
         req.workdir = Some(workdir);
         req.timeout = params.timeout_ms.map(Duration::from_millis);
         req.output_cap = params.output_cap.map(|c| usize::try_from(c).unwrap_or(usize::MAX));

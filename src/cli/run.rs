@@ -27,6 +27,15 @@ pub(crate) struct RunArgs {
     /// Deadline in seconds (default 120, at most 600).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     timeout: Option<Duration>,
+    /// Print nothing of cordon's own after the command's output (live mode: denials,
+    /// a deadline, a limit or an enforcement gap are otherwise one line each on stderr).
+    #[arg(long, short = 'q')]
+    quiet: bool,
+    /// Observe write-intent path syscalls for evidence of refused writes: on (default)
+    /// or off (faster file-creation-heavy work; refused writes are then not reported;
+    /// enforcement is the same).
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "on", action = clap::ArgAction::Set)]
+    observe_writes: bool,
     #[command(flatten)]
     limits: cordon::limits::LimitArgs,
     /// Capture output and print one JSON result object on stdout.
@@ -80,6 +89,14 @@ pub(crate) struct RunArgs {
     argv: Vec<OsString>,
 }
 
+pub(crate) fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("expected `on` or `off`, got `{s}`")),
+    }
+}
+
 pub(crate) fn parse_runner(s: &str) -> Result<RunnerChoice, String> {
     s.parse()
 }
@@ -119,6 +136,7 @@ pub(crate) fn parse_env(s: &str) -> Result<(String, String), String> {
 
 pub(crate) fn run(args: RunArgs) -> ExitCode {
     let json = args.json;
+    let quiet = args.quiet;
     let governance = Governance::from_args(&args);
     if args.ask && args.stdin && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         // The command would hold the terminal the question is asked on.
@@ -148,6 +166,7 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
     // so nothing it prints can still be in force (or on screen) when cordon asks.
     req.output = if json || args.ask { Output::Capture } else { Output::Inherit };
     req.runner = args.runner;
+    req.observe_writes = args.observe_writes;
     req.policy = args.policy.request();
     if governance.active() {
         return run_governed(req, governance, json);
@@ -168,10 +187,26 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
             if json && !gone.deliver(&result, &[&result]) {
                 return ExitCode::from(EXIT_STDOUT_GONE);
             }
+            if !json && !quiet {
+                print_live_notes(&result);
+            }
             ExitCode::from((result.shell_status() & 0xff) as u8)
         }
         Err(e) => error_exit(&e, json),
     }
+}
+
+/// Live mode: cordon's own facts about the run, one line each, after its output.
+fn print_live_notes(result: &cordon::RunResult) {
+    let notes = result.live_notes();
+    if notes.is_empty() {
+        return;
+    }
+    let mut err = std::io::stderr().lock();
+    for n in notes {
+        let _ = writeln!(err, "{n}");
+    }
+    let _ = err.flush();
 }
 
 /// Whether `--json` output still has a reader.
@@ -258,6 +293,7 @@ pub(crate) struct Governance {
     escalate_to: Option<Mode>,
     justification: Option<String>,
     bind_script: bool,
+    quiet: bool,
 }
 
 impl Governance {
@@ -271,6 +307,7 @@ impl Governance {
             escalate_to: a.escalate_to,
             justification: a.justification.clone(),
             bind_script: a.bind_script,
+            quiet: a.quiet,
         }
     }
 
@@ -404,6 +441,8 @@ pub(crate) fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitC
         if !gone.deliver(&value, &all) {
             return ExitCode::from(EXIT_STDOUT_GONE);
         }
+    } else if !g.quiet {
+        print_live_notes(result);
     }
     ExitCode::from((result.shell_status() & 0xff) as u8)
 }

@@ -313,6 +313,7 @@ mod tests {
             },
             runner: RunnerChoice::Auto,
             limits: crate::limits::Limits { memory: 1 << 30, pids: 64, cpu: None, explicit: vec![] },
+            observe_writes: true,
         }
     }
 

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 
 /// The known fields, in the order error messages list them.
 const RUN_FIELDS: &str = "command, argv, workdir, timeout_ms, output_cap, spill_cap, stdin, env, mode, \
-                          writable_roots, network, limit_memory, limit_pids, limit_cpu";
+                          writable_roots, network, limit_memory, limit_pids, limit_cpu, observe_writes";
 
 thread_local! {
     /// The typed error of the field whose check failed inside `serde_json::from_value`
@@ -75,6 +75,9 @@ pub struct RunParamsWire {
     /// CPU seconds per process.
     #[serde(default, deserialize_with = "de_limit_cpu")]
     pub limit_cpu: Option<u64>,
+    /// Observe write-intent syscalls for denial evidence (default true).
+    #[serde(default, deserialize_with = "de_observe_writes")]
+    pub observe_writes: Option<bool>,
 }
 
 /// Read one field: `null` is "not given"; otherwise `check` types it, and its error
@@ -163,6 +166,7 @@ de_field!(de_writable_roots, Vec<PathBuf>, |v| {
     Ok(roots.into_iter().map(PathBuf::from).collect())
 });
 de_field!(de_network, bool, |v| want_bool("network", v));
+de_field!(de_observe_writes, bool, |v| want_bool("observe_writes", v));
 
 /// The field serde named as unknown, recovered from its message (whose shape serde
 /// fixes: the field between a known prefix and the known list).
@@ -189,6 +193,7 @@ const RUN_WIRE_FIELDS: &[&str] = &[
     "limit_memory",
     "limit_pids",
     "limit_cpu",
+    "observe_writes",
 ];
 
 /// Parse the parameters of `run` / `start`.
@@ -237,6 +242,7 @@ impl RunParamsWire {
                 pids: self.limit_pids,
                 cpu: self.limit_cpu,
             },
+            observe_writes: self.observe_writes,
         })
     }
 }
