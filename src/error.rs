@@ -7,7 +7,7 @@
 
 use crate::env::EnvError;
 use crate::mode::Mode;
-use crate::runner::RunnerKind;
+use crate::vocab::RunnerKind;
 use serde::Serialize;
 use std::path::PathBuf;
 

@@ -41,6 +41,7 @@ pub mod result;
 pub mod runner;
 pub mod serve;
 pub mod session;
+pub mod vocab;
 
 pub use error::{CordonError, PolicyError, RunnerReason};
 pub use escalation::{Approver, Decision, EscalatedOutcome, EscalationError, EscalationOptions, EscalationRequest};
@@ -50,5 +51,5 @@ pub use mode::Mode;
 pub use policy::{ExecutionPolicy, PolicyRequest};
 pub use request::{Command, ExecutorConfig, Output, Request, Spec, Stdin};
 pub use result::{CollectedOutput, Denial, DenialKind, Enforcement, EnforcementLevel, Gap, RunResult, SandboxFacts};
-pub use runner::{RunnerChoice, RunnerKind};
 pub use session::{GoverningFiles, SessionEvent};
+pub use vocab::{ProbeStatus, Restriction, RunnerChoice, RunnerKind};

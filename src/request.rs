@@ -6,7 +6,7 @@
 
 use crate::limits::{LimitRequest, Limits};
 use crate::policy::{ExecutionPolicy, PolicyRequest};
-use crate::runner::RunnerChoice;
+use crate::vocab::RunnerChoice;
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -159,7 +159,7 @@ pub struct ExecutorConfig {
     /// The cordon executable that the `bwrap` runner has bubblewrap execute as its
     /// stage helper (it applies Landlock and seccomp inside the sandbox). Default:
     /// the one the running binary registered
-    /// ([`crate::runner::bwrap::register_stage_helper`], which the `cordon` CLI
+    /// ([`crate::host::register_stage_helper`], which the `cordon` CLI
     /// does); a library user sets it to a `cordon` binary. `None`: the `bwrap`
     /// runner declares an `fs-write` gap (and hard mode refuses it).
     pub stage_helper: Option<PathBuf>,
@@ -184,7 +184,7 @@ impl Default for ExecutorConfig {
             shell: PathBuf::from(DEFAULT_SHELL),
             state_dir: None,
             ambient_env: None,
-            stage_helper: crate::runner::bwrap::registered_stage_helper(),
+            stage_helper: crate::host::registered_stage_helper(),
             default_limits: LimitRequest::default(),
             max_limits: LimitRequest::default(),
         }

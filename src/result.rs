@@ -4,7 +4,8 @@
 //! the interface). They carry facts only; building them is the executor's job.
 
 use crate::mode::Mode;
-use crate::runner::RunnerKind;
+use crate::vocab::RunnerKind;
+pub use crate::vocab::{Enforcement, EnforcementLevel, Gap};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -66,43 +67,6 @@ pub struct CollectedOutput {
     /// spilling them failed (no space, an I/O error): they are lost.
     #[serde(default)]
     pub spill_failed: bool,
-}
-
-/// How completely the requested restrictions were enforced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EnforcementLevel {
-    /// Every requested restriction is enforced.
-    Full,
-    /// Some are not; `gaps` names them.
-    Partial,
-    /// No confinement at all (passthrough).
-    None,
-}
-
-/// A requested restriction the runner could not enforce on this host.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Gap {
-    /// The restriction's stable name (see [`crate::runner::Restriction`]).
-    pub restriction: String,
-    /// Why it is not enforced here.
-    pub reason: String,
-}
-
-/// The enforcement report of one run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Enforcement {
-    /// Overall level.
-    pub level: EnforcementLevel,
-    /// Every requested restriction not enforced, with the reason.
-    pub gaps: Vec<Gap>,
-}
-
-impl Enforcement {
-    /// No confinement requested or applied.
-    pub fn none() -> Self {
-        Enforcement { level: EnforcementLevel::None, gaps: Vec::new() }
-    }
 }
 
 /// The class of a refused operation.

@@ -559,12 +559,12 @@ fn enforcement_names_only_the_real_gaps() {
     let mut c = case.clone();
     c.policy.writable_roots = vec!["/dev".into()];
     let names: Vec<String> =
-        BwrapRunner.enforcement(&c.policy, &c.host).gaps.into_iter().map(|g| g.restriction).collect();
+        BwrapRunner.enforcement(&c.policy, &c.host).gaps.into_iter().map(|g| g.restriction.name()).collect();
     assert_eq!(names, ["private-tmp"]);
     // A root merely under /tmp is fine: it is bound onto the private tmpfs.
     c.policy.writable_roots = vec!["/tmp/out".into()];
     let names: Vec<String> =
-        BwrapRunner.enforcement(&c.policy, &c.host).gaps.into_iter().map(|g| g.restriction).collect();
+        BwrapRunner.enforcement(&c.policy, &c.host).gaps.into_iter().map(|g| g.restriction.name()).collect();
     assert!(names.is_empty(), "{names:?}");
 }
 

@@ -638,7 +638,7 @@ impl Executor {
             if enforcement.level == crate::result::EnforcementLevel::Full {
                 enforcement.level = crate::result::EnforcementLevel::Partial;
             }
-            enforcement.gaps.push(crate::result::Gap { restriction: r.name(), reason });
+            enforcement.gaps.push(crate::result::Gap { restriction: r, reason });
         }
         let run_dir = if plan.needs_run_dir {
             let mk = |p: &Path| std::fs::DirBuilder::new().mode(0o700).create(p);

@@ -105,20 +105,9 @@ pub const STAGE_HELPER_EXEC: &str = "/proc/self/fd/6";
 /// rename and link once filesystem rights are handled (see the landlock runner).
 pub const STAGE_MIN_LANDLOCK_ABI: u32 = 2;
 
-static STAGE_HELPER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-
-/// Declare `exe` (a `cordon` binary that dispatches [`STAGE_HELPER_ARG`] to
-/// [`stage_helper_main`]) as this process's stage helper; the `cordon` CLI registers
-/// itself at startup. The first registration wins.
-pub fn register_stage_helper(exe: PathBuf) {
-    let _ = STAGE_HELPER.set(exe);
-}
-
-/// The registered stage helper, if any (the default of
-/// [`crate::ExecutorConfig::stage_helper`]).
-pub fn registered_stage_helper() -> Option<PathBuf> {
-    STAGE_HELPER.get().cloned()
-}
+// The registry lives with the host facts (which read it); re-exported here, next to
+// the helper it names.
+pub use crate::host::{register_stage_helper, registered_stage_helper};
 
 /// Why the helper cannot apply Landlock inside bubblewrap on `host`, if it cannot.
 fn stage_unavailable(host: &HostFacts) -> Option<String> {

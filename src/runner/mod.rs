@@ -25,145 +25,17 @@ use crate::error::{CordonError, RunnerReason};
 use crate::host::HostFacts;
 use crate::mode::Mode;
 use crate::policy::ExecutionPolicy;
-use crate::result::{Enforcement, EnforcementLevel, Gap, SkippedRunner};
-use serde::{Deserialize, Serialize};
+use crate::result::SkippedRunner;
+use crate::vocab::{Enforcement, EnforcementLevel, Gap};
+use serde::Serialize;
 use std::ffi::OsString;
-use std::fmt;
 use std::path::PathBuf;
-use std::str::FromStr;
 
-/// The confinement backends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RunnerKind {
-    /// Landlock + seccomp + namespaces + capability drop, applied in the child (Linux).
-    Landlock,
-    /// bubblewrap + cordon's seccomp filter (Linux fallback).
-    Bwrap,
-    /// `sandbox-exec` with a generated profile (macOS).
-    Seatbelt,
-    /// No confinement (`full-access` only).
-    Passthrough,
-}
+pub use crate::vocab::{ProbeStatus, Restriction, RunnerChoice, RunnerKind};
 
-impl RunnerKind {
-    /// The stable name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunnerKind::Landlock => "landlock",
-            RunnerKind::Bwrap => "bwrap",
-            RunnerKind::Seatbelt => "seatbelt",
-            RunnerKind::Passthrough => "passthrough",
-        }
-    }
-}
-
-impl fmt::Display for RunnerKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for RunnerKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "landlock" => Ok(RunnerKind::Landlock),
-            "bwrap" => Ok(RunnerKind::Bwrap),
-            "seatbelt" => Ok(RunnerKind::Seatbelt),
-            "passthrough" => Ok(RunnerKind::Passthrough),
-            other => Err(format!("unknown runner `{other}` (expected landlock, bwrap, seatbelt or passthrough)")),
-        }
-    }
-}
-
-/// Which runner the caller wants.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RunnerChoice {
-    /// The strongest runner that enforces the mode.
-    #[default]
-    Auto,
-    /// Exactly this runner, or fail.
-    #[serde(untagged)]
-    Only(RunnerKind),
-}
-
-impl FromStr for RunnerChoice {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s == "auto" {
-            Ok(RunnerChoice::Auto)
-        } else {
-            s.parse().map(RunnerChoice::Only).map_err(|e: String| e.replace("(expected ", "(expected auto, "))
-        }
-    }
-}
-
-/// One restriction a confined mode requests. The names are stable (they appear in
-/// `enforcement.gaps[].restriction`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Restriction {
-    /// No write, create, delete, rename or link outside the writable roots.
-    FsWrite,
-    /// No truncation outside the writable roots.
-    FsTruncate,
-    /// No chmod/chown/utimes/xattr changes outside the writable roots.
-    FsMetadata,
-    /// Protected subpaths (`.git`) stay read-only inside writable roots.
-    ProtectedPaths,
-    /// The host's `/tmp` and `/dev/shm` are neither writable nor shared.
-    PrivateTmp,
-    /// No IP, packet or netlink sockets (network off).
-    Network,
-    /// No unix sockets to daemons outside (pathname or abstract; network off).
-    UnixSockets,
-    /// No unix sockets to daemons outside (pathname or abstract) in every confined
-    /// mode, also with the network on: `--network` means IP, not the host's local
-    /// daemons (`docker.sock`, the D-Bus system bus, X11).
-    HostUnixSockets,
-    /// No signals to processes outside the sandbox.
-    Signals,
-    /// No ptrace, `process_vm_*` or `/proc/<pid>` access to processes outside.
-    ProcessInspection,
-    /// Nothing the command started outlives the run.
-    ProcessLifetime,
-    /// No SysV / POSIX message-queue IPC with the outside.
-    Ipc,
-    /// No ioctls on device files opened inside the sandbox.
-    DeviceIoctl,
-    /// No `TIOCSTI`/`TIOCLINUX` terminal injection.
-    TerminalInjection,
-    /// Dangerous syscalls refused (io_uring, bpf, perf, userfaultfd, keyrings, mounts,
-    /// namespaces, foreign ABIs).
-    SyscallFilter,
-    /// No capabilities, `no_new_privs` set.
-    Privileges,
-    /// Only stdin/stdout/stderr cross into the sandbox.
-    FdIsolation,
-    /// The kernel records the sandbox's denials (Landlock audit, ABI 7). Not requested
-    /// by a policy: it is part of the `landlock` runner's own contract (that runner
-    /// refuses through Landlock, and promises the kernel's record of it), so it is a
-    /// gap of that runner on hosts below ABI 7. Runners that refuse through mounts
-    /// and seccomp alone (`bwrap`) make no such promise.
-    DenialAudit,
-    /// The run's memory (its processes and its private tmpfs pages) stays within
-    /// its limit (see [`crate::limits`]). Reported in `enforcement` when the caller
-    /// set the limit; a default limit's shortfall is reported in the result's `limits`.
-    LimitMemory,
-    /// The run's process count stays within its limit.
-    LimitPids,
-    /// Each process of the run stays within its CPU-seconds limit.
-    LimitCpu,
-}
-
+// Which restrictions a policy requests is the runners' business (the vocabulary
+// module only names them).
 impl Restriction {
-    /// The stable name.
-    pub fn name(self) -> String {
-        serde_json::to_value(self).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
-    }
-
     /// The restrictions a policy requests.
     pub fn requested_by(policy: &ExecutionPolicy) -> Vec<Restriction> {
         use Restriction::*;
@@ -197,19 +69,7 @@ impl Restriction {
 /// Build an [`Enforcement`] from the gaps found among the requested restrictions.
 pub fn enforcement_from_gaps(gaps: Vec<(Restriction, String)>) -> Enforcement {
     let level = if gaps.is_empty() { EnforcementLevel::Full } else { EnforcementLevel::Partial };
-    Enforcement { level, gaps: gaps.into_iter().map(|(r, reason)| Gap { restriction: r.name(), reason }).collect() }
-}
-
-/// Whether a runner can work on this host at all.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "status", content = "reason", rename_all = "kebab-case")]
-pub enum ProbeStatus {
-    /// Usable.
-    Available,
-    /// Would work on this OS, but not on this host now.
-    Unavailable(String),
-    /// Does not exist on this OS.
-    Unsupported(String),
+    Enforcement { level, gaps: gaps.into_iter().map(|(r, reason)| Gap { restriction: r, reason }).collect() }
 }
 
 /// Inputs to planning, all resolved beforehand (no I/O during planning).
