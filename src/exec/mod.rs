@@ -600,7 +600,6 @@ impl Executor {
                 return Err(crate::error::PolicyError::StateDirWritable { state_dir: state.clone(), root }.into());
             }
         }
-        let runner = runner::runner_for(selection.runner);
         let program = resolve_program(&spec.argv[0], &spec.env, &spec.workdir)?;
 
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -617,7 +616,7 @@ impl Executor {
             new_session: !interactive,
             tmpfs_size: Some(spec.limits.tmpfs_size()),
         };
-        let plan = runner
+        let plan = selection
             .plan(&input)
             .map_err(|e| CordonError::RunnerFailed { runner: selection.runner, detail: format!("planning: {e}") })?;
         // Resource limits: the run's cgroups (best available), then the rlimits that
@@ -694,8 +693,7 @@ impl Executor {
         // The landlock runner's stage (and the bwrap runner's stage helper) hands its
         // seccomp listener to a supervisor in this process, which records refused
         // network and process syscalls as evidence.
-        let helper_supervised = plan.stage_helper.as_ref().is_some_and(|h| h.supervised);
-        let notify_pair = if (selection.runner == RunnerKind::Landlock && plan.seccomp.is_some()) || helper_supervised {
+        let notify_pair = if plan.seccomp.is_some_and(|s| s.supervise) {
             Some(
                 cordon_stage::notify::socketpair()
                     .map_err(|e| CordonError::io("creating the notification socket", e))?,

@@ -64,7 +64,7 @@
 use super::landlock::{landlock_plan, PrivateTmp};
 use super::{
     enforcement_from_gaps, EnvFd, EnvFdFormat, LaunchPlan, MountStep, NamespacePlan, PlanError, PlanInput, ProbeStatus,
-    Restriction, Runner, RunnerKind, SeccompFd, StageHelperPlan,
+    Restriction, Runner, RunnerKind, SeccompDelivery, SeccompPlan, StageHelperPlan,
 };
 use crate::host::{HostFacts, Namespaces};
 use crate::mode::Mode;
@@ -412,10 +412,7 @@ impl Runner for BwrapRunner {
         enforcement_from_gaps(bwrap_gaps(policy, host))
     }
 
-    fn plan(&self, input: &PlanInput<'_>) -> Result<LaunchPlan, PlanError> {
-        if let ProbeStatus::Unavailable(r) | ProbeStatus::Unsupported(r) = self.probe(input.host) {
-            return Err(PlanError::Unavailable(r));
-        }
+    fn plan_with(&self, input: &PlanInput<'_>, enforcement: Enforcement) -> Result<LaunchPlan, PlanError> {
         let Some(bwrap) = input.host.bwrap.clone() else {
             return Err(PlanError::Unavailable(format!("bubblewrap (`bwrap`) is not installed in a trusted system directory (/usr/bin, /usr/local/bin, /bin: owned by root, not writable by others); {INSTALL_HINT}")));
         };
@@ -423,6 +420,7 @@ impl Runner for BwrapRunner {
         let mut argv = vec![bwrap.as_os_str().to_owned()];
         argv.extend(bwrap_args(input)?);
         let policy = input.policy;
+        let stage_helper = stage_helper_plan(policy, input.host);
         Ok(LaunchPlan {
             runner: RunnerKind::Bwrap,
             program: bwrap,
@@ -445,24 +443,24 @@ impl Runner for BwrapRunner {
             },
             mounts: stage_mounts(policy),
             landlock: None,
-            seccomp: None,
-            unix_allowlist: !policy.allow_unix_sockets.is_empty(),
-            seccomp_fd: Some(SeccompFd { network_allowed: policy.network, child_fd: SECCOMP_CHILD_FD }),
+            seccomp: Some(SeccompPlan {
+                network: policy.network,
+                unix_allowlist: !policy.allow_unix_sockets.is_empty(),
+                delivery: SeccompDelivery::Fd { child_fd: SECCOMP_CHILD_FD },
+                // The stage helper hands its listener over; bubblewrap itself does not.
+                supervise: stage_helper.as_ref().is_some_and(|h| h.supervised),
+            }),
             path_fds: binds(policy),
-            stage_helper: stage_helper_plan(policy, input.host),
             env_fd: Some(EnvFd {
                 child_fd: ENV_CHILD_FD,
-                format: if stage_helper_plan(policy, input.host).is_some() {
-                    EnvFdFormat::Entries
-                } else {
-                    EnvFdFormat::BwrapSetenv
-                },
+                format: if stage_helper.is_some() { EnvFdFormat::Entries } else { EnvFdFormat::BwrapSetenv },
             }),
+            stage_helper,
             drop_capabilities: false,
             no_new_privs: true,
             new_session: input.new_session,
             needs_run_dir: false,
-            enforcement: self.enforcement(policy, input.host),
+            enforcement,
         })
     }
 }
@@ -576,92 +574,11 @@ pub fn program_bytes(program: &[libc::sock_filter]) -> Vec<u8> {
     out
 }
 
-/// Materialization of [`SeccompFd`] (I/O, called by [`super::stage::materialize`]):
-/// the program goes into a sealed memfd whose fd the stage passes to the child.
-///
-/// Ownership: `StagePlan::pass_fds` holds raw fds, so the memfd is kept here until
-/// bubblewrap has read it. bubblewrap reads the program with `read(2)` through the
-/// open file description it shares with this process, so the shared file offset
-/// reaching the program's length proves the child has its copy; only then is ours
-/// closed (by the next call). A run that fails before bubblewrap reads the program
-/// leaves its memfd open here. Once the stage plan owns its passed fds this goes.
-pub mod seccomp_fd {
-    use std::io::{Seek, SeekFrom, Write};
-    use std::os::fd::OwnedFd;
-    use std::sync::Mutex;
-
-    /// memfds handed to children and not yet fully read, with their lengths.
-    static PENDING: Mutex<Vec<(OwnedFd, u64)>> = Mutex::new(Vec::new());
-
-    /// The current offset of a memfd made by [`sealed_memfd`]: how far the child (or
-    /// anyone sharing the open file description) has read. See [`super::setup_failed`].
-    pub fn read_offset(fd: impl std::os::fd::AsFd) -> std::io::Result<u64> {
-        let off = nix::unistd::lseek(fd, 0, nix::unistd::Whence::SeekCur).map_err(std::io::Error::from)?;
-        Ok(off.max(0) as u64)
-    }
-
-    /// Close every pending memfd whose program has been read completely.
-    fn close_consumed(pending: &mut Vec<(OwnedFd, u64)>) {
-        pending.retain(|(fd, len)| read_offset(fd).map_or(true, |offset| offset < *len));
-    }
-
-    /// A new sealed, close-on-exec memfd holding `bytes`, positioned at offset 0.
-    pub fn sealed_memfd(bytes: &[u8]) -> std::io::Result<OwnedFd> {
-        use nix::fcntl::{fcntl, FcntlArg, SealFlag};
-        use nix::sys::memfd::{memfd_create, MFdFlags};
-        let fd = memfd_create(c"cordon-bwrap-seccomp", MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING)
-            .map_err(std::io::Error::from)?;
-        let mut file = std::fs::File::from(fd);
-        file.write_all(bytes)?;
-        file.seek(SeekFrom::Start(0))?;
-        let seals = SealFlag::F_SEAL_WRITE | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_SEAL;
-        fcntl(&file, FcntlArg::F_ADD_SEALS(seals)).map_err(std::io::Error::from)?;
-        Ok(OwnedFd::from(file))
-    }
-
-    /// Put `bytes` into a [`sealed_memfd`], keep it open until consumed, and return
-    /// a duplicate (sharing its open file description) to pass to the child.
-    pub fn create(bytes: &[u8]) -> std::io::Result<OwnedFd> {
-        let fd = sealed_memfd(bytes)?;
-        let raw = fd.try_clone()?;
-        let mut pending = PENDING.lock().unwrap_or_else(|p| p.into_inner());
-        close_consumed(&mut pending);
-        pending.push((fd, bytes.len() as u64));
-        Ok(raw)
-    }
-
-    /// How many memfds are still held (closing the consumed ones first).
-    pub fn pending() -> usize {
-        let mut pending = PENDING.lock().unwrap_or_else(|p| p.into_inner());
-        close_consumed(&mut pending);
-        pending.len()
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-        use std::io::Read;
-
-        #[test]
-        fn consumed_memfds_are_closed_and_unread_ones_kept() {
-            let read_one = sealed_memfd(&[7u8; 16]).unwrap();
-            let unread = sealed_memfd(&[8u8; 16]).unwrap();
-            // A reader sharing the open file description, as bubblewrap does after
-            // the stage's dup2.
-            let mut reader = std::fs::File::from(read_one.try_clone().unwrap());
-            let mut pending = vec![(read_one, 16), (unread, 16)];
-            close_consumed(&mut pending);
-            assert_eq!(pending.len(), 2, "nothing read yet");
-            let mut buf = Vec::new();
-            reader.read_to_end(&mut buf).unwrap();
-            assert_eq!(buf, [7u8; 16]);
-            close_consumed(&mut pending);
-            assert_eq!(pending.len(), 1);
-            // The seals hold: the program cannot be changed after the fact.
-            let mut writer = std::fs::File::from(pending[0].0.try_clone().unwrap());
-            assert!(std::io::Write::write_all(&mut writer, b"x").is_err());
-        }
-    }
+/// The current offset of a memfd made by [`super::stage::sealed_memfd`]: how far the
+/// child (or anyone sharing the open file description) has read. See [`setup_failed`].
+pub fn read_offset(fd: impl std::os::fd::AsFd) -> std::io::Result<u64> {
+    let off = nix::unistd::lseek(fd, 0, nix::unistd::Whence::SeekCur).map_err(std::io::Error::from)?;
+    Ok(off.max(0) as u64)
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@
 
 use super::{
     enforcement_from_gaps, LandlockPlan, LaunchPlan, MountStep, NamespacePlan, PlanError, PlanInput, ProbeStatus,
-    Restriction, Runner, RunnerKind,
+    Restriction, Runner, RunnerKind, SeccompDelivery, SeccompPlan,
 };
 use crate::host::{HostFacts, Namespaces};
 use crate::policy::ExecutionPolicy;
@@ -166,10 +166,7 @@ impl Runner for LandlockRunner {
         enforcement_from_gaps(landlock_gaps(policy, host))
     }
 
-    fn plan(&self, input: &PlanInput<'_>) -> Result<LaunchPlan, PlanError> {
-        if let ProbeStatus::Unavailable(r) | ProbeStatus::Unsupported(r) = self.probe(input.host) {
-            return Err(PlanError::Unavailable(r));
-        }
+    fn plan_with(&self, input: &PlanInput<'_>, enforcement: Enforcement) -> Result<LaunchPlan, PlanError> {
         let policy = input.policy;
         let host = input.host;
         let abi = host.landlock_abi;
@@ -210,9 +207,12 @@ impl Runner for LandlockRunner {
             namespaces,
             mounts,
             landlock: use_landlock.then_some(landlock),
-            seccomp: Some(policy.network || !policy.mode.is_confined()),
-            unix_allowlist: !policy.allow_unix_sockets.is_empty(),
-            seccomp_fd: None,
+            seccomp: Some(SeccompPlan {
+                network: policy.network || !policy.mode.is_confined(),
+                unix_allowlist: !policy.allow_unix_sockets.is_empty(),
+                delivery: SeccompDelivery::Stage,
+                supervise: true,
+            }),
             path_fds: Vec::new(),
             stage_helper: None,
             env_fd: None,
@@ -220,7 +220,7 @@ impl Runner for LandlockRunner {
             no_new_privs: true,
             new_session: input.new_session,
             needs_run_dir: !ns,
-            enforcement: self.enforcement(policy, host),
+            enforcement,
         })
     }
 }
@@ -446,5 +446,38 @@ mod tests {
         assert!(mountpoint_dirs(Path::new("/home/x")).is_empty());
         assert!(mountpoint_dirs(Path::new("/tmp")).is_empty());
         assert!(mountpoint_dirs(Path::new("/tmpfoo/x")).is_empty());
+    }
+
+    #[test]
+    fn a_selection_is_planned_without_probing_again() {
+        use crate::runner::{select, Selection};
+        use crate::vocab::RunnerChoice;
+        let p = policy(Mode::WorkspaceWrite);
+        let h = host(7, true);
+        let selection = select(&p, &h, RunnerChoice::Only(RunnerKind::Landlock)).unwrap();
+        assert_eq!(selection.runner, RunnerKind::Landlock);
+        let input = |host| PlanInput {
+            policy: &p,
+            host,
+            program: "/bin/true".into(),
+            argv: vec!["true".into()],
+            cwd: "/tmp/ws".into(),
+            run_dir: "/run/x".into(),
+            new_session: true,
+            tmpfs_size: None,
+        };
+        let plan = selection.plan(&input(&h)).unwrap();
+        assert_eq!(plan.enforcement, selection.enforcement);
+        // Planning a selection neither probes (this host's probe fails) nor
+        // recomputes the enforcement (the selection's report is the plan's).
+        let unprobed = host(0, true);
+        assert!(matches!(LandlockRunner.probe(&unprobed), ProbeStatus::Unavailable(_)));
+        assert!(LandlockRunner.plan(&input(&unprobed)).is_err(), "the direct path still probes");
+        let marked = Enforcement {
+            level: EnforcementLevel::Partial,
+            gaps: vec![crate::vocab::Gap { restriction: Restriction::DenialAudit, reason: "from selection".into() }],
+        };
+        let carried = Selection { runner: RunnerKind::Landlock, enforcement: marked.clone(), skipped: Vec::new() };
+        assert_eq!(carried.plan(&input(&unprobed)).unwrap().enforcement, marked);
     }
 }

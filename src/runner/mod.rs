@@ -207,13 +207,37 @@ pub struct NamespacePlan {
     pub ipc: bool,
 }
 
-/// cordon's seccomp program passed to the command's helper through an inherited fd.
+/// cordon's seccomp program for one run: which filters, how the program reaches the
+/// command, and whether the syscalls it refuses are reported. A value, so that the
+/// executor and the materializer ask the plan, never which runner made it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct SeccompFd {
-    /// Compile the filter with the network allowed (no `network_off` filter).
-    pub network_allowed: bool,
-    /// The fd number the program has in the child (above 2).
-    pub child_fd: i32,
+pub struct SeccompPlan {
+    /// Compile the filters with the network allowed (no `network_off` filter).
+    pub network: bool,
+    /// Some host unix sockets are allowed by path: the filters route every
+    /// `connect()` to the supervisor (see `seccomp::HOST_UNIX_ALLOW_FILTER`).
+    pub unix_allowlist: bool,
+    /// How the program reaches the command.
+    pub delivery: SeccompDelivery,
+    /// The observed syscalls are routed to cordon's supervisor, which records them as
+    /// denials: the installer (the stage, or the stage helper) hands its listener
+    /// over a notification socket the executor creates.
+    pub supervise: bool,
+}
+
+/// How cordon's seccomp program reaches the command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "via", rename_all = "kebab-case")]
+pub enum SeccompDelivery {
+    /// The stage installs it itself, last before `execve`.
+    Stage,
+    /// Compiled into a sealed memfd the child inherits as `child_fd` (above 2), for a
+    /// confinement helper to install (bubblewrap's `--seccomp FD`, or cordon's stage
+    /// helper inside bubblewrap).
+    Fd {
+        /// The fd number the program has in the child.
+        child_fd: i32,
+    },
 }
 
 /// How the command's environment reaches it when it does not travel in the stage's
@@ -241,7 +265,7 @@ pub enum EnvFdFormat {
 
 /// cordon's stage helper, executed by bubblewrap inside the finished sandbox: the
 /// parent builds the Landlock ruleset from `landlock` and passes it, the seccomp
-/// program ([`LaunchPlan::seccomp_fd`]), a status pipe and the executable `exe` as
+/// program ([`SeccompDelivery::Fd`]), a status pipe and the executable `exe` as
 /// inherited fds (numbers in `cordon_stage::helper`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StageHelperPlan {
@@ -275,15 +299,8 @@ pub struct LaunchPlan {
     pub mounts: Vec<MountStep>,
     /// Landlock rules.
     pub landlock: Option<LandlockPlan>,
-    /// seccomp: `Some(network_allowed)` installs cordon's filters.
-    pub seccomp: Option<bool>,
-    /// Some host unix sockets are allowed by path: the filters route every
-    /// `connect()` to the supervisor (see `seccomp::HOST_UNIX_ALLOW_FILTER`).
-    pub unix_allowlist: bool,
-    /// seccomp handed to a confinement helper instead of installed by the stage: the
-    /// filter is compiled into a sealed memfd that the child inherits as `child_fd`
-    /// (bubblewrap's `--seccomp FD`).
-    pub seccomp_fd: Option<SeccompFd>,
+    /// cordon's seccomp filters, when the run gets them.
+    pub seccomp: Option<SeccompPlan>,
     /// Pinned paths whose fds the child inherits at the given numbers, and whether
     /// each is bound writable: a helper binds exactly those files (bubblewrap's
     /// `--bind-fd`), and the stage helper inside verifies each destination.
@@ -310,9 +327,12 @@ pub struct LaunchPlan {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PlanError {
-    /// The runner does not exist on this OS or host.
+    /// The runner does not exist on this OS or host (the probe's reason).
     #[error("{0}")]
     Unavailable(String),
+    /// The Seatbelt planner refused a path or the mode.
+    #[error(transparent)]
+    Seatbelt(#[from] seatbelt::SeatbeltPlanError),
     /// A path cannot be expressed for this runner.
     #[error("path `{path}` cannot be passed to {runner}: {why}")]
     Path {
@@ -333,8 +353,18 @@ pub trait Runner {
     fn probe(&self, host: &HostFacts) -> ProbeStatus;
     /// The enforcement it would reach for `policy` on `host` (assuming `probe` passed).
     fn enforcement(&self, policy: &ExecutionPolicy, host: &HostFacts) -> Enforcement;
-    /// Plan a launch (pure).
-    fn plan(&self, input: &PlanInput<'_>) -> Result<LaunchPlan, PlanError>;
+    /// Plan a launch (pure, no probing): `enforcement` is the report
+    /// [`Runner::enforcement`] gave for `input`'s policy and host, computed once by
+    /// [`select`] and carried in the [`Selection`] ([`Selection::plan`]).
+    fn plan_with(&self, input: &PlanInput<'_>, enforcement: Enforcement) -> Result<LaunchPlan, PlanError>;
+    /// Probe, then plan: for callers that did not go through [`select`] (the golden
+    /// tests of the planners). The executor plans a [`Selection`] instead.
+    fn plan(&self, input: &PlanInput<'_>) -> Result<LaunchPlan, PlanError> {
+        if let ProbeStatus::Unavailable(r) | ProbeStatus::Unsupported(r) = self.probe(input.host) {
+            return Err(PlanError::Unavailable(r));
+        }
+        self.plan_with(input, self.enforcement(input.policy, input.host))
+    }
 }
 
 /// The runner implementation for a kind.
@@ -373,6 +403,14 @@ pub struct Selection {
     pub enforcement: Enforcement,
     /// Stronger runners passed over.
     pub skipped: Vec<SkippedRunner>,
+}
+
+impl Selection {
+    /// Plan the launch of the selected runner (pure). Selection already probed the
+    /// runner and computed its enforcement; neither is done again.
+    pub fn plan(&self, input: &PlanInput<'_>) -> Result<LaunchPlan, PlanError> {
+        runner_for(self.runner).plan_with(input, self.enforcement.clone())
+    }
 }
 
 fn gap_summary(e: &Enforcement) -> String {

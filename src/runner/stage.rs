@@ -2,7 +2,7 @@
 //! Landlock ruleset, compile the seccomp filters, create mount points, convert paths
 //! to C strings. This is the I/O half of planning; nothing here decides policy.
 
-use super::{EnvFdFormat, LandlockPlan, LaunchPlan, MountStep};
+use super::{EnvFdFormat, LandlockPlan, LaunchPlan, MountStep, SeccompDelivery, SeccompPlan};
 use crate::pin::{open_no_symlinks, Pins};
 use cordon_stage::{IdMaps, MountOp, StagePlan, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 use landlock::{
@@ -81,6 +81,25 @@ fn cstr(bytes: &[u8], what: impl Fn() -> String) -> Result<CString, MaterializeE
 
 fn cpath(p: &Path) -> Result<CString, MaterializeError> {
     cstr(p.as_os_str().as_bytes(), || format!("path `{}`", p.display()))
+}
+
+/// A new sealed, close-on-exec memfd holding `bytes`, positioned at offset 0: how
+/// data reaches a child that reads it after `execve` (the seccomp program, the
+/// command's environment, the stage helper's checks). The seals keep it from being
+/// changed after the fact; the caller owns the fd and passes it like any other
+/// (`Materialized::keep` holds it until the child has its copy).
+pub fn sealed_memfd(bytes: &[u8]) -> std::io::Result<OwnedFd> {
+    use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+    use nix::sys::memfd::{memfd_create, MFdFlags};
+    use std::io::{Seek, SeekFrom, Write};
+    let fd = memfd_create(c"cordon-bwrap-seccomp", MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING)
+        .map_err(std::io::Error::from)?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(bytes)?;
+    file.seek(SeekFrom::Start(0))?;
+    let seals = SealFlag::F_SEAL_WRITE | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_SEAL;
+    fcntl(&file, FcntlArg::F_ADD_SEALS(seals)).map_err(std::io::Error::from)?;
+    Ok(OwnedFd::from(file))
 }
 
 /// The mount data of a private tmpfs: world-writable with the sticky bit, like the
@@ -296,13 +315,14 @@ pub fn materialize(
         Some(l) => Some((build_ruleset(l, &inherited_terminals(&stdio), pins)?, l.restrict_flags)),
         None => None,
     };
+    // cordon's seccomp program: installed by the stage itself, or passed in a sealed
+    // memfd to the helper that installs it (see `SeccompPlan`).
     let (seccomp, observed) = match plan.seccomp {
-        Some(network_allowed) => {
-            let program =
-                super::seccomp::compile_program_for(network_allowed, plan.unix_allowlist, notify_socket.is_some())?;
+        Some(SeccompPlan { network, unix_allowlist, delivery: SeccompDelivery::Stage, .. }) => {
+            let program = super::seccomp::compile_program_for(network, unix_allowlist, notify_socket.is_some())?;
             (vec![program.insns], program.observed)
         }
-        None => (Vec::new(), Default::default()),
+        _ => (Vec::new(), Default::default()),
     };
     // Every passed fd is duplicated above the highest child fd number first, so that
     // no `dup2` in the child's list overwrites a later entry's source.
@@ -316,17 +336,22 @@ pub fn materialize(
         Ok::<(RawFd, RawFd), MaterializeError>((raw, child_fd))
     };
     let mut pass_fds = Vec::new();
-    // A supervised stage helper installs the program with a listener it hands back.
-    let helper_notify = plan.stage_helper.as_ref().is_some_and(|h| h.supervised);
+    // A helper that installs the program from an fd, with a listener it hands back
+    // when the plan supervises (the stage helper inside bubblewrap).
     let mut observed = observed;
-    if let Some(s) = &plan.seccomp_fd {
-        let program = super::seccomp::compile_program_for(s.network_allowed, plan.unix_allowlist, helper_notify)?;
-        if helper_notify {
+    let mut helper_notify = false;
+    if let Some(SeccompPlan { network, unix_allowlist, delivery: SeccompDelivery::Fd { child_fd }, supervise }) =
+        plan.seccomp
+    {
+        helper_notify = supervise;
+        let program = super::seccomp::compile_program_for(network, unix_allowlist, supervise)?;
+        if supervise {
             observed = program.observed.clone();
         }
         let bytes = super::bwrap::program_bytes(&program.insns);
-        let fd = super::bwrap::seccomp_fd::create(&bytes).map_err(MaterializeError::SeccompFd)?;
-        pass_fds.push(pass(fd.as_raw_fd(), s.child_fd, "the seccomp program")?);
+        // Ours is closed once the child holds its copy (`Materialized::keep`).
+        let fd = sealed_memfd(&bytes).map_err(MaterializeError::SeccompFd)?;
+        pass_fds.push(pass(fd.as_raw_fd(), child_fd, "the seccomp program")?);
     }
     if let Some(e) = &plan.env_fd {
         let mut bytes = Vec::new();
@@ -346,7 +371,7 @@ pub fn materialize(
                 }
             }
         }
-        let fd = super::bwrap::seccomp_fd::sealed_memfd(&bytes)
+        let fd = sealed_memfd(&bytes)
             .map_err(|source| MaterializeError::PassFd { what: "the command's environment", source })?;
         pass_fds.push(pass(fd.as_raw_fd(), e.child_fd, "the command's environment")?);
     }
@@ -375,11 +400,11 @@ pub fn materialize(
             checks.extend_from_slice(format!("c {} {} .", id.dev, id.ino).as_bytes());
             checks.push(0);
         }
-        let checks_fd = super::bwrap::seccomp_fd::sealed_memfd(&checks)
-            .map_err(|source| MaterializeError::PassFd { what: "the helper's checks", source })?;
+        let checks_fd =
+            sealed_memfd(&checks).map_err(|source| MaterializeError::PassFd { what: "the helper's checks", source })?;
         pass_fds.push(pass(checks_fd.as_raw_fd(), cordon_stage::helper::CHECKS_FD, "the helper's checks")?);
         helper_status = Some(status_read);
-        if h.supervised {
+        if helper_notify {
             let Some(sock) = notify_socket else { return Err(MaterializeError::NoSupervisor) };
             pass_fds.push(pass(sock, cordon_stage::helper::NOTIFY_FD, "the notification socket")?);
         }
@@ -433,4 +458,23 @@ pub struct Materialized {
     /// The stage helper will send its seccomp listener on the notification socket
     /// once bubblewrap has built the sandbox (later than `spawn` returns).
     pub helper_notify: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn a_sealed_memfd_reads_back_and_cannot_be_changed() {
+        let fd = sealed_memfd(&[7u8; 16]).unwrap();
+        // A reader sharing the open file description, as a child does after `dup2`.
+        let mut reader = std::fs::File::from(fd.try_clone().unwrap());
+        let mut buf = Vec::new();
+        reader.read_to_end(&mut buf).unwrap();
+        assert_eq!(buf, [7u8; 16]);
+        assert_eq!(super::super::bwrap::read_offset(&fd).unwrap(), 16);
+        let mut writer = std::fs::File::from(fd);
+        assert!(std::io::Write::write_all(&mut writer, b"x").is_err());
+    }
 }
