@@ -86,8 +86,6 @@ pub struct Request {
     pub output: Output,
     /// Extra environment variables (may not use the `CORDON_` namespace).
     pub env: Vec<(String, String)>,
-    /// Managed `CORDON_*` variables.
-    pub managed_env: Vec<(String, String)>,
     /// The policy.
     pub policy: PolicyRequest,
     /// Runner choice.
@@ -108,7 +106,6 @@ impl Request {
             stdin: Stdin::Null,
             output: Output::Capture,
             env: Vec::new(),
-            managed_env: Vec::new(),
             policy: PolicyRequest::default(),
             runner: RunnerChoice::Auto,
             limits: LimitRequest::default(),

@@ -495,7 +495,7 @@ impl Executor {
                 .map_err(|e| CordonError::InvalidRequest { field: e.field, why: e.why })?;
         let spill_cap = req.spill_cap.unwrap_or(cfg.default_spill_cap).min(cfg.max_spill_cap);
         let ambient = cfg.ambient_env.clone().unwrap_or_else(|| std::env::vars_os().collect());
-        let env = build_environment(ambient, &req.env, &req.managed_env, &[])?;
+        let env = build_environment(ambient, &req.env, &[], &[])?;
         let argv = match req.command {
             Command::Shell(s) => {
                 if s.contains('\0') {
