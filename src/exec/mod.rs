@@ -616,9 +616,7 @@ impl Executor {
             new_session: !interactive,
             tmpfs_size: Some(spec.limits.tmpfs_size()),
         };
-        let plan = selection
-            .plan(&input)
-            .map_err(|e| CordonError::RunnerFailed { runner: selection.runner, detail: format!("planning: {e}") })?;
+        let plan = selection.plan(&input).map_err(|e| CordonError::runner_failed(selection.runner, e))?;
         // Resource limits: the run's cgroups (best available), then the rlimits that
         // cover what they do not. A gap in a limit the caller set refuses to run
         // unless the policy allows best effort.
@@ -709,7 +707,7 @@ impl Executor {
             notify_pair.as_ref().map(|(_, child)| child.as_raw_fd()),
             &pins,
         )
-        .map_err(|e| CordonError::RunnerFailed { runner: selection.runner, detail: e.to_string() })?;
+        .map_err(|e| CordonError::runner_failed(selection.runner, e))?;
         let supervised = materialized.stage.notify_socket.is_some();
         let observed = materialized.observed;
         let passed_fds = materialized.keep;
@@ -773,10 +771,10 @@ impl Executor {
                 let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
                 let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
                 drop(guard);
-                return Err(CordonError::RunnerFailed {
-                    runner: selection.runner,
-                    detail: format!("receiving the seccomp listener: {e}"),
-                });
+                return Err(CordonError::runner_failed(
+                    selection.runner,
+                    crate::runner::RunnerFailure::SeccompListener(e),
+                ));
             }
             None => helper_socket.map(|sock| {
                 tokio::spawn(crate::denials::receive_and_supervise(
@@ -849,7 +847,7 @@ fn spawn_error(e: SpawnError, runner: RunnerKind, argv0: &OsStr) -> CordonError 
         {
             CordonError::ProgramNotExecutable { program, source: std::io::Error::from_raw_os_error(f.errno) }
         }
-        SpawnError::Stage(f) => CordonError::RunnerFailed { runner, detail: f.to_string() },
+        SpawnError::Stage(f) => CordonError::runner_failed(runner, crate::runner::RunnerFailure::Stage(f)),
         SpawnError::Parent { what, source } => CordonError::io(what, source),
     }
 }

@@ -14,6 +14,7 @@
 //! runner that cannot work fails closed; there is no silent fallback.
 
 pub mod bwrap;
+pub mod error;
 pub mod landlock;
 pub mod macos;
 pub mod passthrough;
@@ -32,6 +33,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 pub use crate::vocab::{ProbeStatus, Restriction, RunnerChoice, RunnerKind};
+pub use error::{PlanError, RunnerFailure};
 
 // Which restrictions a policy requests is the runners' business (the vocabulary
 // module only names them).
@@ -321,28 +323,6 @@ pub struct LaunchPlan {
     pub needs_run_dir: bool,
     /// The report this plan achieves.
     pub enforcement: Enforcement,
-}
-
-/// Why a runner could not plan.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum PlanError {
-    /// The runner does not exist on this OS or host (the probe's reason).
-    #[error("{0}")]
-    Unavailable(String),
-    /// The Seatbelt planner refused a path or the mode.
-    #[error(transparent)]
-    Seatbelt(#[from] seatbelt::SeatbeltPlanError),
-    /// A path cannot be expressed for this runner.
-    #[error("path `{path}` cannot be passed to {runner}: {why}")]
-    Path {
-        /// The runner.
-        runner: RunnerKind,
-        /// The path.
-        path: PathBuf,
-        /// Why.
-        why: &'static str,
-    },
 }
 
 /// One confinement backend.

@@ -19,61 +19,7 @@ const PASS_FD_FLOOR: RawFd = cordon_stage::helper::NOTIFY_FD + 1;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-/// Why a plan could not be materialized.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum MaterializeError {
-    /// A string contains a NUL byte.
-    #[error("{what} contains a NUL byte")]
-    Nul {
-        /// Which string.
-        what: String,
-    },
-    /// The Landlock ruleset could not be built.
-    #[error("building the Landlock ruleset: {0}")]
-    Landlock(String),
-    /// The seccomp filters could not be built.
-    #[error(transparent)]
-    Seccomp(#[from] super::seccomp::SeccompError),
-    /// The seccomp program for a helper (bubblewrap) could not be put into its fd.
-    #[error("passing the seccomp program to bubblewrap through a memfd: {0}")]
-    SeccompFd(std::io::Error),
-    /// A path the plan mounts, binds or grants was not pinned by the executor: the
-    /// plan and the policy disagree (a bug), so nothing runs.
-    #[error("`{path}` is used by the plan but was not pinned")]
-    Unpinned {
-        /// The path.
-        path: PathBuf,
-    },
-    /// An fd for the child could not be prepared.
-    #[error("passing {what} to the sandbox: {source}")]
-    PassFd {
-        /// Which fd.
-        what: &'static str,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// The plan's stage helper hands a seccomp listener over, but no notification
-    /// socket was given (its observed syscalls would block with nobody to answer).
-    #[error("the stage helper's seccomp listener needs a notification socket")]
-    NoSupervisor,
-    /// The stage helper (the cordon executable) could not be opened.
-    #[error("opening the stage helper `{path}`: {source}")]
-    StageHelper {
-        /// Its path.
-        path: PathBuf,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// A mount point could not be created.
-    #[error("creating mount point `{path}`: {source}")]
-    MountPoint {
-        /// The path.
-        path: PathBuf,
-        /// The error.
-        source: std::io::Error,
-    },
-}
+pub use super::error::MaterializeError;
 
 fn cstr(bytes: &[u8], what: impl Fn() -> String) -> Result<CString, MaterializeError> {
     CString::new(bytes).map_err(|_| MaterializeError::Nul { what: what() })
@@ -123,34 +69,34 @@ fn rule_fd(p: &Path, pins: &Pins) -> Result<OwnedFd, MaterializeError> {
         Some(fd) => fd.try_clone_to_owned(),
         None => open_no_symlinks(p),
     };
-    fd.map_err(|e| MaterializeError::Landlock(format!("{}: {e}", p.display())))
+    fd.map_err(|source| MaterializeError::LandlockRule { path: p.to_path_buf(), source })
 }
 
 /// Build the Landlock ruleset for `plan`; returns the ruleset fd. Rules are built on
 /// open files (pinned ones where the policy pinned them), never on a path that a
 /// concurrent command could have swapped for a symlink.
 pub fn build_ruleset(plan: &LandlockPlan, extra_devices: &[PathBuf], pins: &Pins) -> Result<OwnedFd, MaterializeError> {
-    let err = |e: &dyn std::fmt::Display| MaterializeError::Landlock(e.to_string());
+    let err = MaterializeError::Landlock;
     let abi = ABI::from(plan.abi as i32);
     let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
-    ruleset = ruleset.handle_access(AccessFs::from_all(abi)).map_err(|e| err(&e))?;
+    ruleset = ruleset.handle_access(AccessFs::from_all(abi)).map_err(err)?;
     if plan.deny_tcp {
-        ruleset = ruleset.handle_access(AccessNet::from_all(abi)).map_err(|e| err(&e))?;
+        ruleset = ruleset.handle_access(AccessNet::from_all(abi)).map_err(err)?;
     }
     if plan.scope_abstract_unix {
-        ruleset = ruleset.scope(Scope::AbstractUnixSocket).map_err(|e| err(&e))?;
+        ruleset = ruleset.scope(Scope::AbstractUnixSocket).map_err(err)?;
     }
     if plan.scope_signals {
-        ruleset = ruleset.scope(Scope::Signal).map_err(|e| err(&e))?;
+        ruleset = ruleset.scope(Scope::Signal).map_err(err)?;
     }
-    let mut created = ruleset.create().map_err(|e| err(&e))?;
+    let mut created = ruleset.create().map_err(err)?;
     let read = AccessFs::from_read(abi);
     for p in &plan.read {
-        created = created.add_rule(PathBeneath::new(rule_fd(p, pins)?, read)).map_err(|e| err(&e))?;
+        created = created.add_rule(PathBeneath::new(rule_fd(p, pins)?, read)).map_err(err)?;
     }
     let write = write_access(plan.abi);
     for p in &plan.write {
-        created = created.add_rule(PathBeneath::new(rule_fd(p, pins)?, write)).map_err(|e| err(&e))?;
+        created = created.add_rule(PathBeneath::new(rule_fd(p, pins)?, write)).map_err(err)?;
     }
     let mut device = AccessFs::ReadFile | AccessFs::WriteFile;
     if plan.abi >= 5 {
@@ -162,11 +108,11 @@ pub fn build_ruleset(plan: &LandlockPlan, extra_devices: &[PathBuf], pins: &Pins
     for p in plan.devices.iter().chain(extra_devices) {
         // A device the host lacks is simply not granted.
         if let Ok(fd) = PathFd::new(p) {
-            created = created.add_rule(PathBeneath::new(fd, device)).map_err(|e| err(&e))?;
+            created = created.add_rule(PathBeneath::new(fd, device)).map_err(err)?;
         }
     }
     let fd: Option<OwnedFd> = created.into();
-    fd.ok_or_else(|| MaterializeError::Landlock("the kernel did not return a ruleset".into()))
+    fd.ok_or(MaterializeError::NoRuleset)
 }
 
 /// The terminals behind our own stdio fds: the command may keep writing to them when
