@@ -118,7 +118,12 @@ pub struct SandboxFacts {
     pub denials: Vec<Denial>,
     /// How completely the mode was enforced.
     pub enforcement: Enforcement,
-    /// The runner broke before the command ran.
+    /// The runner's setup broke after the launch and the command never ran in the
+    /// complete sandbox: today the `bwrap` runner's stage helper did not report that
+    /// it executed the command (bubblewrap failed building the sandbox, or a step of
+    /// the helper failed). Failures before the launch are errors (`RUNNER_FAILED`)
+    /// instead, so this is always `false` for the `landlock` and `passthrough`
+    /// runners.
     pub runner_failed: bool,
     /// The directories the command could write, as resolved and enforced (canonical;
     /// the workspace first), besides its private temp directories. `["/"]` in
