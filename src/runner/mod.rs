@@ -3,9 +3,12 @@
 //!
 //! A runner can [`Runner::probe`] the host (is it usable at all?), report the
 //! [`Enforcement`] it would reach for a policy (which [`Restriction`]s it can enforce
-//! here and which are gaps), and [`Runner::plan`] a launch: a pure value describing
-//! argv, environment, namespaces, mounts, Landlock rules and seccomp filters. The
-//! executor materializes and spawns the plan.
+//! here and which are gaps), and plan a launch ([`Runner::plan_with`]): a pure value
+//! describing argv, environment, namespaces, mounts, Landlock rules and cordon's
+//! seccomp program ([`SeccompPlan`]). [`select`] probes and rates the runners once and
+//! returns a [`Selection`], which plans itself ([`Selection::plan`]) with what it
+//! found; the executor materializes ([`stage::materialize`]) and spawns the plan.
+//! Errors: [`error`] ([`PlanError`], [`RunnerFailure`]).
 //!
 //! Selection rules: `full-access` uses `passthrough`. A confined mode uses the first
 //! runner (strongest first) that is available and fully enforces the policy; with
