@@ -561,19 +561,6 @@ pub fn setup_failed(seccomp_offset: u64, program_len: u64, stderr_tail: &str) ->
     })
 }
 
-/// The bytes bubblewrap's `--seccomp FD` reads: the raw `struct sock_filter` array
-/// in native byte order (`u16 code; u8 jt; u8 jf; u32 k`), 8 bytes per instruction.
-pub fn program_bytes(program: &[libc::sock_filter]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(program.len() * 8);
-    for insn in program {
-        out.extend_from_slice(&insn.code.to_ne_bytes());
-        out.push(insn.jt);
-        out.push(insn.jf);
-        out.extend_from_slice(&insn.k.to_ne_bytes());
-    }
-    out
-}
-
 /// The current offset of a memfd made by [`super::stage::sealed_memfd`]: how far the
 /// child (or anyone sharing the open file description) has read. See [`setup_failed`].
 pub fn read_offset(fd: impl std::os::fd::AsFd) -> std::io::Result<u64> {
@@ -584,19 +571,6 @@ pub fn read_offset(fd: impl std::os::fd::AsFd) -> std::io::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn program_bytes_are_the_raw_sock_filter_array() {
-        let prog = [libc::sock_filter { code: 0x15, jt: 1, jf: 2, k: 0xC000_003E }];
-        let b = program_bytes(&prog);
-        assert_eq!(b.len(), 8);
-        let mut expected = Vec::new();
-        expected.extend_from_slice(&0x15u16.to_ne_bytes());
-        expected.extend_from_slice(&[1, 2]);
-        expected.extend_from_slice(&0xC000_003Eu32.to_ne_bytes());
-        assert_eq!(b, expected);
-        assert_eq!(std::mem::size_of::<libc::sock_filter>(), 8);
-    }
 
     #[test]
     fn helper_arguments_round_trip_from_the_plan() {

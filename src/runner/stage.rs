@@ -48,6 +48,19 @@ pub fn sealed_memfd(bytes: &[u8]) -> std::io::Result<OwnedFd> {
     Ok(OwnedFd::from(file))
 }
 
+/// The bytes bubblewrap's `--seccomp FD` reads: the raw `struct sock_filter` array
+/// in native byte order (`u16 code; u8 jt; u8 jf; u32 k`), 8 bytes per instruction.
+pub fn program_bytes(program: &[libc::sock_filter]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(program.len() * 8);
+    for insn in program {
+        out.extend_from_slice(&insn.code.to_ne_bytes());
+        out.push(insn.jt);
+        out.push(insn.jf);
+        out.extend_from_slice(&insn.k.to_ne_bytes());
+    }
+    out
+}
+
 /// The mount data of a private tmpfs: world-writable with the sticky bit, like the
 /// host's, and bounded when a size is given.
 pub fn tmpfs_data(size: Option<u64>) -> String {
@@ -294,7 +307,7 @@ pub fn materialize(
         if supervise {
             observed = program.observed.clone();
         }
-        let bytes = super::bwrap::program_bytes(&program.insns);
+        let bytes = program_bytes(&program.insns);
         // Ours is closed once the child holds its copy (`Materialized::keep`).
         let fd = sealed_memfd(&bytes).map_err(MaterializeError::SeccompFd)?;
         pass_fds.push(pass(fd.as_raw_fd(), child_fd, "the seccomp program")?);
@@ -410,6 +423,19 @@ pub struct Materialized {
 mod tests {
     use super::*;
     use std::io::Read;
+
+    #[test]
+    fn program_bytes_are_the_raw_sock_filter_array() {
+        let prog = [libc::sock_filter { code: 0x15, jt: 1, jf: 2, k: 0xC000_003E }];
+        let b = program_bytes(&prog);
+        assert_eq!(b.len(), 8);
+        let mut expected = Vec::new();
+        expected.extend_from_slice(&0x15u16.to_ne_bytes());
+        expected.extend_from_slice(&[1, 2]);
+        expected.extend_from_slice(&0xC000_003Eu32.to_ne_bytes());
+        assert_eq!(b, expected);
+        assert_eq!(std::mem::size_of::<libc::sock_filter>(), 8);
+    }
 
     #[test]
     fn a_sealed_memfd_reads_back_and_cannot_be_changed() {
