@@ -61,15 +61,17 @@
 //!   has no `--argv0`); the helper passes the caller's `argv[0]`.
 //! - It does not hide files from reading, nor limit CPU, memory or disk use.
 
+use super::error::PlanError;
 use super::landlock::{landlock_plan, PrivateTmp};
-use super::{
-    enforcement_from_gaps, EnvFd, EnvFdFormat, LaunchPlan, MountStep, NamespacePlan, PlanError, PlanInput, ProbeStatus,
-    Restriction, Runner, RunnerKind, SeccompDelivery, SeccompPlan, StageHelperPlan,
+use super::plan::{
+    enforcement_from_gaps, EnvFd, EnvFdFormat, LaunchPlan, MountStep, NamespacePlan, PlanInput, Runner,
+    SeccompDelivery, SeccompPlan, StageHelperPlan,
 };
 use crate::host::{HostFacts, Namespaces};
 use crate::mode::Mode;
 use crate::policy::ExecutionPolicy;
 use crate::result::Enforcement;
+use crate::vocab::{ProbeStatus, Restriction, RunnerKind};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
@@ -208,7 +210,7 @@ pub fn stage_mounts(policy: &ExecutionPolicy) -> Vec<MountStep> {
     let mut protected = policy.protected.clone();
     protected.sort_by_key(|p| p.components().count());
     let exposed = exposed(policy);
-    let (clones, attach) = super::clone_and_attach(exposed.iter().map(|(p, _)| p).chain(protected.iter()));
+    let (clones, attach) = super::plan::clone_and_attach(exposed.iter().map(|(p, _)| p).chain(protected.iter()));
     let mut steps = vec![MountStep::MakeRootPrivate];
     steps.extend(clones);
     steps.extend(attach);

@@ -24,13 +24,15 @@
 //! command runs as pid 1 of its namespace (signals it has no handler for, sent from
 //! inside, are ignored by the kernel for pid 1).
 
-use super::{
-    enforcement_from_gaps, LandlockPlan, LaunchPlan, MountStep, NamespacePlan, PlanError, PlanInput, ProbeStatus,
-    Restriction, Runner, RunnerKind, SeccompDelivery, SeccompPlan,
+use super::error::PlanError;
+use super::plan::{
+    enforcement_from_gaps, LandlockPlan, LaunchPlan, MountStep, NamespacePlan, PlanInput, Runner, SeccompDelivery,
+    SeccompPlan,
 };
 use crate::host::{HostFacts, Namespaces};
 use crate::policy::ExecutionPolicy;
 use crate::result::Enforcement;
+use crate::vocab::{ProbeStatus, Restriction, RunnerKind};
 use std::path::{Path, PathBuf};
 
 /// Device files the command may open for writing.
@@ -286,7 +288,7 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
     let mut protected = policy.protected.clone();
     protected.sort_by_key(|p| p.components().count());
 
-    let (clones, attach) = super::clone_and_attach(exposed.iter().chain(protected.iter()));
+    let (clones, attach) = super::plan::clone_and_attach(exposed.iter().chain(protected.iter()));
     let mut steps = vec![MountStep::MakeRootPrivate];
     steps.extend(clones);
     // Required: with the host's /proc every host process's cmdline would stay visible.

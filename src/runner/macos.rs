@@ -7,14 +7,13 @@
 //! system calls, so on macOS `probe()` reports the runner unavailable and confined
 //! modes fail closed with `SANDBOX_UNAVAILABLE` (docs/seatbelt.md).
 
+use super::error::PlanError;
+use super::plan::{enforcement_from_gaps, LaunchPlan, NamespacePlan, PlanInput, Runner};
 use super::seatbelt::{plan_seatbelt, SeatbeltInput, SANDBOX_EXEC_PATH};
-use super::{
-    enforcement_from_gaps, LaunchPlan, NamespacePlan, PlanError, PlanInput, ProbeStatus, Restriction, Runner,
-    RunnerKind,
-};
 use crate::host::HostFacts;
 use crate::policy::ExecutionPolicy;
 use crate::result::Enforcement;
+use crate::vocab::{ProbeStatus, Restriction, RunnerKind};
 use std::path::PathBuf;
 
 /// `sandbox-exec`, always by absolute path.

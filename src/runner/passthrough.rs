@@ -9,10 +9,11 @@
 //!
 //! What it does not do: restrict anything.
 
-use super::{LaunchPlan, NamespacePlan, PlanInput, ProbeStatus, Runner, RunnerKind};
+use super::plan::{LaunchPlan, NamespacePlan, PlanInput, Runner};
 use crate::host::HostFacts;
 use crate::policy::ExecutionPolicy;
 use crate::result::Enforcement;
+use crate::vocab::{ProbeStatus, RunnerKind};
 
 /// The `passthrough` runner.
 #[derive(Debug, Clone, Copy, Default)]
@@ -31,7 +32,11 @@ impl Runner for PassthroughRunner {
         Enforcement::none()
     }
 
-    fn plan_with(&self, input: &PlanInput<'_>, enforcement: Enforcement) -> Result<LaunchPlan, super::PlanError> {
+    fn plan_with(
+        &self,
+        input: &PlanInput<'_>,
+        enforcement: Enforcement,
+    ) -> Result<LaunchPlan, super::error::PlanError> {
         Ok(LaunchPlan {
             runner: RunnerKind::Passthrough,
             program: input.program.clone(),

@@ -2,7 +2,7 @@
 //! Landlock ruleset, compile the seccomp filters, create mount points, convert paths
 //! to C strings. This is the I/O half of planning; nothing here decides policy.
 
-use super::{EnvFdFormat, LandlockPlan, LaunchPlan, MountStep, SeccompDelivery, SeccompPlan};
+use super::plan::{EnvFdFormat, LandlockPlan, LaunchPlan, MountStep, SeccompDelivery, SeccompPlan};
 use crate::pin::{open_no_symlinks, Pins};
 use cordon_stage::{IdMaps, MountOp, StagePlan, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 use landlock::{
