@@ -49,7 +49,8 @@ pub mod policy; // API: policy request and resolution
 pub mod protocol; // binary: the `cordon serve` wire protocol
 pub mod request; // API: Request, Spec, ExecutorConfig
 pub mod result; // API: RunResult and the sandbox facts
-pub mod runner; // API: runners, selection, the pure planners (golden-tested)
+pub mod runner; // API: runners, selection, the pure planners (golden-tested); its landlock,
+                // passthrough and stage modules are private to the crate
 pub mod serve; // binary: `cordon serve`
 pub mod session; // API: session mode overrides and governing files
 mod vocab; // crate: the shared vocabulary (re-exported below)

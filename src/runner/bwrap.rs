@@ -34,7 +34,7 @@
 //!   `--cap-drop ALL`, `--die-with-parent`, `--new-session`; then it executes
 //!   `/proc/self/fd/6` (the cordon executable, so it need not be visible inside).
 //! - **the stage helper** (`cordon_stage::helper`): the landlock runner's Landlock
-//!   rules ([`super::landlock::landlock_plan`]; the parent builds the ruleset, the
+//!   rules (`landlock::landlock_plan`; the parent builds the ruleset, the
 //!   helper adds the rules for its private `/tmp` and `/dev/shm`), so a FIFO outside
 //!   the writable roots cannot be opened for writing — a read-only bind does not stop
 //!   that; capabilities verified empty; cordon's seccomp filter last, its listener
@@ -563,7 +563,7 @@ pub fn setup_failed(seccomp_offset: u64, program_len: u64, stderr_tail: &str) ->
     })
 }
 
-/// The current offset of a memfd made by [`super::stage::sealed_memfd`]: how far the
+/// The current offset of a memfd made by `stage::sealed_memfd`: how far the
 /// child (or anyone sharing the open file description) has read. See [`setup_failed`].
 pub fn read_offset(fd: impl std::os::fd::AsFd) -> std::io::Result<u64> {
     let off = nix::unistd::lseek(fd, 0, nix::unistd::Whence::SeekCur).map_err(std::io::Error::from)?;

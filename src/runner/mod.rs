@@ -7,7 +7,7 @@
 //! describing argv, environment, namespaces, mounts, Landlock rules and cordon's
 //! seccomp program ([`SeccompPlan`]). [`select`] probes and rates the runners once and
 //! returns a [`Selection`], which plans itself ([`Selection::plan`]) with what it
-//! found; the executor materializes ([`stage::materialize`]) and spawns the plan.
+//! found; the executor materializes (`stage::materialize`) and spawns the plan.
 //! Errors: [`error`] ([`PlanError`], [`RunnerFailure`]).
 //!
 //! Selection rules: `full-access` uses `passthrough`. A confined mode uses the first
@@ -18,13 +18,13 @@
 
 pub mod bwrap;
 pub mod error;
-pub mod landlock;
+pub(crate) mod landlock;
 pub mod macos;
-pub mod passthrough;
+pub(crate) mod passthrough;
 pub mod plan;
 pub mod seatbelt;
 pub mod seccomp;
-pub mod stage;
+pub(crate) mod stage;
 
 use crate::error::{CordonError, RunnerReason};
 use crate::host::HostFacts;
