@@ -7,7 +7,8 @@
 
 use crate::env::EnvError;
 use crate::mode::Mode;
-use crate::runner::RunnerKind;
+use crate::runner::error::{PlanError, RunnerFailure};
+use crate::vocab::RunnerKind;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -132,6 +133,19 @@ pub enum PolicyError {
         /// Why.
         why: &'static str,
     },
+    /// A path of the policy (or the program, or the working directory) cannot be
+    /// expressed to the selected runner (bubblewrap takes only absolute, normalized
+    /// paths without NUL, and cannot show a working directory hidden under its
+    /// private tmpfs). Nothing ran.
+    #[error("path `{path}` cannot be passed to {runner}: {why}")]
+    RunnerPath {
+        /// The runner.
+        runner: RunnerKind,
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        why: &'static str,
+    },
     /// A protected path is a symlink, which a writable workspace could replace.
     #[error("protected path `{path}` is a symlink; cordon cannot keep it from being replaced (point the workspace at the real directory)")]
     ProtectedSymlink {
@@ -251,12 +265,12 @@ pub enum CordonError {
         why: String,
     },
     /// The runner broke while setting up the sandbox; the command did not run.
-    #[error("runner {runner} failed before the command ran: {detail}")]
+    #[error("runner {runner} failed before the command ran: {source}")]
     RunnerFailed {
         /// The runner.
         runner: RunnerKind,
-        /// What failed (the step and errno).
-        detail: String,
+        /// What failed (the step, and the error or errno).
+        source: RunnerFailure,
     },
     /// Local infrastructure failed (pipes, temp dirs, ...).
     #[error("{what}: {source}")]
@@ -301,7 +315,58 @@ impl CordonError {
         }
     }
 
+    /// A failure of `runner` between selection and `execve`. A path the runner
+    /// cannot express is the policy's problem, not the runner's: it is
+    /// `INVALID_POLICY` ([`PolicyError::RunnerPath`]); everything else is
+    /// `RUNNER_FAILED`.
+    pub(crate) fn runner_failed(runner: RunnerKind, failure: impl Into<RunnerFailure>) -> Self {
+        match failure.into() {
+            RunnerFailure::Plan(PlanError::Path { runner, path, why }) => {
+                CordonError::InvalidPolicy(PolicyError::RunnerPath { runner, path, why })
+            }
+            source => CordonError::RunnerFailed { runner, source },
+        }
+    }
+
     pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
         CordonError::Io { what: what.into(), source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::error::MaterializeError;
+
+    #[test]
+    fn a_path_the_runner_cannot_take_is_a_policy_error() {
+        let e = CordonError::runner_failed(
+            RunnerKind::Bwrap,
+            PlanError::Path { runner: RunnerKind::Bwrap, path: "/a/../b".into(), why: "not normalized" },
+        );
+        assert_eq!(e.code(), "INVALID_POLICY");
+        assert_eq!(e.to_string(), "path `/a/../b` cannot be passed to bwrap: not normalized");
+    }
+
+    #[test]
+    fn runner_failures_keep_their_message_and_source() {
+        let e = CordonError::runner_failed(RunnerKind::Landlock, PlanError::Unavailable("no landlock".into()));
+        assert_eq!(e.code(), "RUNNER_FAILED");
+        assert_eq!(e.to_string(), "runner landlock failed before the command ran: planning: no landlock");
+        let io = std::io::Error::from_raw_os_error(libc::ENOENT);
+        let e = CordonError::runner_failed(
+            RunnerKind::Landlock,
+            MaterializeError::LandlockRule { path: "/w".into(), source: io },
+        );
+        assert_eq!(e.code(), "RUNNER_FAILED");
+        assert!(e
+            .to_string()
+            .starts_with("runner landlock failed before the command ran: building the Landlock ruleset: /w: "));
+        // The chain reaches the io::Error (typed, not a string).
+        let mut cur: &dyn std::error::Error = &e;
+        while let Some(next) = cur.source() {
+            cur = next;
+        }
+        assert!(cur.downcast_ref::<std::io::Error>().is_some(), "{cur:?}");
     }
 }

@@ -9,7 +9,7 @@
 //! kernel); `CORDON_DISABLE_RUNNERS=a,b` makes runners unavailable;
 //! `CORDON_DISABLE_USERNS=1` behaves as a host that blocks user namespaces.
 
-use crate::runner::RunnerKind;
+use crate::vocab::RunnerKind;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -71,10 +71,25 @@ pub struct HostFacts {
     /// The cordon executable the `bwrap` runner has bubblewrap execute as its stage
     /// helper (Landlock and seccomp applied inside the sandbox, see
     /// [`crate::runner::bwrap`]). `detect` fills in the one the running binary
-    /// registered ([`crate::runner::bwrap::register_stage_helper`]); the executor
+    /// registered ([`register_stage_helper`]); the executor
     /// takes [`crate::ExecutorConfig::stage_helper`]. `None`: no helper, and the
     /// `bwrap` runner declares an `fs-write` gap.
     pub stage_helper: Option<PathBuf>,
+}
+
+static STAGE_HELPER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Declare `exe` (a `cordon` binary that dispatches [`crate::runner::bwrap::STAGE_HELPER_ARG`] to
+/// [`crate::runner::bwrap::stage_helper_main`]) as this process's stage helper; the `cordon` CLI registers
+/// itself at startup. The first registration wins.
+pub fn register_stage_helper(exe: PathBuf) {
+    let _ = STAGE_HELPER.set(exe);
+}
+
+/// The registered stage helper, if any (the default of
+/// [`crate::ExecutorConfig::stage_helper`]).
+pub fn registered_stage_helper() -> Option<PathBuf> {
+    STAGE_HELPER.get().cloned()
 }
 
 fn read_trim(path: &str) -> Option<String> {
@@ -191,7 +206,7 @@ impl HostFacts {
             namespaces,
             bwrap,
             disabled_runners,
-            stage_helper: crate::runner::bwrap::registered_stage_helper(),
+            stage_helper: registered_stage_helper(),
         }
     }
 

@@ -23,34 +23,52 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod ceiling;
-pub mod denials;
-pub mod doctor;
-pub mod env;
-pub mod error;
-pub mod escalation;
-pub mod exec;
-pub mod flags;
-pub mod host;
-pub mod limits;
-pub mod mcp;
-pub mod mode;
-pub mod pin;
-pub mod policy;
-pub mod request;
-pub mod result;
-pub mod runner;
-pub mod serve;
-pub mod session;
-pub mod writes;
+// The public API is what this crate root re-exports (below): build an
+// [`Executor`], [`Executor::resolve`] a [`Request`] into a [`Spec`],
+// [`Executor::run`] it (or [`Executor::start`] it for a [`Handle`]) and read the
+// [`RunResult`]; escalation and sessions on top. `examples/run_json.rs` is the whole
+// path, runnable (`cargo run --example run_json`).
+//
+// Modules are private to the crate unless something outside needs them: those
+// marked "API" hold the types of the re-exported items (documented where they live);
+// those marked "binary" are public only because the `cordon` executable (and its
+// golden and differential tests) drive them, and are no stable API.
 
-pub use error::{CordonError, PolicyError, RunnerReason};
+pub mod ceiling; // binary: the widest policy of a serve/mcp connection
+mod denials; // crate: the seccomp supervisor
+pub mod doctor; // binary: `cordon doctor`
+mod env; // crate: the credential scrub (its error is re-exported)
+pub mod error; // API: CordonError and the per-area errors
+pub mod escalation; // API: run, then ask and retry wider
+pub mod exec; // API: the Executor (see the re-exports)
+pub mod flags; // binary: the policy flags shared by run, serve and mcp
+pub mod host; // API: HostFacts and the test knobs
+pub mod limits; // API: resource limits (LimitRequest in Request)
+pub mod mcp; // binary: `cordon mcp`
+pub mod mode; // API: the mode ladder
+mod pin; // crate: checked paths pinned as open files
+pub mod policy; // API: policy request and resolution
+pub mod request; // API: Request, Spec, ExecutorConfig
+pub mod result; // API: RunResult and the sandbox facts
+pub mod runner; // API: runners, selection, the pure planners (golden-tested); its landlock,
+                // passthrough and stage modules are private to the crate
+pub mod serve; // binary: `cordon serve` and its wire protocol (`serve::protocol`)
+pub mod session; // API: session mode overrides and governing files
+mod vocab; // crate: the shared vocabulary (re-exported below)
+mod writes; // crate: the supervisor's judgement of write-intent syscalls
+
+pub use env::EnvError;
+pub use error::{CordonError, PolicyError, RunnerReason, WidthReason};
 pub use escalation::{Approver, Decision, EscalatedOutcome, EscalationError, EscalationOptions, EscalationRequest};
 pub use exec::{Executor, Handle, OutputRead, Status};
 pub use host::HostFacts;
+pub use limits::{LimitRequest, Limits};
 pub use mode::Mode;
 pub use policy::{ExecutionPolicy, PolicyRequest};
 pub use request::{Command, ExecutorConfig, Output, Request, Spec, Stdin};
-pub use result::{CollectedOutput, Denial, DenialKind, Enforcement, EnforcementLevel, Gap, RunResult, SandboxFacts};
-pub use runner::{RunnerChoice, RunnerKind};
+pub use result::{
+    CollectedOutput, Denial, DenialKind, Enforcement, EnforcementLevel, Gap, RunResult, SandboxFacts, SkippedRunner,
+};
+pub use runner::RunnerFailure;
 pub use session::{GoverningFiles, SessionEvent};
+pub use vocab::{ProbeStatus, Restriction, RunnerChoice, RunnerKind};

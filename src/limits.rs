@@ -39,7 +39,7 @@
 //! has its own), and it does not make CPU time a per-run total (cgroup `cpu.max` is a
 //! rate, not a budget).
 
-use crate::runner::Restriction;
+use crate::vocab::{Gap, Restriction};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -290,7 +290,7 @@ pub struct AppliedLimits {
     pub tmpfs_size: u64,
     /// Every limit not fully enforced, default or explicit, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub gaps: Vec<crate::result::Gap>,
+    pub gaps: Vec<Gap>,
 }
 
 /// What the host's cgroups covered for one run.
@@ -385,7 +385,7 @@ pub fn plan_limits(limits: &Limits, coverage: Coverage, euid: u32, userns: bool,
         pids_by,
         cpu: limits.cpu,
         tmpfs_size: limits.tmpfs_size(),
-        gaps: gaps.iter().map(|(r, why)| crate::result::Gap { restriction: r.name(), reason: why.clone() }).collect(),
+        gaps: gaps.iter().map(|(r, why)| Gap { restriction: *r, reason: why.clone() }).collect(),
     };
     LimitPlan { rlimits, applied, gaps }
 }
@@ -829,7 +829,7 @@ pub struct HostLimits {
     pub cgroups: CgroupLayout,
     /// What is missing, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub gaps: Vec<crate::result::Gap>,
+    pub gaps: Vec<Gap>,
 }
 
 /// Probe this host's limit mechanisms (creates and removes one empty cgroup).

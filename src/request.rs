@@ -6,7 +6,7 @@
 
 use crate::limits::{LimitRequest, Limits};
 use crate::policy::{ExecutionPolicy, PolicyRequest};
-use crate::runner::RunnerChoice;
+use crate::vocab::RunnerChoice;
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -86,8 +86,6 @@ pub struct Request {
     pub output: Output,
     /// Extra environment variables (may not use the `CORDON_` namespace).
     pub env: Vec<(String, String)>,
-    /// Managed `CORDON_*` variables.
-    pub managed_env: Vec<(String, String)>,
     /// The policy.
     pub policy: PolicyRequest,
     /// Runner choice.
@@ -112,7 +110,6 @@ impl Request {
             stdin: Stdin::Null,
             output: Output::Capture,
             env: Vec::new(),
-            managed_env: Vec::new(),
             policy: PolicyRequest::default(),
             runner: RunnerChoice::Auto,
             limits: LimitRequest::default(),
@@ -164,7 +161,7 @@ pub struct ExecutorConfig {
     /// The cordon executable that the `bwrap` runner has bubblewrap execute as its
     /// stage helper (it applies Landlock and seccomp inside the sandbox). Default:
     /// the one the running binary registered
-    /// ([`crate::runner::bwrap::register_stage_helper`], which the `cordon` CLI
+    /// ([`crate::host::register_stage_helper`], which the `cordon` CLI
     /// does); a library user sets it to a `cordon` binary. `None`: the `bwrap`
     /// runner declares an `fs-write` gap (and hard mode refuses it).
     pub stage_helper: Option<PathBuf>,
@@ -189,7 +186,7 @@ impl Default for ExecutorConfig {
             shell: PathBuf::from(DEFAULT_SHELL),
             state_dir: None,
             ambient_env: None,
-            stage_helper: crate::runner::bwrap::registered_stage_helper(),
+            stage_helper: crate::host::registered_stage_helper(),
             default_limits: LimitRequest::default(),
             max_limits: LimitRequest::default(),
         }

@@ -4,7 +4,8 @@
 //! the interface). They carry facts only; building them is the executor's job.
 
 use crate::mode::Mode;
-use crate::runner::RunnerKind;
+use crate::vocab::RunnerKind;
+pub use crate::vocab::{Enforcement, EnforcementLevel, Gap};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -75,7 +76,7 @@ impl RunResult {
         }
         if self.sandbox.enforcement.level == EnforcementLevel::Partial {
             for g in &self.sandbox.enforcement.gaps {
-                out.push(format!("cordon: not enforced: {} ({})", clean(&g.restriction), clean(&g.reason)));
+                out.push(format!("cordon: not enforced: {} ({})", g.restriction, clean(&g.reason)));
             }
         }
         out
@@ -109,43 +110,6 @@ pub struct CollectedOutput {
     /// spilling them failed (no space, an I/O error): they are lost.
     #[serde(default)]
     pub spill_failed: bool,
-}
-
-/// How completely the requested restrictions were enforced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EnforcementLevel {
-    /// Every requested restriction is enforced.
-    Full,
-    /// Some are not; `gaps` names them.
-    Partial,
-    /// No confinement at all (passthrough).
-    None,
-}
-
-/// A requested restriction the runner could not enforce on this host.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Gap {
-    /// The restriction's stable name (see [`crate::runner::Restriction`]).
-    pub restriction: String,
-    /// Why it is not enforced here.
-    pub reason: String,
-}
-
-/// The enforcement report of one run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Enforcement {
-    /// Overall level.
-    pub level: EnforcementLevel,
-    /// Every requested restriction not enforced, with the reason.
-    pub gaps: Vec<Gap>,
-}
-
-impl Enforcement {
-    /// No confinement requested or applied.
-    pub fn none() -> Self {
-        Enforcement { level: EnforcementLevel::None, gaps: Vec::new() }
-    }
 }
 
 /// The class of a refused operation.
@@ -202,7 +166,12 @@ pub struct SandboxFacts {
     pub denials: Vec<Denial>,
     /// How completely the mode was enforced.
     pub enforcement: Enforcement,
-    /// The runner broke before the command ran.
+    /// The runner's setup broke after the launch and the command never ran in the
+    /// complete sandbox: today the `bwrap` runner's stage helper did not report that
+    /// it executed the command (bubblewrap failed building the sandbox, or a step of
+    /// the helper failed). Failures before the launch are errors (`RUNNER_FAILED`)
+    /// instead, so this is always `false` for the `landlock` and `passthrough`
+    /// runners.
     pub runner_failed: bool,
     /// The directories the command could write, as resolved and enforced (canonical;
     /// the workspace first), besides its private temp directories. `["/"]` in

@@ -304,8 +304,8 @@ impl StreamCapture {
     }
 
     /// Simulate a failed spill (tests): the path must be withheld.
-    #[doc(hidden)]
-    pub fn fail_spill_for_tests(&self) {
+    #[cfg(test)]
+    fn fail_spill_for_tests(&self) {
         let mut s = self.lock();
         s.spill_failed = true;
         s.spill_error = true;

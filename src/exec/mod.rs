@@ -494,7 +494,7 @@ impl Executor {
                 .map_err(|e| CordonError::InvalidRequest { field: e.field, why: e.why })?;
         let spill_cap = req.spill_cap.unwrap_or(cfg.default_spill_cap).min(cfg.max_spill_cap);
         let ambient = cfg.ambient_env.clone().unwrap_or_else(|| std::env::vars_os().collect());
-        let env = build_environment(ambient, &req.env, &req.managed_env, &[])?;
+        let env = build_environment(ambient, &req.env, &[], &[])?;
         let argv = match req.command {
             Command::Shell(s) => {
                 if s.contains('\0') {
@@ -600,7 +600,6 @@ impl Executor {
                 return Err(crate::error::PolicyError::StateDirWritable { state_dir: state.clone(), root }.into());
             }
         }
-        let runner = runner::runner_for(selection.runner);
         let program = resolve_program(&spec.argv[0], &spec.env, &spec.workdir)?;
 
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -617,9 +616,7 @@ impl Executor {
             new_session: !interactive,
             tmpfs_size: Some(spec.limits.tmpfs_size()),
         };
-        let plan = runner
-            .plan(&input)
-            .map_err(|e| CordonError::RunnerFailed { runner: selection.runner, detail: format!("planning: {e}") })?;
+        let plan = selection.plan(&input).map_err(|e| CordonError::runner_failed(selection.runner, e))?;
         // Resource limits: the run's cgroups (best available), then the rlimits that
         // cover what they do not. A gap in a limit the caller set refuses to run
         // unless the policy allows best effort.
@@ -638,7 +635,7 @@ impl Executor {
             if enforcement.level == crate::result::EnforcementLevel::Full {
                 enforcement.level = crate::result::EnforcementLevel::Partial;
             }
-            enforcement.gaps.push(crate::result::Gap { restriction: r.name(), reason });
+            enforcement.gaps.push(crate::result::Gap { restriction: r, reason });
         }
         let run_dir = if plan.needs_run_dir {
             let mk = |p: &Path| std::fs::DirBuilder::new().mode(0o700).create(p);
@@ -704,8 +701,7 @@ impl Executor {
         // The landlock runner's stage (and the bwrap runner's stage helper) hands its
         // seccomp listener to a supervisor in this process, which records refused
         // network and process syscalls as evidence.
-        let helper_supervised = plan.stage_helper.as_ref().is_some_and(|h| h.supervised);
-        let notify_pair = if (selection.runner == RunnerKind::Landlock && plan.seccomp.is_some()) || helper_supervised {
+        let notify_pair = if plan.seccomp.is_some_and(|s| s.supervise) {
             Some(
                 cordon_stage::notify::socketpair()
                     .map_err(|e| CordonError::io("creating the notification socket", e))?,
@@ -722,7 +718,7 @@ impl Executor {
             &pins,
             spec.observe_writes,
         )
-        .map_err(|e| CordonError::RunnerFailed { runner: selection.runner, detail: e.to_string() })?;
+        .map_err(|e| CordonError::runner_failed(selection.runner, e))?;
         let supervised = materialized.stage.notify_socket.is_some();
         let observed = materialized.observed;
         let passed_fds = materialized.keep;
@@ -791,10 +787,10 @@ impl Executor {
                 let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
                 let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
                 drop(guard);
-                return Err(CordonError::RunnerFailed {
-                    runner: selection.runner,
-                    detail: format!("receiving the seccomp listener: {e}"),
-                });
+                return Err(CordonError::runner_failed(
+                    selection.runner,
+                    crate::runner::RunnerFailure::SeccompListener(e),
+                ));
             }
             None => helper_socket.map(crate::denials::ListenerSource::Socket),
         };
@@ -897,7 +893,7 @@ fn spawn_error(e: SpawnError, runner: RunnerKind, argv0: &OsStr) -> CordonError 
         {
             CordonError::ProgramNotExecutable { program, source: std::io::Error::from_raw_os_error(f.errno) }
         }
-        SpawnError::Stage(f) => CordonError::RunnerFailed { runner, detail: f.to_string() },
+        SpawnError::Stage(f) => CordonError::runner_failed(runner, crate::runner::RunnerFailure::Stage(f)),
         SpawnError::Parent { what, source } => CordonError::io(what, source),
     }
 }

@@ -34,7 +34,7 @@
 //!   `--cap-drop ALL`, `--die-with-parent`, `--new-session`; then it executes
 //!   `/proc/self/fd/6` (the cordon executable, so it need not be visible inside).
 //! - **the stage helper** (`cordon_stage::helper`): the landlock runner's Landlock
-//!   rules ([`super::landlock::landlock_plan`]; the parent builds the ruleset, the
+//!   rules (`landlock::landlock_plan`; the parent builds the ruleset, the
 //!   helper adds the rules for its private `/tmp` and `/dev/shm`), so a FIFO outside
 //!   the writable roots cannot be opened for writing — a read-only bind does not stop
 //!   that; capabilities verified empty; cordon's seccomp filter last, its listener
@@ -61,15 +61,17 @@
 //!   has no `--argv0`); the helper passes the caller's `argv[0]`.
 //! - It does not hide files from reading, nor limit CPU, memory or disk use.
 
+use super::error::PlanError;
 use super::landlock::{landlock_plan, PrivateTmp};
-use super::{
-    enforcement_from_gaps, EnvFd, EnvFdFormat, LaunchPlan, MountStep, NamespacePlan, PlanError, PlanInput, ProbeStatus,
-    Restriction, Runner, RunnerKind, SeccompFd, StageHelperPlan,
+use super::plan::{
+    enforcement_from_gaps, EnvFd, EnvFdFormat, LaunchPlan, MountStep, NamespacePlan, PlanInput, Runner,
+    SeccompDelivery, SeccompPlan, StageHelperPlan,
 };
 use crate::host::{HostFacts, Namespaces};
 use crate::mode::Mode;
 use crate::policy::ExecutionPolicy;
 use crate::result::Enforcement;
+use crate::vocab::{ProbeStatus, Restriction, RunnerKind};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
@@ -105,20 +107,9 @@ pub const STAGE_HELPER_EXEC: &str = "/proc/self/fd/6";
 /// rename and link once filesystem rights are handled (see the landlock runner).
 pub const STAGE_MIN_LANDLOCK_ABI: u32 = 2;
 
-static STAGE_HELPER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-
-/// Declare `exe` (a `cordon` binary that dispatches [`STAGE_HELPER_ARG`] to
-/// [`stage_helper_main`]) as this process's stage helper; the `cordon` CLI registers
-/// itself at startup. The first registration wins.
-pub fn register_stage_helper(exe: PathBuf) {
-    let _ = STAGE_HELPER.set(exe);
-}
-
-/// The registered stage helper, if any (the default of
-/// [`crate::ExecutorConfig::stage_helper`]).
-pub fn registered_stage_helper() -> Option<PathBuf> {
-    STAGE_HELPER.get().cloned()
-}
+// The registry lives with the host facts (which read it); re-exported here, next to
+// the helper it names.
+pub use crate::host::{register_stage_helper, registered_stage_helper};
 
 /// Why the helper cannot apply Landlock inside bubblewrap on `host`, if it cannot.
 fn stage_unavailable(host: &HostFacts) -> Option<String> {
@@ -219,7 +210,7 @@ pub fn stage_mounts(policy: &ExecutionPolicy) -> Vec<MountStep> {
     let mut protected = policy.protected.clone();
     protected.sort_by_key(|p| p.components().count());
     let exposed = exposed(policy);
-    let (clones, attach) = super::clone_and_attach(exposed.iter().map(|(p, _)| p).chain(protected.iter()));
+    let (clones, attach) = super::plan::clone_and_attach(exposed.iter().map(|(p, _)| p).chain(protected.iter()));
     let mut steps = vec![MountStep::MakeRootPrivate];
     steps.extend(clones);
     steps.extend(attach);
@@ -423,10 +414,7 @@ impl Runner for BwrapRunner {
         enforcement_from_gaps(bwrap_gaps(policy, host))
     }
 
-    fn plan(&self, input: &PlanInput<'_>) -> Result<LaunchPlan, PlanError> {
-        if let ProbeStatus::Unavailable(r) | ProbeStatus::Unsupported(r) = self.probe(input.host) {
-            return Err(PlanError::Unavailable(r));
-        }
+    fn plan_with(&self, input: &PlanInput<'_>, enforcement: Enforcement) -> Result<LaunchPlan, PlanError> {
         let Some(bwrap) = input.host.bwrap.clone() else {
             return Err(PlanError::Unavailable(format!("bubblewrap (`bwrap`) is not installed in a trusted system directory (/usr/bin, /usr/local/bin, /bin: owned by root, not writable by others); {INSTALL_HINT}")));
         };
@@ -434,6 +422,7 @@ impl Runner for BwrapRunner {
         let mut argv = vec![bwrap.as_os_str().to_owned()];
         argv.extend(bwrap_args(input)?);
         let policy = input.policy;
+        let stage_helper = stage_helper_plan(policy, input.host);
         Ok(LaunchPlan {
             runner: RunnerKind::Bwrap,
             program: bwrap,
@@ -456,24 +445,24 @@ impl Runner for BwrapRunner {
             },
             mounts: stage_mounts(policy),
             landlock: None,
-            seccomp: None,
-            unix_allowlist: !policy.allow_unix_sockets.is_empty(),
-            seccomp_fd: Some(SeccompFd { network_allowed: policy.network, child_fd: SECCOMP_CHILD_FD }),
+            seccomp: Some(SeccompPlan {
+                network: policy.network,
+                unix_allowlist: !policy.allow_unix_sockets.is_empty(),
+                delivery: SeccompDelivery::Fd { child_fd: SECCOMP_CHILD_FD },
+                // The stage helper hands its listener over; bubblewrap itself does not.
+                supervise: stage_helper.as_ref().is_some_and(|h| h.supervised),
+            }),
             path_fds: binds(policy),
-            stage_helper: stage_helper_plan(policy, input.host),
             env_fd: Some(EnvFd {
                 child_fd: ENV_CHILD_FD,
-                format: if stage_helper_plan(policy, input.host).is_some() {
-                    EnvFdFormat::Entries
-                } else {
-                    EnvFdFormat::BwrapSetenv
-                },
+                format: if stage_helper.is_some() { EnvFdFormat::Entries } else { EnvFdFormat::BwrapSetenv },
             }),
+            stage_helper,
             drop_capabilities: false,
             no_new_privs: true,
             new_session: input.new_session,
             needs_run_dir: false,
-            enforcement: self.enforcement(policy, input.host),
+            enforcement,
         })
     }
 }
@@ -574,123 +563,16 @@ pub fn setup_failed(seccomp_offset: u64, program_len: u64, stderr_tail: &str) ->
     })
 }
 
-/// The bytes bubblewrap's `--seccomp FD` reads: the raw `struct sock_filter` array
-/// in native byte order (`u16 code; u8 jt; u8 jf; u32 k`), 8 bytes per instruction.
-pub fn program_bytes(program: &[libc::sock_filter]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(program.len() * 8);
-    for insn in program {
-        out.extend_from_slice(&insn.code.to_ne_bytes());
-        out.push(insn.jt);
-        out.push(insn.jf);
-        out.extend_from_slice(&insn.k.to_ne_bytes());
-    }
-    out
-}
-
-/// Materialization of [`SeccompFd`] (I/O, called by [`super::stage::materialize`]):
-/// the program goes into a sealed memfd whose fd the stage passes to the child.
-///
-/// Ownership: `StagePlan::pass_fds` holds raw fds, so the memfd is kept here until
-/// bubblewrap has read it. bubblewrap reads the program with `read(2)` through the
-/// open file description it shares with this process, so the shared file offset
-/// reaching the program's length proves the child has its copy; only then is ours
-/// closed (by the next call). A run that fails before bubblewrap reads the program
-/// leaves its memfd open here. Once the stage plan owns its passed fds this goes.
-pub mod seccomp_fd {
-    use std::io::{Seek, SeekFrom, Write};
-    use std::os::fd::OwnedFd;
-    use std::sync::Mutex;
-
-    /// memfds handed to children and not yet fully read, with their lengths.
-    static PENDING: Mutex<Vec<(OwnedFd, u64)>> = Mutex::new(Vec::new());
-
-    /// The current offset of a memfd made by [`sealed_memfd`]: how far the child (or
-    /// anyone sharing the open file description) has read. See [`super::setup_failed`].
-    pub fn read_offset(fd: impl std::os::fd::AsFd) -> std::io::Result<u64> {
-        let off = nix::unistd::lseek(fd, 0, nix::unistd::Whence::SeekCur).map_err(std::io::Error::from)?;
-        Ok(off.max(0) as u64)
-    }
-
-    /// Close every pending memfd whose program has been read completely.
-    fn close_consumed(pending: &mut Vec<(OwnedFd, u64)>) {
-        pending.retain(|(fd, len)| read_offset(fd).map_or(true, |offset| offset < *len));
-    }
-
-    /// A new sealed, close-on-exec memfd holding `bytes`, positioned at offset 0.
-    pub fn sealed_memfd(bytes: &[u8]) -> std::io::Result<OwnedFd> {
-        use nix::fcntl::{fcntl, FcntlArg, SealFlag};
-        use nix::sys::memfd::{memfd_create, MFdFlags};
-        let fd = memfd_create(c"cordon-bwrap-seccomp", MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING)
-            .map_err(std::io::Error::from)?;
-        let mut file = std::fs::File::from(fd);
-        file.write_all(bytes)?;
-        file.seek(SeekFrom::Start(0))?;
-        let seals = SealFlag::F_SEAL_WRITE | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_SEAL;
-        fcntl(&file, FcntlArg::F_ADD_SEALS(seals)).map_err(std::io::Error::from)?;
-        Ok(OwnedFd::from(file))
-    }
-
-    /// Put `bytes` into a [`sealed_memfd`], keep it open until consumed, and return
-    /// a duplicate (sharing its open file description) to pass to the child.
-    pub fn create(bytes: &[u8]) -> std::io::Result<OwnedFd> {
-        let fd = sealed_memfd(bytes)?;
-        let raw = fd.try_clone()?;
-        let mut pending = PENDING.lock().unwrap_or_else(|p| p.into_inner());
-        close_consumed(&mut pending);
-        pending.push((fd, bytes.len() as u64));
-        Ok(raw)
-    }
-
-    /// How many memfds are still held (closing the consumed ones first).
-    pub fn pending() -> usize {
-        let mut pending = PENDING.lock().unwrap_or_else(|p| p.into_inner());
-        close_consumed(&mut pending);
-        pending.len()
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-        use std::io::Read;
-
-        #[test]
-        fn consumed_memfds_are_closed_and_unread_ones_kept() {
-            let read_one = sealed_memfd(&[7u8; 16]).unwrap();
-            let unread = sealed_memfd(&[8u8; 16]).unwrap();
-            // A reader sharing the open file description, as bubblewrap does after
-            // the stage's dup2.
-            let mut reader = std::fs::File::from(read_one.try_clone().unwrap());
-            let mut pending = vec![(read_one, 16), (unread, 16)];
-            close_consumed(&mut pending);
-            assert_eq!(pending.len(), 2, "nothing read yet");
-            let mut buf = Vec::new();
-            reader.read_to_end(&mut buf).unwrap();
-            assert_eq!(buf, [7u8; 16]);
-            close_consumed(&mut pending);
-            assert_eq!(pending.len(), 1);
-            // The seals hold: the program cannot be changed after the fact.
-            let mut writer = std::fs::File::from(pending[0].0.try_clone().unwrap());
-            assert!(std::io::Write::write_all(&mut writer, b"x").is_err());
-        }
-    }
+/// The current offset of a memfd made by `stage::sealed_memfd`: how far the
+/// child (or anyone sharing the open file description) has read. See [`setup_failed`].
+pub fn read_offset(fd: impl std::os::fd::AsFd) -> std::io::Result<u64> {
+    let off = nix::unistd::lseek(fd, 0, nix::unistd::Whence::SeekCur).map_err(std::io::Error::from)?;
+    Ok(off.max(0) as u64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn program_bytes_are_the_raw_sock_filter_array() {
-        let prog = [libc::sock_filter { code: 0x15, jt: 1, jf: 2, k: 0xC000_003E }];
-        let b = program_bytes(&prog);
-        assert_eq!(b.len(), 8);
-        let mut expected = Vec::new();
-        expected.extend_from_slice(&0x15u16.to_ne_bytes());
-        expected.extend_from_slice(&[1, 2]);
-        expected.extend_from_slice(&0xC000_003Eu32.to_ne_bytes());
-        assert_eq!(b, expected);
-        assert_eq!(std::mem::size_of::<libc::sock_filter>(), 8);
-    }
 
     #[test]
     fn helper_arguments_round_trip_from_the_plan() {

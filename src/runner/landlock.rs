@@ -24,13 +24,15 @@
 //! command runs as pid 1 of its namespace (signals it has no handler for, sent from
 //! inside, are ignored by the kernel for pid 1).
 
-use super::{
-    enforcement_from_gaps, LandlockPlan, LaunchPlan, MountStep, NamespacePlan, PlanError, PlanInput, ProbeStatus,
-    Restriction, Runner, RunnerKind,
+use super::error::PlanError;
+use super::plan::{
+    enforcement_from_gaps, LandlockPlan, LaunchPlan, MountStep, NamespacePlan, PlanInput, Runner, SeccompDelivery,
+    SeccompPlan,
 };
 use crate::host::{HostFacts, Namespaces};
 use crate::policy::ExecutionPolicy;
 use crate::result::Enforcement;
+use crate::vocab::{ProbeStatus, Restriction, RunnerKind};
 use std::path::{Path, PathBuf};
 
 /// Device files the command may open for writing.
@@ -166,10 +168,7 @@ impl Runner for LandlockRunner {
         enforcement_from_gaps(landlock_gaps(policy, host))
     }
 
-    fn plan(&self, input: &PlanInput<'_>) -> Result<LaunchPlan, PlanError> {
-        if let ProbeStatus::Unavailable(r) | ProbeStatus::Unsupported(r) = self.probe(input.host) {
-            return Err(PlanError::Unavailable(r));
-        }
+    fn plan_with(&self, input: &PlanInput<'_>, enforcement: Enforcement) -> Result<LaunchPlan, PlanError> {
         let policy = input.policy;
         let host = input.host;
         let abi = host.landlock_abi;
@@ -210,9 +209,12 @@ impl Runner for LandlockRunner {
             namespaces,
             mounts,
             landlock: use_landlock.then_some(landlock),
-            seccomp: Some(policy.network || !policy.mode.is_confined()),
-            unix_allowlist: !policy.allow_unix_sockets.is_empty(),
-            seccomp_fd: None,
+            seccomp: Some(SeccompPlan {
+                network: policy.network || !policy.mode.is_confined(),
+                unix_allowlist: !policy.allow_unix_sockets.is_empty(),
+                delivery: SeccompDelivery::Stage,
+                supervise: true,
+            }),
             path_fds: Vec::new(),
             stage_helper: None,
             env_fd: None,
@@ -220,7 +222,7 @@ impl Runner for LandlockRunner {
             no_new_privs: true,
             new_session: input.new_session,
             needs_run_dir: !ns,
-            enforcement: self.enforcement(policy, host),
+            enforcement,
         })
     }
 }
@@ -286,7 +288,7 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
     let mut protected = policy.protected.clone();
     protected.sort_by_key(|p| p.components().count());
 
-    let (clones, attach) = super::clone_and_attach(exposed.iter().chain(protected.iter()));
+    let (clones, attach) = super::plan::clone_and_attach(exposed.iter().chain(protected.iter()));
     let mut steps = vec![MountStep::MakeRootPrivate];
     steps.extend(clones);
     // Required: with the host's /proc every host process's cmdline would stay visible.
@@ -446,5 +448,38 @@ mod tests {
         assert!(mountpoint_dirs(Path::new("/home/x")).is_empty());
         assert!(mountpoint_dirs(Path::new("/tmp")).is_empty());
         assert!(mountpoint_dirs(Path::new("/tmpfoo/x")).is_empty());
+    }
+
+    #[test]
+    fn a_selection_is_planned_without_probing_again() {
+        use crate::runner::{select, Selection};
+        use crate::vocab::RunnerChoice;
+        let p = policy(Mode::WorkspaceWrite);
+        let h = host(7, true);
+        let selection = select(&p, &h, RunnerChoice::Only(RunnerKind::Landlock)).unwrap();
+        assert_eq!(selection.runner, RunnerKind::Landlock);
+        let input = |host| PlanInput {
+            policy: &p,
+            host,
+            program: "/bin/true".into(),
+            argv: vec!["true".into()],
+            cwd: "/tmp/ws".into(),
+            run_dir: "/run/x".into(),
+            new_session: true,
+            tmpfs_size: None,
+        };
+        let plan = selection.plan(&input(&h)).unwrap();
+        assert_eq!(plan.enforcement, selection.enforcement);
+        // Planning a selection neither probes (this host's probe fails) nor
+        // recomputes the enforcement (the selection's report is the plan's).
+        let unprobed = host(0, true);
+        assert!(matches!(LandlockRunner.probe(&unprobed), ProbeStatus::Unavailable(_)));
+        assert!(LandlockRunner.plan(&input(&unprobed)).is_err(), "the direct path still probes");
+        let marked = Enforcement {
+            level: EnforcementLevel::Partial,
+            gaps: vec![crate::vocab::Gap { restriction: Restriction::DenialAudit, reason: "from selection".into() }],
+        };
+        let carried = Selection { runner: RunnerKind::Landlock, enforcement: marked.clone(), skipped: Vec::new() };
+        assert_eq!(carried.plan(&input(&unprobed)).unwrap().enforcement, marked);
     }
 }

@@ -3,9 +3,12 @@
 //!
 //! A runner can [`Runner::probe`] the host (is it usable at all?), report the
 //! [`Enforcement`] it would reach for a policy (which [`Restriction`]s it can enforce
-//! here and which are gaps), and [`Runner::plan`] a launch: a pure value describing
-//! argv, environment, namespaces, mounts, Landlock rules and seccomp filters. The
-//! executor materializes and spawns the plan.
+//! here and which are gaps), and plan a launch ([`Runner::plan_with`]): a pure value
+//! describing argv, environment, namespaces, mounts, Landlock rules and cordon's
+//! seccomp program ([`SeccompPlan`]). [`select`] probes and rates the runners once and
+//! returns a [`Selection`], which plans itself ([`Selection::plan`]) with what it
+//! found; the executor materializes (`stage::materialize`) and spawns the plan.
+//! Errors: [`error`] ([`PlanError`], [`RunnerFailure`]).
 //!
 //! Selection rules: `full-access` uses `passthrough`. A confined mode uses the first
 //! runner (strongest first) that is available and fully enforces the policy; with
@@ -14,467 +17,27 @@
 //! runner that cannot work fails closed; there is no silent fallback.
 
 pub mod bwrap;
-pub mod landlock;
-pub mod passthrough;
+pub mod error;
+pub(crate) mod landlock;
+pub(crate) mod passthrough;
+pub mod plan;
 pub mod seatbelt;
 pub mod seccomp;
-pub mod stage;
+pub(crate) mod stage;
 
 use crate::error::{CordonError, RunnerReason};
 use crate::host::HostFacts;
 use crate::mode::Mode;
 use crate::policy::ExecutionPolicy;
-use crate::result::{Enforcement, EnforcementLevel, Gap, SkippedRunner};
-use serde::{Deserialize, Serialize};
-use std::ffi::OsString;
-use std::fmt;
-use std::path::PathBuf;
-use std::str::FromStr;
+use crate::result::SkippedRunner;
+use crate::vocab::{Enforcement, EnforcementLevel};
 
-/// The confinement backends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RunnerKind {
-    /// Landlock + seccomp + namespaces + capability drop, applied in the child (Linux).
-    Landlock,
-    /// bubblewrap + cordon's seccomp filter (Linux fallback).
-    Bwrap,
-    /// `sandbox-exec` with a generated profile (macOS).
-    Seatbelt,
-    /// No confinement (`full-access` only).
-    Passthrough,
-}
-
-impl RunnerKind {
-    /// The stable name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunnerKind::Landlock => "landlock",
-            RunnerKind::Bwrap => "bwrap",
-            RunnerKind::Seatbelt => "seatbelt",
-            RunnerKind::Passthrough => "passthrough",
-        }
-    }
-}
-
-impl fmt::Display for RunnerKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for RunnerKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "landlock" => Ok(RunnerKind::Landlock),
-            "bwrap" => Ok(RunnerKind::Bwrap),
-            "seatbelt" => Ok(RunnerKind::Seatbelt),
-            "passthrough" => Ok(RunnerKind::Passthrough),
-            other => Err(format!("unknown runner `{other}` (expected landlock, bwrap, seatbelt or passthrough)")),
-        }
-    }
-}
-
-/// Which runner the caller wants.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RunnerChoice {
-    /// The strongest runner that enforces the mode.
-    #[default]
-    Auto,
-    /// Exactly this runner, or fail.
-    #[serde(untagged)]
-    Only(RunnerKind),
-}
-
-impl FromStr for RunnerChoice {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s == "auto" {
-            Ok(RunnerChoice::Auto)
-        } else {
-            s.parse().map(RunnerChoice::Only).map_err(|e: String| e.replace("(expected ", "(expected auto, "))
-        }
-    }
-}
-
-/// One restriction a confined mode requests. The names are stable (they appear in
-/// `enforcement.gaps[].restriction`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Restriction {
-    /// No write, create, delete, rename or link outside the writable roots.
-    FsWrite,
-    /// No truncation outside the writable roots.
-    FsTruncate,
-    /// No chmod/chown/utimes/xattr changes outside the writable roots.
-    FsMetadata,
-    /// Protected subpaths (`.git`) stay read-only inside writable roots.
-    ProtectedPaths,
-    /// The host's `/tmp` and `/dev/shm` are neither writable nor shared.
-    PrivateTmp,
-    /// No IP, packet or netlink sockets (network off).
-    Network,
-    /// No unix sockets to daemons outside (pathname or abstract; network off).
-    UnixSockets,
-    /// No unix sockets to daemons outside (pathname or abstract) in every confined
-    /// mode, also with the network on: `--network` means IP, not the host's local
-    /// daemons (`docker.sock`, the D-Bus system bus, X11).
-    HostUnixSockets,
-    /// No signals to processes outside the sandbox.
-    Signals,
-    /// No ptrace, `process_vm_*` or `/proc/<pid>` access to processes outside.
-    ProcessInspection,
-    /// Nothing the command started outlives the run.
-    ProcessLifetime,
-    /// No SysV / POSIX message-queue IPC with the outside.
-    Ipc,
-    /// No ioctls on device files opened inside the sandbox.
-    DeviceIoctl,
-    /// No `TIOCSTI`/`TIOCLINUX` terminal injection.
-    TerminalInjection,
-    /// Dangerous syscalls refused (io_uring, bpf, perf, userfaultfd, keyrings, mounts,
-    /// namespaces, foreign ABIs).
-    SyscallFilter,
-    /// No capabilities, `no_new_privs` set.
-    Privileges,
-    /// Only stdin/stdout/stderr cross into the sandbox.
-    FdIsolation,
-    /// The kernel records the sandbox's denials (Landlock audit, ABI 7). Not requested
-    /// by a policy: it is part of the `landlock` runner's own contract (that runner
-    /// refuses through Landlock, and promises the kernel's record of it), so it is a
-    /// gap of that runner on hosts below ABI 7. Runners that refuse through mounts
-    /// and seccomp alone (`bwrap`) make no such promise.
-    DenialAudit,
-    /// The run's memory (its processes and its private tmpfs pages) stays within
-    /// its limit (see [`crate::limits`]). Reported in `enforcement` when the caller
-    /// set the limit; a default limit's shortfall is reported in the result's `limits`.
-    LimitMemory,
-    /// The run's process count stays within its limit.
-    LimitPids,
-    /// Each process of the run stays within its CPU-seconds limit.
-    LimitCpu,
-}
-
-impl Restriction {
-    /// The stable name.
-    pub fn name(self) -> String {
-        serde_json::to_value(self).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
-    }
-
-    /// The restrictions a policy requests.
-    pub fn requested_by(policy: &ExecutionPolicy) -> Vec<Restriction> {
-        use Restriction::*;
-        if !policy.mode.is_confined() {
-            return Vec::new();
-        }
-        let mut r = vec![FsWrite, FsTruncate, FsMetadata];
-        if !policy.protected.is_empty() {
-            r.push(ProtectedPaths);
-        }
-        r.push(PrivateTmp);
-        if !policy.network {
-            r.extend([Network, UnixSockets]);
-        }
-        r.extend([
-            HostUnixSockets,
-            Signals,
-            ProcessInspection,
-            ProcessLifetime,
-            Ipc,
-            DeviceIoctl,
-            TerminalInjection,
-            SyscallFilter,
-            Privileges,
-            FdIsolation,
-        ]);
-        r
-    }
-}
-
-/// Build an [`Enforcement`] from the gaps found among the requested restrictions.
-pub fn enforcement_from_gaps(gaps: Vec<(Restriction, String)>) -> Enforcement {
-    let level = if gaps.is_empty() { EnforcementLevel::Full } else { EnforcementLevel::Partial };
-    Enforcement { level, gaps: gaps.into_iter().map(|(r, reason)| Gap { restriction: r.name(), reason }).collect() }
-}
-
-/// Whether a runner can work on this host at all.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "status", content = "reason", rename_all = "kebab-case")]
-pub enum ProbeStatus {
-    /// Usable.
-    Available,
-    /// Would work on this OS, but not on this host now.
-    Unavailable(String),
-    /// Does not exist on this OS.
-    Unsupported(String),
-}
-
-/// Inputs to planning, all resolved beforehand (no I/O during planning).
-#[derive(Debug, Clone)]
-pub struct PlanInput<'a> {
-    /// The resolved policy.
-    pub policy: &'a ExecutionPolicy,
-    /// Host facts.
-    pub host: &'a HostFacts,
-    /// Absolute program path.
-    pub program: PathBuf,
-    /// argv including `argv[0]`.
-    pub argv: Vec<OsString>,
-    /// The working directory (canonical).
-    pub cwd: PathBuf,
-    /// Where the per-run private directory (0700, holding `tmp/` and `shm/`) is
-    /// created if the plan needs one (`LaunchPlan::needs_run_dir`).
-    pub run_dir: PathBuf,
-    /// Start a new session (no controlling terminal).
-    pub new_session: bool,
-    /// `size=` of each private tmpfs (`/tmp`, `/dev/shm`), in bytes; `None` leaves
-    /// the kernel's default (half of RAM).
-    pub tmpfs_size: Option<u64>,
-}
-
-impl PlanInput<'_> {
-    /// The private temp dir inside the run dir.
-    pub fn run_tmp(&self) -> PathBuf {
-        self.run_dir.join("tmp")
-    }
-    /// The private shared-memory dir inside the run dir.
-    pub fn run_shm(&self) -> PathBuf {
-        self.run_dir.join("shm")
-    }
-}
-
-/// A path-level mount step (materialized into the stage's mount ops).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "op", rename_all = "kebab-case")]
-pub enum MountStep {
-    /// Private propagation for the whole tree.
-    MakeRootPrivate,
-    /// Detached clone of `source` kept in `slot`.
-    Clone {
-        /// Source path.
-        source: PathBuf,
-        /// Slot index.
-        slot: usize,
-    },
-    /// Attach `slot` at `target`.
-    Attach {
-        /// Slot index.
-        slot: usize,
-        /// Target path.
-        target: PathBuf,
-    },
-    /// Fresh procfs for the new pid namespace. When not `required`, a failure keeps
-    /// the host's `/proc` (Landlock still confines ptrace-style access to it).
-    Proc {
-        /// Fail the run if it cannot be mounted.
-        required: bool,
-    },
-    /// A fresh tmpfs at `target`, private to the run.
-    Tmpfs {
-        /// Target path.
-        target: PathBuf,
-        /// Its `size=` in bytes (`None`: the kernel's default).
-        size: Option<u64>,
-    },
-    /// Create a directory (a mount point inside a fresh tmpfs).
-    Mkdir {
-        /// The directory.
-        path: PathBuf,
-    },
-    /// Everything read-only, recursively.
-    ReadOnlyRecursive,
-    /// `nodev` and `nosuid` on the tree attached at `target`, recursively: a device
-    /// node planted in (or already inside) an exposed path cannot be opened as a
-    /// device, and no set-id bit takes effect there.
-    NoDevNoSuid {
-        /// Target path (an attached exposed path).
-        target: PathBuf,
-    },
-    /// Make the mount at `target` writable again (non-recursive).
-    Writable {
-        /// Target path.
-        target: PathBuf,
-    },
-}
-
-/// Detached clones of `paths` (slot `i` for the `i`-th) and the steps attaching each
-/// over itself, as two lists: every clone is taken before anything is attached (so no
-/// source is hidden yet), and the materializer ties both to the pinned files.
-pub fn clone_and_attach<'a>(paths: impl Iterator<Item = &'a PathBuf>) -> (Vec<MountStep>, Vec<MountStep>) {
-    paths
-        .enumerate()
-        .map(|(slot, p)| (MountStep::Clone { source: p.clone(), slot }, MountStep::Attach { slot, target: p.clone() }))
-        .unzip()
-}
-
-/// Landlock rules, described as data.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LandlockPlan {
-    /// ABI to build the ruleset for.
-    pub abi: u32,
-    /// Directories readable and executable beneath.
-    pub read: Vec<PathBuf>,
-    /// Directories fully writable beneath.
-    pub write: Vec<PathBuf>,
-    /// Directories fully writable beneath that exist only inside the child (its
-    /// private tmpfs mounts); their rules are added in the child.
-    pub write_in_child: Vec<PathBuf>,
-    /// Device files that may be opened for writing (and ioctl'd).
-    pub devices: Vec<PathBuf>,
-    /// Handle TCP bind/connect (deny all).
-    pub deny_tcp: bool,
-    /// Scope abstract unix sockets.
-    pub scope_abstract_unix: bool,
-    /// Scope signals.
-    pub scope_signals: bool,
-    /// `landlock_restrict_self` flags (audit logging).
-    pub restrict_flags: u32,
-}
-
-/// Which namespaces to create.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct NamespacePlan {
-    /// Through a user namespace (unprivileged).
-    pub user: bool,
-    /// Mount namespace.
-    pub mount: bool,
-    /// Pid namespace.
-    pub pid: bool,
-    /// IPC namespace.
-    pub ipc: bool,
-}
-
-/// cordon's seccomp program passed to the command's helper through an inherited fd.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct SeccompFd {
-    /// Compile the filter with the network allowed (no `network_off` filter).
-    pub network_allowed: bool,
-    /// The fd number the program has in the child (above 2).
-    pub child_fd: i32,
-}
-
-/// How the command's environment reaches it when it does not travel in the stage's
-/// own `execve`: a sealed memfd the child inherits as `child_fd`. The stage then
-/// executes its program (bubblewrap) with an empty environment, so no variable of the
-/// request (`LD_PRELOAD`, `GLIBC_TUNABLES`, ...) is acted on by a process that is not
-/// yet confined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct EnvFd {
-    /// The fd number in the child (above 2).
-    pub child_fd: i32,
-    /// What the memfd holds.
-    pub format: EnvFdFormat,
-}
-
-/// The content of an [`EnvFd`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EnvFdFormat {
-    /// `NAME=value` entries, each ending in NUL (read by cordon's stage helper).
-    Entries,
-    /// bubblewrap arguments `--setenv NAME value`, NUL-separated (`--args FD`).
-    BwrapSetenv,
-}
-
-/// cordon's stage helper, executed by bubblewrap inside the finished sandbox: the
-/// parent builds the Landlock ruleset from `landlock` and passes it, the seccomp
-/// program ([`LaunchPlan::seccomp_fd`]), a status pipe and the executable `exe` as
-/// inherited fds (numbers in `cordon_stage::helper`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct StageHelperPlan {
-    /// The cordon executable (opened by the parent; bubblewrap executes it through
-    /// `/proc/self/fd/N`, so it need not be visible inside).
-    pub exe: PathBuf,
-    /// The Landlock rules (the same as the landlock runner's).
-    pub landlock: LandlockPlan,
-    /// The helper installs the supervised seccomp program and hands its listener to
-    /// cordon's supervisor (`cordon_stage::helper::NOTIFY_FD`), so refused network and
-    /// process syscalls are reported as denials.
-    pub supervised: bool,
-}
-
-/// A complete, pure description of how to launch one command.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LaunchPlan {
-    /// The runner that made it.
-    pub runner: RunnerKind,
-    /// Absolute program path to exec.
-    pub program: PathBuf,
-    /// argv including `argv[0]`.
-    pub argv: Vec<OsString>,
-    /// Environment variables the runner sets (they win over everything).
-    pub env: Vec<(String, String)>,
-    /// Working directory.
-    pub cwd: PathBuf,
-    /// Namespaces.
-    pub namespaces: NamespacePlan,
-    /// Mount steps.
-    pub mounts: Vec<MountStep>,
-    /// Landlock rules.
-    pub landlock: Option<LandlockPlan>,
-    /// seccomp: `Some(network_allowed)` installs cordon's filters.
-    pub seccomp: Option<bool>,
-    /// Some host unix sockets are allowed by path: the filters route every
-    /// `connect()` to the supervisor (see `seccomp::HOST_UNIX_ALLOW_FILTER`).
-    pub unix_allowlist: bool,
-    /// seccomp handed to a confinement helper instead of installed by the stage: the
-    /// filter is compiled into a sealed memfd that the child inherits as `child_fd`
-    /// (bubblewrap's `--seccomp FD`).
-    pub seccomp_fd: Option<SeccompFd>,
-    /// Pinned paths whose fds the child inherits at the given numbers, and whether
-    /// each is bound writable: a helper binds exactly those files (bubblewrap's
-    /// `--bind-fd`), and the stage helper inside verifies each destination.
-    pub path_fds: Vec<(PathBuf, i32, bool)>,
-    /// The command's environment through an inherited fd instead of `execve`.
-    pub env_fd: Option<EnvFd>,
-    /// A confinement stage applied by cordon's helper inside bubblewrap, after
-    /// bubblewrap built the sandbox (see [`bwrap`]).
-    pub stage_helper: Option<StageHelperPlan>,
-    /// Drop all capabilities.
-    pub drop_capabilities: bool,
-    /// Set `no_new_privs`.
-    pub no_new_privs: bool,
-    /// New session.
-    pub new_session: bool,
-    /// The executor must create the per-run directory before spawning (and remove it
-    /// after the run).
-    pub needs_run_dir: bool,
-    /// The report this plan achieves.
-    pub enforcement: Enforcement,
-}
-
-/// Why a runner could not plan.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum PlanError {
-    /// The runner does not exist on this OS or host.
-    #[error("{0}")]
-    Unavailable(String),
-    /// A path cannot be expressed for this runner.
-    #[error("path `{path}` cannot be passed to {runner}: {why}")]
-    Path {
-        /// The runner.
-        runner: RunnerKind,
-        /// The path.
-        path: PathBuf,
-        /// Why.
-        why: &'static str,
-    },
-}
-
-/// One confinement backend.
-pub trait Runner {
-    /// Which runner this is.
-    fn kind(&self) -> RunnerKind;
-    /// Whether it can work on this host.
-    fn probe(&self, host: &HostFacts) -> ProbeStatus;
-    /// The enforcement it would reach for `policy` on `host` (assuming `probe` passed).
-    fn enforcement(&self, policy: &ExecutionPolicy, host: &HostFacts) -> Enforcement;
-    /// Plan a launch (pure).
-    fn plan(&self, input: &PlanInput<'_>) -> Result<LaunchPlan, PlanError>;
-}
+pub use crate::vocab::{ProbeStatus, Restriction, RunnerChoice, RunnerKind};
+pub use error::{PlanError, RunnerFailure};
+pub use plan::{
+    clone_and_attach, enforcement_from_gaps, EnvFd, EnvFdFormat, LandlockPlan, LaunchPlan, MountStep, NamespacePlan,
+    PlanInput, Runner, SeccompDelivery, SeccompPlan, StageHelperPlan,
+};
 
 /// The runner implementation for a kind.
 pub fn runner_for(kind: RunnerKind) -> &'static dyn Runner {
@@ -512,6 +75,14 @@ pub struct Selection {
     pub enforcement: Enforcement,
     /// Stronger runners passed over.
     pub skipped: Vec<SkippedRunner>,
+}
+
+impl Selection {
+    /// Plan the launch of the selected runner (pure). Selection already probed the
+    /// runner and computed its enforcement; neither is done again.
+    pub fn plan(&self, input: &PlanInput<'_>) -> Result<LaunchPlan, PlanError> {
+        runner_for(self.runner).plan_with(input, self.enforcement.clone())
+    }
 }
 
 fn gap_summary(e: &Enforcement) -> String {

@@ -9,10 +9,11 @@
 //!
 //! What it does not do: restrict anything.
 
-use super::{LaunchPlan, NamespacePlan, PlanInput, ProbeStatus, Runner, RunnerKind};
+use super::plan::{LaunchPlan, NamespacePlan, PlanInput, Runner};
 use crate::host::HostFacts;
 use crate::policy::ExecutionPolicy;
 use crate::result::Enforcement;
+use crate::vocab::{ProbeStatus, RunnerKind};
 
 /// The `passthrough` runner.
 #[derive(Debug, Clone, Copy, Default)]
@@ -31,7 +32,11 @@ impl Runner for PassthroughRunner {
         Enforcement::none()
     }
 
-    fn plan(&self, input: &PlanInput<'_>) -> Result<LaunchPlan, super::PlanError> {
+    fn plan_with(
+        &self,
+        input: &PlanInput<'_>,
+        enforcement: Enforcement,
+    ) -> Result<LaunchPlan, super::error::PlanError> {
         Ok(LaunchPlan {
             runner: RunnerKind::Passthrough,
             program: input.program.clone(),
@@ -42,8 +47,6 @@ impl Runner for PassthroughRunner {
             mounts: Vec::new(),
             landlock: None,
             seccomp: None,
-            unix_allowlist: false,
-            seccomp_fd: None,
             path_fds: Vec::new(),
             stage_helper: None,
             env_fd: None,
@@ -51,7 +54,7 @@ impl Runner for PassthroughRunner {
             no_new_privs: false,
             new_session: input.new_session,
             needs_run_dir: false,
-            enforcement: Enforcement::none(),
+            enforcement,
         })
     }
 }

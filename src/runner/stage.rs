@@ -2,7 +2,7 @@
 //! Landlock ruleset, compile the seccomp filters, create mount points, convert paths
 //! to C strings. This is the I/O half of planning; nothing here decides policy.
 
-use super::{EnvFdFormat, LandlockPlan, LaunchPlan, MountStep};
+use super::plan::{EnvFdFormat, LandlockPlan, LaunchPlan, MountStep, SeccompDelivery, SeccompPlan};
 use crate::pin::{open_no_symlinks, Pins};
 use cordon_stage::{IdMaps, MountOp, StagePlan, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 use landlock::{
@@ -19,61 +19,7 @@ const PASS_FD_FLOOR: RawFd = cordon_stage::helper::NOTIFY_FD + 1;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-/// Why a plan could not be materialized.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum MaterializeError {
-    /// A string contains a NUL byte.
-    #[error("{what} contains a NUL byte")]
-    Nul {
-        /// Which string.
-        what: String,
-    },
-    /// The Landlock ruleset could not be built.
-    #[error("building the Landlock ruleset: {0}")]
-    Landlock(String),
-    /// The seccomp filters could not be built.
-    #[error(transparent)]
-    Seccomp(#[from] super::seccomp::SeccompError),
-    /// The seccomp program for a helper (bubblewrap) could not be put into its fd.
-    #[error("passing the seccomp program to bubblewrap through a memfd: {0}")]
-    SeccompFd(std::io::Error),
-    /// A path the plan mounts, binds or grants was not pinned by the executor: the
-    /// plan and the policy disagree (a bug), so nothing runs.
-    #[error("`{path}` is used by the plan but was not pinned")]
-    Unpinned {
-        /// The path.
-        path: PathBuf,
-    },
-    /// An fd for the child could not be prepared.
-    #[error("passing {what} to the sandbox: {source}")]
-    PassFd {
-        /// Which fd.
-        what: &'static str,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// The plan's stage helper hands a seccomp listener over, but no notification
-    /// socket was given (its observed syscalls would block with nobody to answer).
-    #[error("the stage helper's seccomp listener needs a notification socket")]
-    NoSupervisor,
-    /// The stage helper (the cordon executable) could not be opened.
-    #[error("opening the stage helper `{path}`: {source}")]
-    StageHelper {
-        /// Its path.
-        path: PathBuf,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// A mount point could not be created.
-    #[error("creating mount point `{path}`: {source}")]
-    MountPoint {
-        /// The path.
-        path: PathBuf,
-        /// The error.
-        source: std::io::Error,
-    },
-}
+pub use super::error::MaterializeError;
 
 fn cstr(bytes: &[u8], what: impl Fn() -> String) -> Result<CString, MaterializeError> {
     CString::new(bytes).map_err(|_| MaterializeError::Nul { what: what() })
@@ -81,6 +27,38 @@ fn cstr(bytes: &[u8], what: impl Fn() -> String) -> Result<CString, MaterializeE
 
 fn cpath(p: &Path) -> Result<CString, MaterializeError> {
     cstr(p.as_os_str().as_bytes(), || format!("path `{}`", p.display()))
+}
+
+/// A new sealed, close-on-exec memfd holding `bytes`, positioned at offset 0: how
+/// data reaches a child that reads it after `execve` (the seccomp program, the
+/// command's environment, the stage helper's checks). The seals keep it from being
+/// changed after the fact; the caller owns the fd and passes it like any other
+/// (`Materialized::keep` holds it until the child has its copy).
+pub fn sealed_memfd(bytes: &[u8]) -> std::io::Result<OwnedFd> {
+    use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+    use nix::sys::memfd::{memfd_create, MFdFlags};
+    use std::io::{Seek, SeekFrom, Write};
+    let fd = memfd_create(c"cordon-bwrap-seccomp", MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING)
+        .map_err(std::io::Error::from)?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(bytes)?;
+    file.seek(SeekFrom::Start(0))?;
+    let seals = SealFlag::F_SEAL_WRITE | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_SEAL;
+    fcntl(&file, FcntlArg::F_ADD_SEALS(seals)).map_err(std::io::Error::from)?;
+    Ok(OwnedFd::from(file))
+}
+
+/// The bytes bubblewrap's `--seccomp FD` reads: the raw `struct sock_filter` array
+/// in native byte order (`u16 code; u8 jt; u8 jf; u32 k`), 8 bytes per instruction.
+pub fn program_bytes(program: &[libc::sock_filter]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(program.len() * 8);
+    for insn in program {
+        out.extend_from_slice(&insn.code.to_ne_bytes());
+        out.push(insn.jt);
+        out.push(insn.jf);
+        out.extend_from_slice(&insn.k.to_ne_bytes());
+    }
+    out
 }
 
 /// The mount data of a private tmpfs: world-writable with the sticky bit, like the
@@ -104,34 +82,34 @@ fn rule_fd(p: &Path, pins: &Pins) -> Result<OwnedFd, MaterializeError> {
         Some(fd) => fd.try_clone_to_owned(),
         None => open_no_symlinks(p),
     };
-    fd.map_err(|e| MaterializeError::Landlock(format!("{}: {e}", p.display())))
+    fd.map_err(|source| MaterializeError::LandlockRule { path: p.to_path_buf(), source })
 }
 
 /// Build the Landlock ruleset for `plan`; returns the ruleset fd. Rules are built on
 /// open files (pinned ones where the policy pinned them), never on a path that a
 /// concurrent command could have swapped for a symlink.
 pub fn build_ruleset(plan: &LandlockPlan, extra_devices: &[PathBuf], pins: &Pins) -> Result<OwnedFd, MaterializeError> {
-    let err = |e: &dyn std::fmt::Display| MaterializeError::Landlock(e.to_string());
+    let err = MaterializeError::Landlock;
     let abi = ABI::from(plan.abi as i32);
     let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
-    ruleset = ruleset.handle_access(AccessFs::from_all(abi)).map_err(|e| err(&e))?;
+    ruleset = ruleset.handle_access(AccessFs::from_all(abi)).map_err(err)?;
     if plan.deny_tcp {
-        ruleset = ruleset.handle_access(AccessNet::from_all(abi)).map_err(|e| err(&e))?;
+        ruleset = ruleset.handle_access(AccessNet::from_all(abi)).map_err(err)?;
     }
     if plan.scope_abstract_unix {
-        ruleset = ruleset.scope(Scope::AbstractUnixSocket).map_err(|e| err(&e))?;
+        ruleset = ruleset.scope(Scope::AbstractUnixSocket).map_err(err)?;
     }
     if plan.scope_signals {
-        ruleset = ruleset.scope(Scope::Signal).map_err(|e| err(&e))?;
+        ruleset = ruleset.scope(Scope::Signal).map_err(err)?;
     }
-    let mut created = ruleset.create().map_err(|e| err(&e))?;
+    let mut created = ruleset.create().map_err(err)?;
     let read = AccessFs::from_read(abi);
     for p in &plan.read {
-        created = created.add_rule(PathBeneath::new(rule_fd(p, pins)?, read)).map_err(|e| err(&e))?;
+        created = created.add_rule(PathBeneath::new(rule_fd(p, pins)?, read)).map_err(err)?;
     }
     let write = write_access(plan.abi);
     for p in &plan.write {
-        created = created.add_rule(PathBeneath::new(rule_fd(p, pins)?, write)).map_err(|e| err(&e))?;
+        created = created.add_rule(PathBeneath::new(rule_fd(p, pins)?, write)).map_err(err)?;
     }
     let mut device = AccessFs::ReadFile | AccessFs::WriteFile;
     if plan.abi >= 5 {
@@ -143,11 +121,11 @@ pub fn build_ruleset(plan: &LandlockPlan, extra_devices: &[PathBuf], pins: &Pins
     for p in plan.devices.iter().chain(extra_devices) {
         // A device the host lacks is simply not granted.
         if let Ok(fd) = PathFd::new(p) {
-            created = created.add_rule(PathBeneath::new(fd, device)).map_err(|e| err(&e))?;
+            created = created.add_rule(PathBeneath::new(fd, device)).map_err(err)?;
         }
     }
     let fd: Option<OwnedFd> = created.into();
-    fd.ok_or_else(|| MaterializeError::Landlock("the kernel did not return a ruleset".into()))
+    fd.ok_or(MaterializeError::NoRuleset)
 }
 
 /// The terminals behind our own stdio fds: the command may keep writing to them when
@@ -297,17 +275,15 @@ pub fn materialize(
         Some(l) => Some((build_ruleset(l, &inherited_terminals(&stdio), pins)?, l.restrict_flags)),
         None => None,
     };
+    // cordon's seccomp program: installed by the stage itself, or passed in a sealed
+    // memfd to the helper that installs it (see `SeccompPlan`).
     let (seccomp, observed) = match plan.seccomp {
-        Some(network_allowed) => {
-            let program = super::seccomp::compile_observing(
-                network_allowed,
-                plan.unix_allowlist,
-                notify_socket.is_some(),
-                observe_writes,
-            )?;
+        Some(SeccompPlan { network, unix_allowlist, delivery: SeccompDelivery::Stage, .. }) => {
+            let program =
+                super::seccomp::compile_observing(network, unix_allowlist, notify_socket.is_some(), observe_writes)?;
             (vec![program.insns], program.observed)
         }
-        None => (Vec::new(), Default::default()),
+        _ => (Vec::new(), Default::default()),
     };
     // Every passed fd is duplicated above the highest child fd number first, so that
     // no `dup2` in the child's list overwrites a later entry's source.
@@ -321,18 +297,22 @@ pub fn materialize(
         Ok::<(RawFd, RawFd), MaterializeError>((raw, child_fd))
     };
     let mut pass_fds = Vec::new();
-    // A supervised stage helper installs the program with a listener it hands back.
-    let helper_notify = plan.stage_helper.as_ref().is_some_and(|h| h.supervised);
+    // A helper that installs the program from an fd, with a listener it hands back
+    // when the plan supervises (the stage helper inside bubblewrap).
     let mut observed = observed;
-    if let Some(s) = &plan.seccomp_fd {
-        let program =
-            super::seccomp::compile_observing(s.network_allowed, plan.unix_allowlist, helper_notify, observe_writes)?;
-        if helper_notify {
+    let mut helper_notify = false;
+    if let Some(SeccompPlan { network, unix_allowlist, delivery: SeccompDelivery::Fd { child_fd }, supervise }) =
+        plan.seccomp
+    {
+        helper_notify = supervise;
+        let program = super::seccomp::compile_observing(network, unix_allowlist, supervise, observe_writes)?;
+        if supervise {
             observed = program.observed.clone();
         }
-        let bytes = super::bwrap::program_bytes(&program.insns);
-        let fd = super::bwrap::seccomp_fd::create(&bytes).map_err(MaterializeError::SeccompFd)?;
-        pass_fds.push(pass(fd.as_raw_fd(), s.child_fd, "the seccomp program")?);
+        let bytes = program_bytes(&program.insns);
+        // Ours is closed once the child holds its copy (`Materialized::keep`).
+        let fd = sealed_memfd(&bytes).map_err(MaterializeError::SeccompFd)?;
+        pass_fds.push(pass(fd.as_raw_fd(), child_fd, "the seccomp program")?);
     }
     if let Some(e) = &plan.env_fd {
         let mut bytes = Vec::new();
@@ -352,7 +332,7 @@ pub fn materialize(
                 }
             }
         }
-        let fd = super::bwrap::seccomp_fd::sealed_memfd(&bytes)
+        let fd = sealed_memfd(&bytes)
             .map_err(|source| MaterializeError::PassFd { what: "the command's environment", source })?;
         pass_fds.push(pass(fd.as_raw_fd(), e.child_fd, "the command's environment")?);
     }
@@ -381,11 +361,11 @@ pub fn materialize(
             checks.extend_from_slice(format!("c {} {} .", id.dev, id.ino).as_bytes());
             checks.push(0);
         }
-        let checks_fd = super::bwrap::seccomp_fd::sealed_memfd(&checks)
-            .map_err(|source| MaterializeError::PassFd { what: "the helper's checks", source })?;
+        let checks_fd =
+            sealed_memfd(&checks).map_err(|source| MaterializeError::PassFd { what: "the helper's checks", source })?;
         pass_fds.push(pass(checks_fd.as_raw_fd(), cordon_stage::helper::CHECKS_FD, "the helper's checks")?);
         helper_status = Some(status_read);
-        if h.supervised {
+        if helper_notify {
             let Some(sock) = notify_socket else { return Err(MaterializeError::NoSupervisor) };
             pass_fds.push(pass(sock, cordon_stage::helper::NOTIFY_FD, "the notification socket")?);
         }
@@ -439,4 +419,36 @@ pub struct Materialized {
     /// The stage helper will send its seccomp listener on the notification socket
     /// once bubblewrap has built the sandbox (later than `spawn` returns).
     pub helper_notify: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    #[test]
+    fn program_bytes_are_the_raw_sock_filter_array() {
+        let prog = [libc::sock_filter { code: 0x15, jt: 1, jf: 2, k: 0xC000_003E }];
+        let b = program_bytes(&prog);
+        assert_eq!(b.len(), 8);
+        let mut expected = Vec::new();
+        expected.extend_from_slice(&0x15u16.to_ne_bytes());
+        expected.extend_from_slice(&[1, 2]);
+        expected.extend_from_slice(&0xC000_003Eu32.to_ne_bytes());
+        assert_eq!(b, expected);
+        assert_eq!(std::mem::size_of::<libc::sock_filter>(), 8);
+    }
+
+    #[test]
+    fn a_sealed_memfd_reads_back_and_cannot_be_changed() {
+        let fd = sealed_memfd(&[7u8; 16]).unwrap();
+        // A reader sharing the open file description, as a child does after `dup2`.
+        let mut reader = std::fs::File::from(fd.try_clone().unwrap());
+        let mut buf = Vec::new();
+        reader.read_to_end(&mut buf).unwrap();
+        assert_eq!(buf, [7u8; 16]);
+        assert_eq!(super::super::bwrap::read_offset(&fd).unwrap(), 16);
+        let mut writer = std::fs::File::from(fd);
+        assert!(std::io::Write::write_all(&mut writer, b"x").is_err());
+    }
 }

@@ -1228,6 +1228,45 @@ fn bwrap_req(test: &str, fx: &Fx, cmd: &str, mode: Mode) -> Option<Request> {
     Some(r)
 }
 
+/// A program path bubblewrap cannot take (not normalized) is the request's problem,
+/// reported as `INVALID_POLICY` before anything runs, not as a broken runner
+/// (`RUNNER_FAILED`, before issue 10).
+#[tokio::test]
+async fn bwrap_refuses_a_program_path_it_cannot_take_as_invalid_policy() {
+    let test = "bwrap_refuses_a_program_path_it_cannot_take_as_invalid_policy";
+    let fx = Fx::with("bwrap-badpath", |c| c.stage_helper = Some(env!("CARGO_BIN_EXE_cordon").into()));
+    let Some(base) = bwrap_req(test, &fx, "true", Mode::WorkspaceWrite) else { return };
+    std::fs::create_dir(fx.ws().join("sub")).unwrap();
+    let script = fx.ws().join("mark.sh");
+    std::fs::write(&script, "#!/bin/sh\necho ran >> \"$(dirname \"$0\")/marker\"\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let with_program = |program: &str| {
+        let mut r = base.clone();
+        r.command = cordon::Command::Argv(vec![program.into()]);
+        r
+    };
+    // Control: the canonical path runs under bubblewrap.
+    let r = fx
+        .try_run(with_program(script.to_str().unwrap()))
+        .await
+        .unwrap_or_else(|e| panic!("control: {} ({e})", e.code()));
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    assert_eq!(std::fs::read_to_string(fx.ws().join("marker")).unwrap(), "ran\n");
+    std::fs::remove_file(fx.ws().join("marker")).unwrap();
+    // (A relative `./mark.sh` is refused the same way today: the program path is
+    // joined to the working directory, not normalized. Should the planner learn to
+    // take such paths, this case changes; the error code is what is pinned here.)
+    let odd = format!("{}/sub/../mark.sh", fx.ws().display());
+    match fx.try_run(with_program(&odd)).await {
+        Err(e) => {
+            assert_eq!(e.code(), "INVALID_POLICY", "{e}");
+            assert!(e.to_string().contains("cannot be passed to bwrap"), "{e}");
+        }
+        Ok(r) => panic!("ran: {r:?}"),
+    }
+    assert!(!fx.ws().join("marker").exists(), "nothing may run");
+}
+
 /// A FIFO with a reader opened non-blocking; returns the reader.
 fn fifo_with_reader(path: &Path) -> std::fs::File {
     nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o666)).expect("mkfifo");

@@ -17,7 +17,7 @@ use cordon::host::{HostFacts, Namespaces};
 use cordon::mode::Mode;
 use cordon::policy::ExecutionPolicy;
 use cordon::runner::bwrap::{BwrapRunner, SECCOMP_CHILD_FD};
-use cordon::runner::{EnvFd, EnvFdFormat, LaunchPlan, MountStep, PlanInput, Runner, RunnerKind, SeccompFd};
+use cordon::runner::{EnvFd, EnvFdFormat, LaunchPlan, MountStep, PlanInput, Runner, RunnerKind, SeccompDelivery};
 use std::collections::BTreeSet;
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
@@ -269,8 +269,7 @@ fn render(case: &Case, plan: &LaunchPlan) -> String {
     writeln!(out, "no_new_privs: {}", plan.no_new_privs).unwrap();
     writeln!(out, "drop_capabilities: {}", plan.drop_capabilities).unwrap();
     writeln!(out, "landlock: {}", if plan.landlock.is_some() { "yes" } else { "none" }).unwrap();
-    writeln!(out, "seccomp installed by the stage: {:?}", plan.seccomp).unwrap();
-    writeln!(out, "seccomp passed to bwrap: {:?}", plan.seccomp_fd).unwrap();
+    writeln!(out, "seccomp: {:?}", plan.seccomp).unwrap();
     writeln!(out, "the command's environment: {:?} (bwrap itself gets none)", plan.env_fd).unwrap();
     match &plan.stage_helper {
         Some(h) => {
@@ -484,12 +483,11 @@ fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
         "{name}: cordon's init holds the run"
     );
     assert_eq!(plan.namespaces.user, case.host.namespaces == Namespaces::UserNamespace, "{name}");
-    assert!(plan.landlock.is_none() && plan.seccomp.is_none(), "{name}: the stage installs nothing");
-    assert_eq!(
-        plan.seccomp_fd,
-        Some(SeccompFd { network_allowed: case.policy.network, child_fd: SECCOMP_CHILD_FD }),
-        "{name}"
-    );
+    assert!(plan.landlock.is_none(), "{name}: the stage installs nothing");
+    let seccomp = plan.seccomp.unwrap_or_else(|| panic!("{name}: cordon's seccomp program"));
+    assert_eq!(seccomp.delivery, SeccompDelivery::Fd { child_fd: SECCOMP_CHILD_FD }, "{name}: passed, not installed");
+    assert_eq!(seccomp.network, case.policy.network, "{name}");
+    assert_eq!(seccomp.supervise, plan.stage_helper.as_ref().is_some_and(|h| h.supervised), "{name}");
     assert!(!plan.drop_capabilities && plan.no_new_privs, "{name}");
     assert_eq!(plan.new_session, case.new_session, "{name}");
     assert_eq!(plan.env, [("TMPDIR".to_string(), "/tmp".to_string())], "{name}");
@@ -555,12 +553,12 @@ fn enforcement_names_only_the_real_gaps() {
     let mut c = case.clone();
     c.policy.writable_roots = vec!["/dev".into()];
     let names: Vec<String> =
-        BwrapRunner.enforcement(&c.policy, &c.host).gaps.into_iter().map(|g| g.restriction).collect();
+        BwrapRunner.enforcement(&c.policy, &c.host).gaps.into_iter().map(|g| g.restriction.name()).collect();
     assert_eq!(names, ["private-tmp"]);
     // A root merely under /tmp is fine: it is bound onto the private tmpfs.
     c.policy.writable_roots = vec!["/tmp/out".into()];
     let names: Vec<String> =
-        BwrapRunner.enforcement(&c.policy, &c.host).gaps.into_iter().map(|g| g.restriction).collect();
+        BwrapRunner.enforcement(&c.policy, &c.host).gaps.into_iter().map(|g| g.restriction.name()).collect();
     assert!(names.is_empty(), "{names:?}");
 }
 

@@ -11,10 +11,9 @@ use super::plan::{plan_seatbelt, SeatbeltInput, SANDBOX_EXEC_PATH};
 use crate::host::HostFacts;
 use crate::policy::ExecutionPolicy;
 use crate::result::Enforcement;
-use crate::runner::{
-    enforcement_from_gaps, LaunchPlan, NamespacePlan, PlanError, PlanInput, ProbeStatus, Restriction, Runner,
-    RunnerKind,
-};
+use crate::runner::error::PlanError;
+use crate::runner::plan::{enforcement_from_gaps, LaunchPlan, NamespacePlan, PlanInput, Runner};
+use crate::vocab::{ProbeStatus, Restriction, RunnerKind};
 use std::path::PathBuf;
 
 /// `sandbox-exec`, always by absolute path.
@@ -62,7 +61,7 @@ impl Runner for SeatbeltRunner {
         enforcement_from_gaps(seatbelt_gaps(policy))
     }
 
-    fn plan(&self, input: &PlanInput<'_>) -> Result<LaunchPlan, PlanError> {
+    fn plan_with(&self, input: &PlanInput<'_>, enforcement: Enforcement) -> Result<LaunchPlan, PlanError> {
         let policy = input.policy;
         let tmpdir = input.run_tmp();
         let seatbelt = plan_seatbelt(&SeatbeltInput {
@@ -74,8 +73,7 @@ impl Runner for SeatbeltRunner {
             network: policy.network,
             program: input.program.as_os_str(),
             args: input.argv.get(1..).unwrap_or(&[]),
-        })
-        .map_err(|e| PlanError::Unavailable(e.to_string()))?;
+        })?;
         Ok(LaunchPlan {
             runner: RunnerKind::Seatbelt,
             program: PathBuf::from(SANDBOX_EXEC),
@@ -86,8 +84,6 @@ impl Runner for SeatbeltRunner {
             mounts: Vec::new(),
             landlock: None,
             seccomp: None,
-            unix_allowlist: false,
-            seccomp_fd: None,
             path_fds: Vec::new(),
             stage_helper: None,
             env_fd: None,
@@ -95,7 +91,7 @@ impl Runner for SeatbeltRunner {
             no_new_privs: false,
             new_session: input.new_session,
             needs_run_dir: true,
-            enforcement: self.enforcement(policy, input.host),
+            enforcement,
         })
     }
 }

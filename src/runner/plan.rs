@@ -1,0 +1,327 @@
+//! The planning vocabulary of the runners: the [`Runner`] trait, what a policy
+//! requests ([`Restriction::requested_by`]), the inputs of planning ([`PlanInput`])
+//! and the pure launch plan ([`LaunchPlan`] and its parts).
+//!
+//! Every runner module and the materializer import from here; this module imports
+//! none of them (selection, which names the runners, lives in `runner/mod.rs`).
+//! Nothing here does I/O.
+
+use super::error::PlanError;
+use crate::host::HostFacts;
+use crate::policy::ExecutionPolicy;
+use crate::vocab::{Enforcement, EnforcementLevel, Gap, ProbeStatus, Restriction, RunnerKind};
+use serde::Serialize;
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+// Which restrictions a policy requests is the runners' business (the vocabulary
+// module only names them).
+impl Restriction {
+    /// The restrictions a policy requests.
+    pub fn requested_by(policy: &ExecutionPolicy) -> Vec<Restriction> {
+        use Restriction::*;
+        if !policy.mode.is_confined() {
+            return Vec::new();
+        }
+        let mut r = vec![FsWrite, FsTruncate, FsMetadata];
+        if !policy.protected.is_empty() {
+            r.push(ProtectedPaths);
+        }
+        r.push(PrivateTmp);
+        if !policy.network {
+            r.extend([Network, UnixSockets]);
+        }
+        r.extend([
+            HostUnixSockets,
+            Signals,
+            ProcessInspection,
+            ProcessLifetime,
+            Ipc,
+            DeviceIoctl,
+            TerminalInjection,
+            SyscallFilter,
+            Privileges,
+            FdIsolation,
+        ]);
+        r
+    }
+}
+
+/// Build an [`Enforcement`] from the gaps found among the requested restrictions.
+pub fn enforcement_from_gaps(gaps: Vec<(Restriction, String)>) -> Enforcement {
+    let level = if gaps.is_empty() { EnforcementLevel::Full } else { EnforcementLevel::Partial };
+    Enforcement { level, gaps: gaps.into_iter().map(|(r, reason)| Gap { restriction: r, reason }).collect() }
+}
+
+/// Inputs to planning, all resolved beforehand (no I/O during planning).
+#[derive(Debug, Clone)]
+pub struct PlanInput<'a> {
+    /// The resolved policy.
+    pub policy: &'a ExecutionPolicy,
+    /// Host facts.
+    pub host: &'a HostFacts,
+    /// Absolute program path.
+    pub program: PathBuf,
+    /// argv including `argv[0]`.
+    pub argv: Vec<OsString>,
+    /// The working directory (canonical).
+    pub cwd: PathBuf,
+    /// Where the per-run private directory (0700, holding `tmp/` and `shm/`) is
+    /// created if the plan needs one (`LaunchPlan::needs_run_dir`).
+    pub run_dir: PathBuf,
+    /// Start a new session (no controlling terminal).
+    pub new_session: bool,
+    /// `size=` of each private tmpfs (`/tmp`, `/dev/shm`), in bytes; `None` leaves
+    /// the kernel's default (half of RAM).
+    pub tmpfs_size: Option<u64>,
+}
+
+impl PlanInput<'_> {
+    /// The private temp dir inside the run dir.
+    pub fn run_tmp(&self) -> PathBuf {
+        self.run_dir.join("tmp")
+    }
+    /// The private shared-memory dir inside the run dir.
+    pub fn run_shm(&self) -> PathBuf {
+        self.run_dir.join("shm")
+    }
+}
+
+/// A path-level mount step (materialized into the stage's mount ops).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum MountStep {
+    /// Private propagation for the whole tree.
+    MakeRootPrivate,
+    /// Detached clone of `source` kept in `slot`.
+    Clone {
+        /// Source path.
+        source: PathBuf,
+        /// Slot index.
+        slot: usize,
+    },
+    /// Attach `slot` at `target`.
+    Attach {
+        /// Slot index.
+        slot: usize,
+        /// Target path.
+        target: PathBuf,
+    },
+    /// Fresh procfs for the new pid namespace. When not `required`, a failure keeps
+    /// the host's `/proc` (Landlock still confines ptrace-style access to it).
+    Proc {
+        /// Fail the run if it cannot be mounted.
+        required: bool,
+    },
+    /// A fresh tmpfs at `target`, private to the run.
+    Tmpfs {
+        /// Target path.
+        target: PathBuf,
+        /// Its `size=` in bytes (`None`: the kernel's default).
+        size: Option<u64>,
+    },
+    /// Create a directory (a mount point inside a fresh tmpfs).
+    Mkdir {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// Everything read-only, recursively.
+    ReadOnlyRecursive,
+    /// `nodev` and `nosuid` on the tree attached at `target`, recursively: a device
+    /// node planted in (or already inside) an exposed path cannot be opened as a
+    /// device, and no set-id bit takes effect there.
+    NoDevNoSuid {
+        /// Target path (an attached exposed path).
+        target: PathBuf,
+    },
+    /// Make the mount at `target` writable again (non-recursive).
+    Writable {
+        /// Target path.
+        target: PathBuf,
+    },
+}
+
+/// Detached clones of `paths` (slot `i` for the `i`-th) and the steps attaching each
+/// over itself, as two lists: every clone is taken before anything is attached (so no
+/// source is hidden yet), and the materializer ties both to the pinned files.
+pub fn clone_and_attach<'a>(paths: impl Iterator<Item = &'a PathBuf>) -> (Vec<MountStep>, Vec<MountStep>) {
+    paths
+        .enumerate()
+        .map(|(slot, p)| (MountStep::Clone { source: p.clone(), slot }, MountStep::Attach { slot, target: p.clone() }))
+        .unzip()
+}
+
+/// Landlock rules, described as data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LandlockPlan {
+    /// ABI to build the ruleset for.
+    pub abi: u32,
+    /// Directories readable and executable beneath.
+    pub read: Vec<PathBuf>,
+    /// Directories fully writable beneath.
+    pub write: Vec<PathBuf>,
+    /// Directories fully writable beneath that exist only inside the child (its
+    /// private tmpfs mounts); their rules are added in the child.
+    pub write_in_child: Vec<PathBuf>,
+    /// Device files that may be opened for writing (and ioctl'd).
+    pub devices: Vec<PathBuf>,
+    /// Handle TCP bind/connect (deny all).
+    pub deny_tcp: bool,
+    /// Scope abstract unix sockets.
+    pub scope_abstract_unix: bool,
+    /// Scope signals.
+    pub scope_signals: bool,
+    /// `landlock_restrict_self` flags (audit logging).
+    pub restrict_flags: u32,
+}
+
+/// Which namespaces to create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct NamespacePlan {
+    /// Through a user namespace (unprivileged).
+    pub user: bool,
+    /// Mount namespace.
+    pub mount: bool,
+    /// Pid namespace.
+    pub pid: bool,
+    /// IPC namespace.
+    pub ipc: bool,
+}
+
+/// cordon's seccomp program for one run: which filters, how the program reaches the
+/// command, and whether the syscalls it refuses are reported. A value, so that the
+/// executor and the materializer ask the plan, never which runner made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SeccompPlan {
+    /// Compile the filters with the network allowed (no `network_off` filter).
+    pub network: bool,
+    /// Some host unix sockets are allowed by path: the filters route every
+    /// `connect()` to the supervisor (see `seccomp::HOST_UNIX_ALLOW_FILTER`).
+    pub unix_allowlist: bool,
+    /// How the program reaches the command.
+    pub delivery: SeccompDelivery,
+    /// The observed syscalls are routed to cordon's supervisor, which records them as
+    /// denials: the installer (the stage, or the stage helper) hands its listener
+    /// over a notification socket the executor creates.
+    pub supervise: bool,
+}
+
+/// How cordon's seccomp program reaches the command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "via", rename_all = "kebab-case")]
+pub enum SeccompDelivery {
+    /// The stage installs it itself, last before `execve`.
+    Stage,
+    /// Compiled into a sealed memfd the child inherits as `child_fd` (above 2), for a
+    /// confinement helper to install (bubblewrap's `--seccomp FD`, or cordon's stage
+    /// helper inside bubblewrap).
+    Fd {
+        /// The fd number the program has in the child.
+        child_fd: i32,
+    },
+}
+
+/// How the command's environment reaches it when it does not travel in the stage's
+/// own `execve`: a sealed memfd the child inherits as `child_fd`. The stage then
+/// executes its program (bubblewrap) with an empty environment, so no variable of the
+/// request (`LD_PRELOAD`, `GLIBC_TUNABLES`, ...) is acted on by a process that is not
+/// yet confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct EnvFd {
+    /// The fd number in the child (above 2).
+    pub child_fd: i32,
+    /// What the memfd holds.
+    pub format: EnvFdFormat,
+}
+
+/// The content of an [`EnvFd`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EnvFdFormat {
+    /// `NAME=value` entries, each ending in NUL (read by cordon's stage helper).
+    Entries,
+    /// bubblewrap arguments `--setenv NAME value`, NUL-separated (`--args FD`).
+    BwrapSetenv,
+}
+
+/// cordon's stage helper, executed by bubblewrap inside the finished sandbox: the
+/// parent builds the Landlock ruleset from `landlock` and passes it, the seccomp
+/// program ([`SeccompDelivery::Fd`]), a status pipe and the executable `exe` as
+/// inherited fds (numbers in `cordon_stage::helper`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StageHelperPlan {
+    /// The cordon executable (opened by the parent; bubblewrap executes it through
+    /// `/proc/self/fd/N`, so it need not be visible inside).
+    pub exe: PathBuf,
+    /// The Landlock rules (the same as the landlock runner's).
+    pub landlock: LandlockPlan,
+    /// The helper installs the supervised seccomp program and hands its listener to
+    /// cordon's supervisor (`cordon_stage::helper::NOTIFY_FD`), so refused network and
+    /// process syscalls are reported as denials.
+    pub supervised: bool,
+}
+
+/// A complete, pure description of how to launch one command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LaunchPlan {
+    /// The runner that made it.
+    pub runner: RunnerKind,
+    /// Absolute program path to exec.
+    pub program: PathBuf,
+    /// argv including `argv[0]`.
+    pub argv: Vec<OsString>,
+    /// Environment variables the runner sets (they win over everything).
+    pub env: Vec<(String, String)>,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// Namespaces.
+    pub namespaces: NamespacePlan,
+    /// Mount steps.
+    pub mounts: Vec<MountStep>,
+    /// Landlock rules.
+    pub landlock: Option<LandlockPlan>,
+    /// cordon's seccomp filters, when the run gets them.
+    pub seccomp: Option<SeccompPlan>,
+    /// Pinned paths whose fds the child inherits at the given numbers, and whether
+    /// each is bound writable: a helper binds exactly those files (bubblewrap's
+    /// `--bind-fd`), and the stage helper inside verifies each destination.
+    pub path_fds: Vec<(PathBuf, i32, bool)>,
+    /// The command's environment through an inherited fd instead of `execve`.
+    pub env_fd: Option<EnvFd>,
+    /// A confinement stage applied by cordon's helper inside bubblewrap, after
+    /// bubblewrap built the sandbox (see [`super::bwrap`]).
+    pub stage_helper: Option<StageHelperPlan>,
+    /// Drop all capabilities.
+    pub drop_capabilities: bool,
+    /// Set `no_new_privs`.
+    pub no_new_privs: bool,
+    /// New session.
+    pub new_session: bool,
+    /// The executor must create the per-run directory before spawning (and remove it
+    /// after the run).
+    pub needs_run_dir: bool,
+    /// The report this plan achieves.
+    pub enforcement: Enforcement,
+}
+
+/// One confinement backend.
+pub trait Runner {
+    /// Which runner this is.
+    fn kind(&self) -> RunnerKind;
+    /// Whether it can work on this host.
+    fn probe(&self, host: &HostFacts) -> ProbeStatus;
+    /// The enforcement it would reach for `policy` on `host` (assuming `probe` passed).
+    fn enforcement(&self, policy: &ExecutionPolicy, host: &HostFacts) -> Enforcement;
+    /// Plan a launch (pure, no probing): `enforcement` is the report
+    /// [`Runner::enforcement`] gave for `input`'s policy and host, computed once by
+    /// [`super::select`] and carried in the [`super::Selection`] ([`super::Selection::plan`]).
+    fn plan_with(&self, input: &PlanInput<'_>, enforcement: Enforcement) -> Result<LaunchPlan, PlanError>;
+    /// Probe, then plan: for callers that did not go through [`super::select`] (the golden
+    /// tests of the planners). The executor plans a [`super::Selection`] instead.
+    fn plan(&self, input: &PlanInput<'_>) -> Result<LaunchPlan, PlanError> {
+        if let ProbeStatus::Unavailable(r) | ProbeStatus::Unsupported(r) = self.probe(input.host) {
+            return Err(PlanError::Unavailable(r));
+        }
+        self.plan_with(input, self.enforcement(input.policy, input.host))
+    }
+}
