@@ -31,10 +31,6 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-/// `PROC_SUPER_MAGIC`: paths through procfs (`/dev/stdout` → `/proc/self/fd/1`) hold
-/// magic links that only the command's own process can follow; they are not judged.
-const PROC_SUPER_MAGIC: i64 = 0x9fa0;
-
 /// How many symbolic links one path may cross (the kernel's limit).
 const MAX_SYMLINKS: usize = 40;
 
@@ -100,6 +96,8 @@ pub struct WriteJudge {
     in_view: Option<(Vec<Id>, Option<u64>)>,
     /// The command's root (one for the whole run: `chroot` and `pivot_root` are refused).
     root: Option<OwnedFd>,
+    /// Its identity.
+    root_id: Option<Id>,
     dirs: HashMap<(Id, bool), DirVerdict>,
     uid: u32,
     gids: Vec<u32>,
@@ -130,7 +128,17 @@ impl WriteJudge {
         let uid = nix::unistd::geteuid().as_raw();
         let mut gids: Vec<u32> = nix::unistd::getgroups().unwrap_or_default().iter().map(|g| g.as_raw()).collect();
         gids.push(nix::unistd::getegid().as_raw());
-        WriteJudge { rules, granted, protected, in_view: None, root: None, dirs: HashMap::new(), uid, gids }
+        WriteJudge {
+            rules,
+            granted,
+            protected,
+            in_view: None,
+            root: None,
+            root_id: None,
+            dirs: HashMap::new(),
+            uid,
+            gids,
+        }
     }
 
     /// Judge one notification for `name` (a write-intent syscall); record a refusal in
@@ -148,17 +156,22 @@ impl WriteJudge {
         if self.root.is_none() {
             let Ok(root) = open_path(&format!("/proc/{pid}/root")) else { return Answer::Continue };
             self.in_view = Some(self.resolve_in_view(&root));
+            self.root_id = id_of_fd(root.as_fd());
             self.root = Some(root);
         }
-        let Some(root) = self.root.as_ref().and_then(|r| r.try_clone().ok()) else { return Answer::Continue };
+        let Some(root) = self.root.take() else { return Answer::Continue };
         let mut verdicts = Vec::new();
         for (dirfd, ptr, role) in calls {
-            let Some(path) = read_path(pid, ptr) else { return Answer::Continue };
+            let Some(path) = read_path(pid, ptr) else {
+                self.root = Some(root);
+                return Answer::Continue;
+            };
             verdicts.push((self.judge_one(pid, &root, dirfd, &path, role), path, role));
         }
+        self.root = Some(root);
         // The path was read from memory the command controls: only a notification that
-        // is still pending is evidence of what it asked.
-        if !valid() {
+        // is still pending is evidence of what it asked (checked only for a refusal).
+        if verdicts.iter().all(|(v, _, _)| v.is_none()) || !valid() {
             return Answer::Continue;
         }
         for (v, path, role) in verdicts {
@@ -228,14 +241,14 @@ impl WriteJudge {
         }
         // The base's own path is read only for a refusal's report (`base_link`).
         let (base, base_link) = if path[0] == b'/' {
-            (root.try_clone().ok()?, None)
+            (None, None)
         } else {
             let link = if dirfd == libc::AT_FDCWD as i64 {
                 format!("/proc/{pid}/cwd")
             } else {
                 format!("/proc/{pid}/fd/{}", dirfd as i32)
             };
-            (open_path(&link).ok()?, Some(link))
+            (Some(open_path(&link).ok()?), Some(link))
         };
         let base_shown = if base_link.is_some() { PathBuf::new() } else { PathBuf::from("/") };
         let follow_last = match role {
@@ -244,14 +257,15 @@ impl WriteJudge {
             Role::Meta(nofollow) => !nofollow,
             Role::Create | Role::Remove => false,
         };
-        let mut r = resolve(root, base, base_shown, path, follow_last)?;
+        let root_id = self.root_id?;
+        let mut r = resolve(root, root_id, base, base_shown, path, follow_last)?;
         if r.shown.is_relative() {
             let at = base_link.and_then(|l| std::fs::read_link(l).ok()).unwrap_or_else(|| PathBuf::from("."));
             r.shown = at.join(&r.shown);
         }
         let proc_dev = self.in_view.as_ref().and_then(|(_, d)| *d);
         let dir_stat = fstat(r.dir.as_fd())?;
-        if proc_dev == Some(dir_stat.st_dev) || fstatfs_type(r.dir.as_fd()) == Some(PROC_SUPER_MAGIC) {
+        if proc_dev.is_none_or(|d| d == dir_stat.st_dev) {
             return None;
         }
         let last = fstatat_nofollow(r.dir.as_fd(), &r.name);
@@ -305,7 +319,9 @@ impl WriteJudge {
             Check::Entry => {
                 let v = self.dir_verdict(r.dir.as_fd(), dir_stat)?;
                 let reason = if v.protected { Reason::Protected } else { Reason::Outside };
-                let ro = self.rules.mount_layer && mount_read_only(r.dir.as_fd());
+                // A granted directory is on a writable mount in every runner's layout
+                // (the writable roots and the private temp dirs are mounted so).
+                let ro = (v.protected || !v.granted) && self.rules.mount_layer && mount_read_only(r.dir.as_fd());
                 let landlock_refuses = self.rules.landlock_abi.is_some() && (!v.granted || v.protected);
                 if !ro && !landlock_refuses {
                     // Root without CAP_DAC_OVERRIDE: the permission bits decide.
@@ -329,14 +345,19 @@ impl WriteJudge {
                 if tty {
                     return None;
                 }
-                let obj = openat_name(r.dir.as_fd(), &r.name, libc::O_PATH | libc::O_NOFOLLOW).ok()?;
                 let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
-                let ro = self.rules.mount_layer && (regular || meta) && mount_read_only(obj.as_fd());
+                // Beneath a granted, unprotected directory the mount is writable (see
+                // the entry case): only elsewhere is the object's own mount asked.
+                let dv = self.dir_verdict(r.dir.as_fd(), dir_stat)?;
+                let plain = dv.granted && !dv.protected && !self.protected.contains(&(st.st_dev, st.st_ino));
+                let ro = !plain && self.rules.mount_layer && (regular || meta) && {
+                    let obj = openat_name(r.dir.as_fd(), &r.name, libc::O_PATH | libc::O_NOFOLLOW).ok()?;
+                    mount_read_only(obj.as_fd())
+                };
                 let v = if meta { None } else { Some(self.object_verdict(&st, r.dir.as_fd(), dir_stat)?) };
                 let landlock_refuses =
                     !meta && self.rules.landlock_abi.is_some() && v.is_some_and(|v| !v.granted || v.protected);
                 if !ro && !landlock_refuses {
-                    let regular = st.st_mode & libc::S_IFMT == libc::S_IFREG;
                     if !meta
                         && regular
                         && self.uid == 0
@@ -544,13 +565,17 @@ struct Resolved {
 /// Resolve `path` from `base` (shown as `base_shown`) inside `root`, following
 /// symbolic links the way the kernel does for the command: absolute ones from its
 /// root, `..` never above it; the last component followed when `follow_last`.
-fn resolve(root: &OwnedFd, base: OwnedFd, base_shown: PathBuf, path: &[u8], follow_last: bool) -> Option<Resolved> {
-    let root_st = fstat(root.as_fd())?;
-    let root_id = (root_st.st_dev, root_st.st_ino);
+fn resolve(
+    root: &OwnedFd,
+    root_id: Id,
+    base: Option<OwnedFd>,
+    base_shown: PathBuf,
+    path: &[u8],
+    follow_last: bool,
+) -> Option<Resolved> {
     let mut queue: std::collections::VecDeque<Vec<u8>> =
         path.split(|b| *b == b'/').filter(|c| !c.is_empty() && *c != b".").map(|c| c.to_vec()).collect();
     let trailing_dir = path.ends_with(b"/");
-    let mut cur = base;
     let mut shown = base_shown;
     let mut links = 0usize;
     if queue.is_empty() {
@@ -562,11 +587,12 @@ fn resolve(root: &OwnedFd, base: OwnedFd, base_shown: PathBuf, path: &[u8], foll
     // path through the walk below).
     if !queue.iter().any(|c| c == b"..") {
         let last = queue.back().cloned().unwrap_or_default();
+        let from = base.as_ref().unwrap_or(root);
         let dir = if queue.len() == 1 {
-            cur.try_clone().ok()
+            from.try_clone().ok()
         } else {
             let parent: Vec<u8> = queue.iter().take(queue.len() - 1).cloned().collect::<Vec<_>>().join(&b'/');
-            CString::new(parent).ok().and_then(|p| cordon_stage::open_path_no_symlinks(cur.as_raw_fd(), &p).ok())
+            CString::new(parent).ok().and_then(|p| cordon_stage::open_path_no_symlinks(from.as_raw_fd(), &p).ok())
         };
         if let Some(dir) = dir {
             let last_is_link =
@@ -579,6 +605,10 @@ fn resolve(root: &OwnedFd, base: OwnedFd, base_shown: PathBuf, path: &[u8], foll
             }
         }
     }
+    let mut cur = match base {
+        Some(b) => b,
+        None => root.try_clone().ok()?,
+    };
     loop {
         let c = queue.pop_front()?;
         let last = queue.is_empty();
@@ -668,10 +698,6 @@ fn fstatat_nofollow(dir: BorrowedFd<'_>, name: &[u8]) -> Option<libc::stat> {
 fn readlinkat(dir: BorrowedFd<'_>, name: &[u8]) -> Option<Vec<u8>> {
     let c = CString::new(name).ok()?;
     nix::fcntl::readlinkat(dir, c.as_c_str()).ok().map(|s| s.as_bytes().to_vec())
-}
-
-fn fstatfs_type(fd: BorrowedFd<'_>) -> Option<i64> {
-    nix::sys::statfs::fstatfs(fd).ok().map(|s| s.filesystem_type().0)
 }
 
 fn mount_read_only(fd: BorrowedFd<'_>) -> bool {
