@@ -1,0 +1,190 @@
+//! Finishing one run: the wait (deadline, abort, kill sequence, sweep), the drain of
+//! its output, the denials and limits concluded into the [`RunResult`].
+
+use super::launch::Launched;
+use super::*;
+/// How a wait ended.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+pub(super) fn signal_group(pid: i32, sig: Signal) {
+    let _ = killpg(Pid::from_raw(pid), sig);
+    let _ = kill(Pid::from_raw(pid), sig);
+}
+
+/// The command's own wait status, as reported by its init (4 bytes, native endian).
+pub(super) fn init_report(exit_status: Option<&OwnedFd>) -> Option<Exit> {
+    let fd = exit_status?;
+    let mut buf = [0u8; 4];
+    let n = nix::unistd::read(fd, &mut buf).ok()?;
+    if n != 4 {
+        return None;
+    }
+    let status = i32::from_ne_bytes(buf);
+    if libc::WIFEXITED(status) {
+        Some(Exit::Code(libc::WEXITSTATUS(status)))
+    } else if libc::WIFSIGNALED(status) {
+        Some(Exit::Signal(libc::WTERMSIG(status)))
+    } else {
+        None
+    }
+}
+
+pub(super) async fn wait_exit(pidfd: &AsyncFd<OwnedFd>, pid: i32, exit_status: Option<&OwnedFd>) -> Exit {
+    loop {
+        match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(_, code)) => return init_report(exit_status).unwrap_or(Exit::Code(code)),
+            Ok(WaitStatus::Signaled(_, sig, _)) => return init_report(exit_status).unwrap_or(Exit::Signal(sig as i32)),
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            // Reaped elsewhere (the executor was dropped): it was killed.
+            Err(_) => return Exit::Signal(libc::SIGKILL),
+        }
+        match pidfd.readable().await {
+            Ok(mut guard) => guard.clear_ready(),
+            Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+        }
+    }
+}
+
+pub(super) async fn finish(
+    mut l: Launched,
+    timeout: Duration,
+    output_mode: Output,
+    config: &ExecutorConfig,
+    abort: impl Future<Output = ()>,
+    mode: Mode,
+) -> RunResult {
+    let pid = l.pid;
+    let mut timed_out = false;
+    let mut aborted = false;
+    let exit = {
+        let wait = wait_exit(&l.pidfd, pid, l.exit_status.as_ref());
+        tokio::pin!(wait);
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        tokio::pin!(abort);
+        let first = tokio::select! {
+            biased;
+            st = &mut wait => Some(st),
+            _ = &mut deadline => { timed_out = true; None }
+            _ = &mut abort => { aborted = true; None }
+        };
+        match first {
+            Some(st) => st,
+            None => {
+                signal_group(pid, Signal::SIGTERM);
+                match tokio::time::timeout(config.kill_grace, &mut wait).await {
+                    Ok(st) => st,
+                    Err(_) if l.guard.supervised => {
+                        // The init kills everything, those that left the group too.
+                        let _ = cordon_stage::request_sweep(pid);
+                        match tokio::time::timeout(SWEEP_WAIT, &mut wait).await {
+                            Ok(st) => st,
+                            Err(_) => {
+                                signal_group(pid, Signal::SIGKILL);
+                                wait.await
+                            }
+                        }
+                    }
+                    Err(_) => {
+                        signal_group(pid, Signal::SIGKILL);
+                        wait.await
+                    }
+                }
+            }
+        }
+    };
+    // The leader is reaped; nothing of its group may stay behind.
+    let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+    l.guard.armed = false;
+    drop(l.guard);
+    // Nor of its cgroups (which also hold processes that left the group); read what
+    // the kernel recorded, then remove them.
+    let evidence = l.limits.sweep().await;
+
+    // Bounded wait for pipes that outliving grandchildren still hold; on timeout the
+    // dropped future aborts the collectors.
+    let drain_all = futures_join(std::mem::take(&mut l.collectors));
+    let _ = tokio::time::timeout(config.drain_grace, drain_all).await;
+    if let Some(w) = l.stdin_writer.take() {
+        w.abort();
+    }
+    let (stdout, stderr) = match output_mode {
+        Output::Capture => (l.stdout.finish(), l.stderr.finish()),
+        Output::Inherit => Default::default(),
+    };
+    let (exit_code, signal) = match exit {
+        Exit::Code(c) => (Some(c), None),
+        Exit::Signal(s) => (None, Some(s)),
+    };
+    if let Some(s) = l.supervisor.take() {
+        s.finish();
+    }
+    let mut denials: Vec<Denial> = std::mem::take(&mut *l.denials.lock().unwrap_or_else(|p| p.into_inner()));
+    // Every entry comes from the supervisor's own observations; the command's stderr
+    // only links its lines to them (docs/denials.md).
+    if mode.is_confined() {
+        denials.truncate(crate::denials::MAX_DENIALS);
+        crate::denials::link_lines(&mut denials, &stderr.text, &l.workdir);
+        denials.iter_mut().for_each(crate::denials::bound_text);
+    }
+    if let Some(dir) = &l.run_dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    // The bwrap stage helper confined itself and executed the command only if it said
+    // so before `execve`; anything else (a failed step, bubblewrap dying first) means
+    // the command never ran in the complete sandbox.
+    let runner_failed = match &l.helper_status {
+        Some(fd) => cordon_stage::helper::read_status(fd.as_fd()) != cordon_stage::helper::HelperStatus::Executed,
+        None => false,
+    };
+    let killed_by = match (signal, exit_code) {
+        (Some(s), _) => Some(s),
+        // bubblewrap reports a signalled command as 128 + N.
+        (None, Some(c)) if l.selection.runner == RunnerKind::Bwrap && c > 128 => Some(c - 128),
+        _ => None,
+    };
+    let (limit, limits) = l.limits.conclude(&evidence, killed_by);
+    RunResult {
+        exit_code,
+        signal,
+        timed_out,
+        aborted,
+        timeout_ms: timeout.as_millis() as u64,
+        stdout,
+        stderr,
+        sandbox: SandboxFacts {
+            mode,
+            runner: l.selection.runner,
+            denied: !denials.is_empty(),
+            denials,
+            enforcement: l.enforcement,
+            runner_failed,
+            writable_roots: if mode.is_confined() { l.policy.writable() } else { vec![PathBuf::from("/")] },
+            protected: l.policy.protected.clone(),
+            skipped: l.selection.skipped,
+        },
+        limit,
+        limits: Some(limits),
+    }
+}
+
+/// Wait for every handle; abort the stragglers when this future is dropped.
+pub(super) async fn futures_join(handles: Vec<tokio::task::JoinHandle<()>>) {
+    struct AbortAll(Vec<tokio::task::AbortHandle>);
+    impl Drop for AbortAll {
+        fn drop(&mut self) {
+            for h in &self.0 {
+                h.abort();
+            }
+        }
+    }
+    let _abort = AbortAll(handles.iter().map(|h| h.abort_handle()).collect());
+    for h in handles {
+        let _ = h.await;
+    }
+}

@@ -1,0 +1,378 @@
+//! Launching one run: streams, the runner's plan materialized, the spawn, the
+//! supervisor and the collectors (`Executor::launch`).
+
+use super::*;
+pub(super) async fn drain(fd: OwnedFd, capture: StreamCapture) {
+    let Ok(mut rx) = tokio::net::unix::pipe::Receiver::from_owned_fd(fd) else { return };
+    // `read_buf` fills spare capacity without zeroing it first.
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    loop {
+        buf.clear();
+        match rx.read_buf(&mut buf).await {
+            Ok(0) => break,
+            Ok(_) => capture.push(&buf),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+    }
+}
+
+pub(super) fn pipe() -> Result<(OwnedFd, OwnedFd), CordonError> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| CordonError::io("creating a pipe", std::io::Error::from_raw_os_error(e as i32)))
+}
+
+/// Duplicate `fd` to a number above 2 (the stage requires it), close-on-exec.
+pub(super) fn above_stdio(fd: OwnedFd) -> Result<OwnedFd, CordonError> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    cordon_stage::fds::dup_cloexec(fd.as_raw_fd()).map_err(|e| CordonError::io("duplicating a descriptor", e))
+}
+
+/// Everything a started process needs to finish its run.
+pub(super) struct Launched {
+    pub(super) pid: i32,
+    /// The bwrap stage helper's status pipe (see `cordon_stage::helper`).
+    pub(super) helper_status: Option<OwnedFd>,
+    pub(super) exit_status: Option<OwnedFd>,
+    pub(super) supervisor: Option<crate::denials::Supervisor>,
+    pub(super) denials: crate::denials::DenialSink,
+    pub(super) policy: crate::policy::ExecutionPolicy,
+    pub(super) workdir: PathBuf,
+    pub(super) pidfd: AsyncFd<OwnedFd>,
+    pub(super) selection: Selection,
+    pub(super) enforcement: crate::result::Enforcement,
+    pub(super) stdout: StreamCapture,
+    pub(super) stderr: StreamCapture,
+    pub(super) collectors: Vec<tokio::task::JoinHandle<()>>,
+    pub(super) stdin_writer: Option<tokio::task::JoinHandle<()>>,
+    pub(super) run_dir: Option<PathBuf>,
+    pub(super) limits: crate::limits::RunLimits,
+    pub(super) guard: KillOnDrop,
+}
+
+impl Executor {
+    pub(super) async fn launch(&self, spec: &Spec) -> Result<Launched, CordonError> {
+        let selection = runner::select(&spec.policy, &self.host, spec.runner)?;
+        // Every checked path, opened once without following symlinks; the plan's
+        // grants, mounts and chdir are tied to these files (see `crate::pin`).
+        let pins = crate::pin::Pins::take(&spec.policy, &spec.workdir)?;
+        // Allowed host unix sockets, pinned now: the supervisor connects to these files.
+        let allowed_sockets = spec
+            .policy
+            .allow_unix_sockets
+            .iter()
+            .map(|p| {
+                crate::denials::AllowedSocket::pin(p)
+                    .map_err(|source| crate::error::PolicyError::Changed { path: p.clone(), source })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if spec.policy.mode.is_confined() {
+            let state = &self.state_dir;
+            if let Some(root) =
+                spec.policy.writable().into_iter().find(|w| state.starts_with(w) || w.starts_with(state))
+            {
+                return Err(crate::error::PolicyError::StateDirWritable { state_dir: state.clone(), root }.into());
+            }
+        }
+        let program = resolve_program(&spec.argv[0], &spec.env, &spec.workdir)?;
+
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let run_dir_path = self.state_dir.join(format!("run-{}-{id}-{:08x}", std::process::id(), random_u32()));
+
+        let interactive = spec.stdin == Stdin::Inherit && std::io::IsTerminal::is_terminal(&std::io::stdin());
+        let input = PlanInput {
+            policy: &spec.policy,
+            host: &self.host,
+            program,
+            argv: spec.argv.clone(),
+            cwd: spec.workdir.clone(),
+            run_dir: run_dir_path.clone(),
+            new_session: !interactive,
+            tmpfs_size: Some(spec.limits.tmpfs_size()),
+        };
+        let plan = selection.plan(&input).map_err(|e| CordonError::runner_failed(selection.runner, e))?;
+        // Resource limits: the run's cgroups (best available), then the rlimits that
+        // cover what they do not. A gap in a limit the caller set refuses to run
+        // unless the policy allows best effort.
+        let cg_name = format!("{}{}-{id}-{:08x}", crate::limits::CGROUP_PREFIX, std::process::id(), random_u32());
+        let userns = plan.namespaces.user || selection.runner == RunnerKind::Bwrap;
+        let limits = crate::limits::RunLimits::prepare(&self.cgroups, &cg_name, &spec.limits, self.host.euid, userns);
+        let mut enforcement = plan.enforcement.clone();
+        let limit_gaps = limits.explicit_gaps();
+        if !limit_gaps.is_empty() && spec.policy.mode.is_confined() && !spec.policy.best_effort {
+            let why: Vec<String> = limit_gaps.iter().map(|(r, w)| format!("{} ({w})", r.name())).collect();
+            let reason = format!("cannot fully enforce: {}", why.join(", "));
+            let reasons = vec![crate::error::RunnerReason { runner: selection.runner, reason }];
+            return Err(CordonError::SandboxUnavailable { mode: spec.policy.mode, reasons });
+        }
+        for (r, reason) in limit_gaps {
+            if enforcement.level == crate::result::EnforcementLevel::Full {
+                enforcement.level = crate::result::EnforcementLevel::Partial;
+            }
+            enforcement.gaps.push(crate::result::Gap { restriction: r, reason });
+        }
+        let run_dir = if plan.needs_run_dir {
+            let mk = |p: &Path| std::fs::DirBuilder::new().mode(0o700).create(p);
+            mk(&run_dir_path)
+                .and_then(|_| mk(&run_dir_path.join("tmp")))
+                .and_then(|_| mk(&run_dir_path.join("shm")))
+                .map_err(|e| CordonError::io(format!("creating the per-run directory {}", run_dir_path.display()), e))?;
+            Some(run_dir_path)
+        } else {
+            None
+        };
+        let mut env = spec.env.clone();
+        for (k, v) in &plan.env {
+            env.retain(|(name, _)| name != k.as_str());
+            env.push((k.into(), v.into()));
+        }
+        // Network off looks like a machine without a network (ENETUNREACH); npm retries
+        // that for more than a minute by default. Unless the caller chose otherwise,
+        // it gives up at once (docs/denials.md).
+        if spec.policy.mode.is_confined() && !spec.policy.network {
+            for (k, v) in OFFLINE_ENV {
+                if !env.iter().any(|(name, _)| name == k) {
+                    env.push((k.into(), v.into()));
+                }
+            }
+        }
+
+        // Streams.
+        let (stdin_fd, stdin_writer_fd): (OwnedFd, Option<OwnedFd>) = match &spec.stdin {
+            Stdin::Null => {
+                let f = std::fs::File::open("/dev/null").map_err(|e| CordonError::io("opening /dev/null", e))?;
+                (above_stdio(f.into())?, None)
+            }
+            Stdin::Bytes(_) => {
+                let (r, w) = pipe()?;
+                (above_stdio(r)?, Some(w))
+            }
+            Stdin::Inherit => {
+                (cordon_stage::fds::dup_cloexec(0).map_err(|e| CordonError::io("duplicating stdin", e))?, None)
+            }
+        };
+        // Spill names carry cordon's pid: the startup sweep leaves a live writer's alone.
+        let pid_tag = std::process::id();
+        let spill = (spec.output == Output::Capture).then_some(self.state_dir.as_path());
+        let stdout = StreamCapture::new(spec.output_cap, spec.spill_cap, spill, &format!("out-{pid_tag}-{id}-"));
+        let stderr = StreamCapture::new(spec.output_cap, spec.spill_cap, spill, &format!("err-{pid_tag}-{id}-"));
+        let mut readers = Vec::new();
+        let child_out: [OwnedFd; 2] = match spec.output {
+            Output::Capture => {
+                let (r1, w1) = pipe()?;
+                let (r2, w2) = pipe()?;
+                let _ = nix::fcntl::fcntl(&w1, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
+                readers.push((r1, stdout.clone()));
+                readers.push((r2, stderr.clone()));
+                [above_stdio(w1)?, above_stdio(w2)?]
+            }
+            Output::Inherit => [
+                cordon_stage::fds::dup_cloexec(1).map_err(|e| CordonError::io("duplicating stdout", e))?,
+                cordon_stage::fds::dup_cloexec(2).map_err(|e| CordonError::io("duplicating stderr", e))?,
+            ],
+        };
+        let stdio = [stdin_fd.as_raw_fd(), child_out[0].as_raw_fd(), child_out[1].as_raw_fd()];
+        // The landlock runner's stage (and the bwrap runner's stage helper) hands its
+        // seccomp listener to a supervisor in this process, which records refused
+        // network and process syscalls as evidence.
+        let notify_pair = if plan.seccomp.is_some_and(|s| s.supervise) {
+            Some(
+                cordon_stage::notify::socketpair()
+                    .map_err(|e| CordonError::io("creating the notification socket", e))?,
+            )
+        } else {
+            None
+        };
+        let materialized = stage::materialize(
+            &plan,
+            &env,
+            stdio,
+            &self.host,
+            notify_pair.as_ref().map(|(_, child)| child.as_raw_fd()),
+            &pins,
+            spec.observe_writes,
+        )
+        .map_err(|e| CordonError::runner_failed(selection.runner, e))?;
+        let supervised = materialized.stage.notify_socket.is_some();
+        let observed = materialized.observed;
+        let passed_fds = materialized.keep;
+        let helper_status = materialized.helper_status;
+        let helper_notify = materialized.helper_notify;
+        let mut stage_plan = materialized.stage;
+        stage_plan.limits = limits.child();
+
+        // Spawning blocks for the child's stage (well under a millisecond); doing it
+        // inline avoids a thread hop per run.
+        let spawned = cordon_stage::spawn(stage_plan);
+        // The child has its copies now (or failed); close ours.
+        drop(pins);
+        drop(stdin_fd);
+        drop(child_out);
+        drop(passed_fds);
+        let mut helper_socket = None;
+        let listener = match notify_pair {
+            Some((parent_end, child_end)) if supervised && spawned.is_ok() => {
+                drop(child_end);
+                Some(cordon_stage::notify::recv_fd(parent_end.as_fd()))
+            }
+            // The helper sends its listener only once bubblewrap has built the
+            // sandbox: received by the supervisor task below.
+            Some((parent_end, child_end)) if helper_notify && spawned.is_ok() => {
+                drop(child_end);
+                helper_socket = Some(parent_end);
+                None
+            }
+            _ => None,
+        };
+        let spawned = match spawned {
+            Ok(s) => s,
+            Err(e) => {
+                if let Some(dir) = &run_dir {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+                return Err(spawn_error(e, selection.runner, &spec.argv[0]));
+            }
+        };
+        let pid = spawned.pid;
+        let exit_status_fd = spawned.exit_status;
+        // Without a pid namespace the stage's init is a supervising subreaper.
+        let supervised = !plan.namespaces.pid;
+        self.registry.running.lock().unwrap_or_else(|p| p.into_inner()).insert(id, (pid, supervised));
+        let guard = KillOnDrop { pid, supervised, armed: true, registry: self.registry.clone(), id };
+        // `AsyncFd::new` is deprecated because a bare `RawFd` could be closed under it;
+        // an `OwnedFd` that the `AsyncFd` owns cannot, and `register` needs `unsafe`.
+        #[allow(deprecated)]
+        let pidfd = AsyncFd::new(spawned.pidfd).map_err(|e| CordonError::io("watching the child", e))?;
+
+        let denials: crate::denials::DenialSink = Arc::default();
+        let allowed_sockets: Arc<[crate::denials::AllowedSocket]> = allowed_sockets.into();
+        let write_rules = spec.observe_writes.then(|| write_rules(&plan, &spec.policy));
+        let supervision = |observed| crate::denials::Supervision {
+            observed,
+            sink: denials.clone(),
+            allowed: allowed_sockets.clone(),
+            writes: write_rules.map(crate::writes::WriteJudge::new),
+        };
+        let source = match listener {
+            Some(Ok(l)) => Some(crate::denials::ListenerSource::Listener(l)),
+            Some(Err(e)) => {
+                // The child installed a notifying filter: without a supervisor its
+                // observed syscalls would fail with ENOSYS. Stop it; nothing useful ran.
+                let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                drop(guard);
+                return Err(CordonError::runner_failed(
+                    selection.runner,
+                    crate::runner::RunnerFailure::SeccompListener(e),
+                ));
+            }
+            None => helper_socket.map(crate::denials::ListenerSource::Socket),
+        };
+        let supervisor = match source {
+            Some(source) => match crate::denials::start(source, supervision(observed)) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                    drop(guard);
+                    return Err(CordonError::io("starting the seccomp supervisor", e));
+                }
+            },
+            None => None,
+        };
+        let collectors = readers.into_iter().map(|(fd, cap)| tokio::spawn(drain(fd, cap))).collect();
+        let stdin_writer = match (&spec.stdin, stdin_writer_fd) {
+            (Stdin::Bytes(bytes), Some(w)) => {
+                let bytes = bytes.clone();
+                Some(tokio::spawn(async move {
+                    if let Ok(mut tx) = tokio::net::unix::pipe::Sender::from_owned_fd(w) {
+                        // EPIPE (the command exited without reading) is harmless.
+                        let _ = tx.write_all(&bytes).await;
+                    }
+                }))
+            }
+            _ => None,
+        };
+        Ok(Launched {
+            pid,
+            helper_status,
+            exit_status: exit_status_fd,
+            supervisor,
+            denials,
+            policy: spec.policy.clone(),
+            workdir: spec.workdir.clone(),
+            pidfd,
+            enforcement,
+            selection,
+            stdout,
+            stderr,
+            collectors,
+            stdin_writer,
+            run_dir,
+            limits,
+            guard,
+        })
+    }
+}
+
+/// Variables set for a confined run with the network off, unless the caller set them.
+pub(super) const OFFLINE_ENV: [(&str, &str); 2] = [("npm_config_fetch_retries", "0"), ("PIP_RETRIES", "0")];
+
+/// The rules the supervisor judges write-intent syscalls against: the run's own
+/// Landlock ruleset (the landlock runner's, or the one the bwrap runner's stage helper
+/// applies) and its mount layer.
+pub(super) fn write_rules(
+    plan: &crate::runner::LaunchPlan,
+    policy: &crate::policy::ExecutionPolicy,
+) -> crate::writes::WriteRules {
+    let landlock = plan.landlock.as_ref().or(plan.stage_helper.as_ref().map(|h| &h.landlock));
+    let mut rules = crate::writes::WriteRules {
+        landlock_abi: landlock.map(|l| l.abi),
+        protected: policy.protected.clone(),
+        // bubblewrap always builds a mount namespace, read-only outside the binds.
+        mount_layer: plan.namespaces.mount || plan.runner == RunnerKind::Bwrap,
+        read_only_mode: policy.mode == Mode::ReadOnly,
+        // The landlock runner drops them in its stage; the bwrap runner's stage helper
+        // verifies they are empty.
+        capabilities_dropped: plan.drop_capabilities || plan.stage_helper.is_some(),
+        ..Default::default()
+    };
+    if let Some(l) = landlock {
+        rules.write = l.write.clone();
+        rules.write_in_view = l.write_in_child.iter().chain(l.devices.iter()).cloned().collect();
+    }
+    rules
+}
+
+/// A random number for unique names (not a secret: names are created exclusively).
+pub(super) fn random_u32() -> u32 {
+    let mut b = [0u8; 4];
+    let _ = getrandom_bytes(&mut b);
+    u32::from_ne_bytes(b)
+}
+
+pub(super) fn getrandom_bytes(buf: &mut [u8]) -> std::io::Result<()> {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")?.read_exact(buf)
+}
+
+pub(super) fn spawn_error(e: SpawnError, runner: RunnerKind, argv0: &OsStr) -> CordonError {
+    let program = argv0.to_string_lossy().into_owned();
+    match e {
+        SpawnError::Stage(f) if f.step == Step::Exec && f.errno == libc::ENOENT => {
+            CordonError::ProgramNotFound { program }
+        }
+        SpawnError::Stage(f) if f.step == Step::Exec && f.errno == libc::E2BIG => {
+            CordonError::ArgumentListTooLong { program }
+        }
+        SpawnError::Stage(f)
+            if f.step == Step::Exec && matches!(f.errno, libc::EACCES | libc::ENOEXEC | libc::EPERM) =>
+        {
+            CordonError::ProgramNotExecutable { program, source: std::io::Error::from_raw_os_error(f.errno) }
+        }
+        SpawnError::Stage(f) => CordonError::runner_failed(runner, crate::runner::RunnerFailure::Stage(f)),
+        SpawnError::Parent { what, source } => CordonError::io(what, source),
+    }
+}
