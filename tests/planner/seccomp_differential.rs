@@ -1,4 +1,4 @@
-//! Differential test of cordon's seccomp compiler (`src/runner/seccomp.rs`).
+//! Differential test of cordon's seccomp compiler (`src/runner/seccomp/`).
 //!
 //! cordon compiles the filters of `profiles/seccomp/confined.json` into ONE program of
 //! its own design. seccompiler compiles the same JSON into one program per filter,
