@@ -197,3 +197,14 @@ pub(super) fn id_of_path(p: &Path) -> Option<Id> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
 }
+
+/// `AT_FDCWD` as a descriptor, for paths that are absolute (`/proc/PID/cwd/...`).
+pub(super) fn cwd_sentinel() -> BorrowedFd<'static> {
+    nix::fcntl::AT_FDCWD
+}
+
+/// `fstatat` following links (the kernel's own lookup of a directory).
+pub(super) fn fstatat_follow(dir: BorrowedFd<'_>, name: &[u8]) -> Option<libc::stat> {
+    let c = CString::new(name).ok()?;
+    nix::sys::stat::fstatat(dir, c.as_c_str(), nix::fcntl::AtFlags::empty()).ok()
+}
