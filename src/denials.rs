@@ -26,8 +26,12 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// At most this many denials are kept per run (the rest are counted in the last one).
+/// At most this many denials are kept per run: the first [`KEPT_FIRST`] and the
+/// latest ones; the rest are counted in a last entry of kind `other`.
 pub const MAX_DENIALS: usize = 64;
+
+/// Of [`MAX_DENIALS`], how many of the first are kept (the others are the latest).
+pub const KEPT_FIRST: usize = 48;
 
 /// Name-service sockets that glibc and systemd probe on every user lookup; refusing
 /// them is not worth reporting.
@@ -52,17 +56,58 @@ pub fn bound_text(d: &mut Denial) {
     }
 }
 
+/// What the supervisor recorded: distinct denials, bounded (see [`MAX_DENIALS`]).
+#[derive(Debug, Default)]
+pub struct Recorded {
+    first: Vec<Denial>,
+    latest: std::collections::VecDeque<Denial>,
+    dropped: usize,
+}
+
+impl Recorded {
+    fn push(&mut self, d: Denial) {
+        let same = |e: &Denial| e.kind == d.kind && e.target == d.target;
+        if self.first.iter().any(same) || self.latest.iter().any(same) {
+            return;
+        }
+        if self.first.len() < KEPT_FIRST {
+            self.first.push(d);
+            return;
+        }
+        // One slot of the latest ones is kept for the count of the dropped.
+        if self.latest.len() == MAX_DENIALS - KEPT_FIRST - 1 {
+            self.latest.pop_front();
+            self.dropped += 1;
+        }
+        self.latest.push_back(d);
+    }
+
+    /// The denials in the order seen (the first ones, then the latest), with one last
+    /// entry counting those dropped in between.
+    pub fn into_vec(self) -> Vec<Denial> {
+        let mut v = self.first;
+        v.extend(self.latest);
+        if self.dropped > 0 {
+            v.push(Denial {
+                kind: DenialKind::Other,
+                target: None,
+                evidence: format!(
+                    "seccomp supervisor: {} more distinct denials between the first {KEPT_FIRST} and the latest \
+                     ones are not listed",
+                    self.dropped
+                ),
+                line: None,
+            });
+        }
+        v
+    }
+}
+
 /// Where the supervisor records what it saw.
-pub type DenialSink = Arc<Mutex<Vec<Denial>>>;
+pub type DenialSink = Arc<Mutex<Recorded>>;
 
 fn push(sink: &DenialSink, d: Denial) {
-    let mut v = sink.lock().unwrap_or_else(|p| p.into_inner());
-    if v.iter().any(|e| e.kind == d.kind && e.target == d.target) {
-        return;
-    }
-    if v.len() < MAX_DENIALS {
-        v.push(d);
-    }
+    sink.lock().unwrap_or_else(|p| p.into_inner()).push(d);
 }
 
 fn family_name(f: u64) -> String {
@@ -182,7 +227,11 @@ fn plan_connect(
         }
         return ConnectPlan::Refuse(handle(n, observed, listener, sink));
     }
-    if network_on {
+    // Only IP is performed on the command's behalf: cordon's own credentials are what
+    // the kernel checks at connect time, and for IP they grant nothing the command's
+    // would not (no privileged checks at connect). A netlink (or other) connect would
+    // run with cordon's capabilities (a root caller's CAP_NET_ADMIN), so it is refused.
+    if network_on && matches!(family, libc::AF_INET | libc::AF_INET6) {
         return ConnectPlan::Perform(raw);
     }
     ConnectPlan::Refuse(handle(n, observed, listener, sink))
@@ -427,6 +476,10 @@ pub struct Supervision {
 pub fn start(source: ListenerSource, s: Supervision) -> std::io::Result<Supervisor> {
     let (stop_r, stop_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(std::io::Error::from)?;
     let thread = std::thread::Builder::new().name("cordon-supervisor".into()).spawn(move || {
+        // Judge paths with a sandboxed root's permissions, never more (a root caller's
+        // overrides would reveal what the command cannot see, and ignore ACLs in the
+        // judge's permission checks). No-op for other callers.
+        let _ = cordon_stage::drop_thread_permission_overrides();
         let listener = match source {
             ListenerSource::Listener(l) => l,
             ListenerSource::Socket(sock) => match wait_for_listener(&sock, &stop_r) {
@@ -635,6 +688,22 @@ mod tests {
         assert!(names_path("touch: cannot touch '/x/y': Permission denied", "/x/y"));
         assert!(!names_path("sh: 1: cannot create /var/tmp/out/a: Read-only", "out"));
         assert!(!names_path("/x/yz: denied", "/x/y"));
+    }
+
+    #[test]
+    fn past_the_bound_the_latest_are_kept_and_the_rest_counted() {
+        let mut r = Recorded::default();
+        for i in 0..70 {
+            r.push(denial(DenialKind::FileWrite, &format!("/out/{i}")));
+        }
+        r.push(denial(DenialKind::FileWrite, "/out/69"));
+        let v = r.into_vec();
+        assert_eq!(v.len(), MAX_DENIALS);
+        assert_eq!(v[0].target.as_deref(), Some("/out/0"));
+        assert_eq!(v[MAX_DENIALS - 2].target.as_deref(), Some("/out/69"), "the latest one is listed");
+        let last = &v[MAX_DENIALS - 1];
+        assert_eq!(last.kind, DenialKind::Other);
+        assert!(last.evidence.contains("7 more"), "{}", last.evidence);
     }
 
     #[test]

@@ -124,7 +124,7 @@ pub(super) async fn finish(
     if let Some(s) = l.supervisor.take() {
         s.finish();
     }
-    let mut denials: Vec<Denial> = std::mem::take(&mut *l.denials.lock().unwrap_or_else(|p| p.into_inner()));
+    let mut denials: Vec<Denial> = std::mem::take(&mut *l.denials.lock().unwrap_or_else(|p| p.into_inner())).into_vec();
     // Every entry comes from the supervisor's own observations; the command's stderr
     // only links its lines to them (docs/denials.md).
     if mode.is_confined() {

@@ -28,11 +28,13 @@ use crate::result::{Denial, DenialKind};
 use std::collections::HashMap;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 mod resolve;
 use resolve::*;
+
+/// `O_TMPFILE` (it includes `O_DIRECTORY`).
+const O_TMPFILE_BITS: u64 = libc::O_TMPFILE as u64;
 
 /// Directory verdicts kept per run (then the cache starts over).
 const MAX_CACHED_DIRS: usize = 4096;
@@ -97,7 +99,17 @@ pub struct WriteJudge {
     root_id: Option<Id>,
     dirs: HashMap<(Id, bool), DirVerdict>,
     uid: u32,
-    gids: Vec<u32>,
+}
+
+/// What a removal removes (the kernel's own errors come first for the wrong kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rm {
+    /// `unlink`: anything but a directory.
+    File,
+    /// `rmdir` (`AT_REMOVEDIR`): an empty directory.
+    Dir,
+    /// A rename's source: either.
+    Any,
 }
 
 /// One path argument of a syscall, and what the syscall does with it.
@@ -108,7 +120,9 @@ enum Role {
     /// A new entry is made in its directory (mkdir, mknod, link/symlink/rename target).
     Create,
     /// The entry is removed from its directory (unlink, rmdir, rename source).
-    Remove,
+    Remove(Rm),
+    /// A rename's destination: a new entry, or an existing one replaced.
+    Replace,
     /// The object's content changes (truncate).
     Content,
     /// The object's metadata changes (chmod, chown, utimes, xattrs); `true`: the link
@@ -123,19 +137,7 @@ impl WriteJudge {
         let granted = ids(&rules.write);
         let protected = ids(&rules.protected);
         let uid = nix::unistd::geteuid().as_raw();
-        let mut gids: Vec<u32> = nix::unistd::getgroups().unwrap_or_default().iter().map(|g| g.as_raw()).collect();
-        gids.push(nix::unistd::getegid().as_raw());
-        WriteJudge {
-            rules,
-            granted,
-            protected,
-            in_view: None,
-            root: None,
-            root_id: None,
-            dirs: HashMap::new(),
-            uid,
-            gids,
-        }
+        WriteJudge { rules, granted, protected, in_view: None, root: None, root_id: None, dirs: HashMap::new(), uid }
     }
 
     /// Judge one notification for `name` (a write-intent syscall); record a refusal in
@@ -280,10 +282,10 @@ impl WriteJudge {
             Role::Open(flags) => flags & (libc::O_NOFOLLOW | libc::O_EXCL) as u64 == 0,
             Role::Content => true,
             Role::Meta(nofollow) => !nofollow,
-            Role::Create | Role::Remove => false,
+            Role::Create | Role::Remove(_) | Role::Replace => false,
         };
         let root_bits = self.uid == 0 && self.rules.capabilities_dropped;
-        if root_bits && !self.mode_allows(&dir, 0o3) {
+        if root_bits && dac_refuses(at, &dir_path, nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK) {
             return false;
         }
         if follow_last || root_bits {
@@ -292,7 +294,11 @@ impl WriteJudge {
             full.extend_from_slice(last);
             match fstatat_nofollow(at, &full) {
                 Some(st) if st.st_mode & libc::S_IFMT == libc::S_IFLNK && follow_last => return false,
-                Some(st) if root_bits && st.st_mode & libc::S_IFMT == libc::S_IFREG && !self.mode_allows(&st, 0o2) => {
+                Some(st)
+                    if root_bits
+                        && st.st_mode & libc::S_IFMT == libc::S_IFREG
+                        && dac_refuses(at, &full, nix::unistd::AccessFlags::W_OK) =>
+                {
                     return false
                 }
                 _ => {}
@@ -314,6 +320,26 @@ impl WriteJudge {
         if path.is_empty() {
             return None;
         }
+        let mut path = path;
+        match role {
+            // O_PATH drops every other flag: nothing is written.
+            Role::Open(flags) if flags & libc::O_PATH as u64 != 0 => return None,
+            // O_TMPFILE makes an unnamed file in the directory named: judged as a new
+            // entry there.
+            Role::Open(flags) if flags & O_TMPFILE_BITS == O_TMPFILE_BITS => {
+                return self.judge_one(pid, root, dirfd, &[path, b"/.cordon-tmpfile"].concat(), Role::Create);
+            }
+            // A trailing slash on a file: ENOTDIR or EISDIR from the kernel first.
+            Role::Open(_) | Role::Content if path.ends_with(b"/") => return None,
+            // `mkdir("d/")`, `rmdir("d/")`, `rename("a/", "b/")`: the entry itself
+            // (a link there is not followed; the kernel answers EEXIST or ENOTDIR).
+            Role::Create | Role::Remove(_) | Role::Replace => {
+                while path.len() > 1 && path.ends_with(b"/") {
+                    path = &path[..path.len() - 1];
+                }
+            }
+            _ => {}
+        }
         // The base's own path is read only for a refusal's report (`base_link`).
         let (base, base_link) = if path[0] == b'/' {
             (None, None)
@@ -325,19 +351,19 @@ impl WriteJudge {
             };
             (Some(open_path(&link).ok()?), Some(link))
         };
-        let base_shown = if base_link.is_some() { PathBuf::new() } else { PathBuf::from("/") };
+        // The shown path starts at the base's own path, so that `..` climbs out of it.
+        let base_shown = match &base_link {
+            Some(l) => std::fs::read_link(l).unwrap_or_default(),
+            None => PathBuf::from("/"),
+        };
         let follow_last = match role {
             Role::Open(flags) => flags & (libc::O_NOFOLLOW | libc::O_EXCL) as u64 == 0,
             Role::Content => true,
             Role::Meta(nofollow) => !nofollow,
-            Role::Create | Role::Remove => false,
+            Role::Create | Role::Remove(_) | Role::Replace => false,
         };
         let root_id = self.root_id?;
-        let mut r = resolve(root, root_id, base, base_shown, path, follow_last)?;
-        if r.shown.is_relative() {
-            let at = base_link.and_then(|l| std::fs::read_link(l).ok()).unwrap_or_else(|| PathBuf::from("."));
-            r.shown = at.join(&r.shown);
-        }
+        let r = resolve(root, root_id, base, base_shown, path, follow_last)?;
         let proc_dev = self.in_view.as_ref().and_then(|(_, d)| *d);
         let dir_stat = fstat(r.dir.as_fd())?;
         if proc_dev.is_none_or(|d| d == dir_stat.st_dev) {
@@ -356,6 +382,10 @@ impl WriteJudge {
                 if !writes {
                     return None;
                 }
+                // O_NOFOLLOW on a link: ELOOP.
+                if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+                    return None;
+                }
                 if flags & libc::O_CREAT as u64 != 0 && flags & libc::O_EXCL as u64 != 0 {
                     return None; // EEXIST
                 }
@@ -372,21 +402,42 @@ impl WriteJudge {
                 Check::Entry
             }
             (Role::Create, Some(_)) => return None, // EEXIST comes first
-            (Role::Create, None) => Check::Entry,
-            (Role::Remove, Some(_)) => Check::Entry,
+            (Role::Create | Role::Replace, None) => Check::Entry,
+            (Role::Replace, Some(_)) => Check::Entry,
+            (Role::Remove(rm), Some(st)) => {
+                let dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+                // The host's own answers: EISDIR, ENOTDIR, ENOTEMPTY, and the sticky
+                // bit's EPERM for an entry someone else owns.
+                if (rm == Rm::File && dir) || (rm == Rm::Dir && !dir) {
+                    return None;
+                }
+                if dir && rm != Rm::File && !dir_is_empty(r.dir.as_fd(), &r.name) {
+                    return None;
+                }
+                let sticky = dir_stat.st_mode & libc::S_ISVTX != 0;
+                if self.uid != 0 && sticky && st.st_uid != self.uid && dir_stat.st_uid != self.uid {
+                    return None;
+                }
+                Check::Entry
+            }
             // Removing nothing: ENOENT, except on a read-only mount (EROFS first).
-            (Role::Remove, None) => {
+            (Role::Remove(_), None) => {
                 if self.rules.mount_layer && mount_read_only(r.dir.as_fd()) {
                     let v = self.dir_verdict(r.dir.as_fd(), dir_stat)?;
                     let reason = if v.protected { Reason::Protected } else { Reason::Outside };
-                    if !self.host_allows_dir(&dir_stat) {
+                    if !self.host_allows(r.dir.as_fd(), b".", true) {
                         return None;
                     }
                     return Some((libc::EROFS, r.shown, reason));
                 }
                 return None;
             }
+            // truncate(dir): EISDIR.
+            (Role::Content, Some(st)) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => return None,
             (Role::Content, Some(st)) => Check::Object(*st),
+            // Metadata of another user's file: the host refuses a caller without
+            // privileges (EPERM) whatever the sandbox says.
+            (Role::Meta(_), Some(st)) if self.uid != 0 && st.st_uid != self.uid => return None,
             (Role::Meta(_), Some(st)) => Check::MetaOnly(*st),
             (Role::Content | Role::Meta(_), None) => return None,
         };
@@ -400,12 +451,19 @@ impl WriteJudge {
                 let landlock_refuses = self.rules.landlock_abi.is_some() && (!v.granted || v.protected);
                 if !ro && !landlock_refuses {
                     // Root without CAP_DAC_OVERRIDE: the permission bits decide.
-                    if self.uid == 0 && self.rules.capabilities_dropped && !self.mode_allows(&dir_stat, 0o3) {
+                    if self.uid == 0
+                        && self.rules.capabilities_dropped
+                        && dac_refuses(
+                            r.dir.as_fd(),
+                            b".",
+                            nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+                        )
+                    {
                         return Some((libc::EACCES, r.shown, Reason::NoCapability));
                     }
                     return None;
                 }
-                if !self.host_allows_dir(&dir_stat) {
+                if !self.host_allows(r.dir.as_fd(), b".", true) {
                     return None;
                 }
                 let errno = if ro { libc::EROFS } else { libc::EACCES };
@@ -414,9 +472,11 @@ impl WriteJudge {
             Check::Object(st) | Check::MetaOnly(st) => {
                 let meta = matches!(check, Check::MetaOnly(_));
                 // Terminals: the runners grant the ones the command inherited, under
-                // names this judge does not see (a new devpts inside bubblewrap).
+                // names this judge does not see (a new devpts inside bubblewrap, which
+                // also shows the terminal as /dev/console): known by device number.
+                let major = libc::major(st.st_rdev);
                 let tty = st.st_mode & libc::S_IFMT == libc::S_IFCHR
-                    && (r.shown.starts_with("/dev/pts") || r.shown.as_os_str().as_bytes().starts_with(b"/dev/tty"));
+                    && (major == 4 || major == 5 || (136..=143).contains(&major));
                 if tty {
                     return None;
                 }
@@ -437,13 +497,13 @@ impl WriteJudge {
                         && regular
                         && self.uid == 0
                         && self.rules.capabilities_dropped
-                        && !self.mode_allows(&st, 0o2)
+                        && dac_refuses(r.dir.as_fd(), &r.name, nix::unistd::AccessFlags::W_OK)
                     {
                         return Some((libc::EACCES, r.shown, Reason::NoCapability));
                     }
                     return None;
                 }
-                if !self.host_allows_object(&st) {
+                if !self.host_allows(r.dir.as_fd(), &r.name, false) {
                     return None;
                 }
                 let protected = v.is_some_and(|v| v.protected) || self.dir_verdict(r.dir.as_fd(), dir_stat)?.protected;
@@ -504,25 +564,14 @@ impl WriteJudge {
     }
 
     /// Whether the caller's identity alone may make entries in a directory.
-    fn host_allows_dir(&self, st: &libc::stat) -> bool {
-        self.uid == 0 || self.mode_allows(st, 0o3)
-    }
-
-    /// Whether the caller's identity alone may write an object.
-    fn host_allows_object(&self, st: &libc::stat) -> bool {
-        self.uid == 0 || self.mode_allows(st, 0o2)
-    }
-
-    fn mode_allows(&self, st: &libc::stat, bits: u32) -> bool {
-        let m = st.st_mode;
-        let class = if st.st_uid == self.uid {
-            (m >> 6) & 7
-        } else if self.gids.contains(&st.st_gid) {
-            (m >> 3) & 7
-        } else {
-            m & 7
-        };
-        class & bits == bits
+    /// Whether the caller's identity alone may write `name` in `dir` (`dir_entry`:
+    /// make or remove entries in the directory itself). Root may; another caller is
+    /// asked of the kernel (mode bits and ACLs; this thread has the caller's
+    /// credentials, and a read-only mount's answer is not a permission refusal).
+    fn host_allows(&self, dir: BorrowedFd<'_>, name: &[u8], dir_entry: bool) -> bool {
+        use nix::unistd::AccessFlags;
+        let mode = if dir_entry { AccessFlags::W_OK | AccessFlags::X_OK } else { AccessFlags::W_OK };
+        self.uid == 0 || !dac_refuses(dir, name, mode)
     }
 }
 
@@ -534,20 +583,33 @@ fn path_args(name: &str, a: [u64; 6], pid: u32) -> Option<Vec<(i64, u64, Role)>>
         "open" => vec![(cwd, a[0], Role::Open(a[1]))],
         "openat" => vec![(fd(a[0]), a[1], Role::Open(a[2]))],
         "openat2" => {
-            // struct open_how { u64 flags; u64 mode; u64 resolve; }
-            let mut how = [0u8; 8];
-            if cordon_stage::notify::read_memory(pid, a[2], &mut how).ok()? != 8 {
+            // struct open_how { u64 flags; u64 mode; u64 resolve; } of size a[3]. With
+            // RESOLVE_* flags (or a size the kernel refuses) the kernel resolves
+            // differently or fails first: not judged.
+            if a[3] < 24 || a[3] > 4096 {
                 return None;
             }
-            vec![(fd(a[0]), a[1], Role::Open(u64::from_ne_bytes(how)))]
+            let mut how = [0u8; 24];
+            if cordon_stage::notify::read_memory(pid, a[2], &mut how).ok()? != 24 {
+                return None;
+            }
+            let word = |i: usize| u64::from_ne_bytes(how[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
+            if word(2) != 0 {
+                return None;
+            }
+            vec![(fd(a[0]), a[1], Role::Open(word(0)))]
         }
         "creat" => vec![(cwd, a[0], Role::Open((libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC) as u64))],
         "mkdir" | "mknod" => vec![(cwd, a[0], Role::Create)],
         "mkdirat" | "mknodat" => vec![(fd(a[0]), a[1], Role::Create)],
-        "unlink" | "rmdir" => vec![(cwd, a[0], Role::Remove)],
-        "unlinkat" => vec![(fd(a[0]), a[1], Role::Remove)],
-        "rename" => vec![(cwd, a[0], Role::Remove), (cwd, a[1], Role::Create)],
-        "renameat" | "renameat2" => vec![(fd(a[0]), a[1], Role::Remove), (fd(a[2]), a[3], Role::Create)],
+        "unlink" => vec![(cwd, a[0], Role::Remove(Rm::File))],
+        "rmdir" => vec![(cwd, a[0], Role::Remove(Rm::Dir))],
+        "unlinkat" => {
+            let rm = if a[2] & libc::AT_REMOVEDIR as u64 != 0 { Rm::Dir } else { Rm::File };
+            vec![(fd(a[0]), a[1], Role::Remove(rm))]
+        }
+        "rename" => vec![(cwd, a[0], Role::Remove(Rm::Any)), (cwd, a[1], Role::Replace)],
+        "renameat" | "renameat2" => vec![(fd(a[0]), a[1], Role::Remove(Rm::Any)), (fd(a[2]), a[3], Role::Replace)],
         "link" => vec![(cwd, a[1], Role::Create)],
         "linkat" => vec![(fd(a[2]), a[3], Role::Create)],
         "symlink" => vec![(cwd, a[1], Role::Create)],
@@ -591,7 +653,8 @@ fn role_text(role: Role) -> String {
             v.join("|")
         }
         Role::Create => "new entry".into(),
-        Role::Remove => "removal".into(),
+        Role::Remove(_) => "removal".into(),
+        Role::Replace => "new or replaced entry".into(),
         Role::Content => "content".into(),
         Role::Meta(_) => "metadata".into(),
     }

@@ -208,3 +208,23 @@ pub(super) fn fstatat_follow(dir: BorrowedFd<'_>, name: &[u8]) -> Option<libc::s
     let c = CString::new(name).ok()?;
     nix::sys::stat::fstatat(dir, c.as_c_str(), nix::fcntl::AtFlags::empty()).ok()
 }
+
+/// Whether the directory `name` in `dir` has no entries (an unreadable one counts as
+/// not empty: the judge then leaves the answer to the kernel).
+pub(super) fn dir_is_empty(dir: BorrowedFd<'_>, name: &[u8]) -> bool {
+    let Ok(fd) = openat_name(dir, name, libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW) else { return false };
+    match std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd())) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(_) => false,
+    }
+}
+
+/// Whether the permission checks alone (mode bits and ACLs, for this thread's
+/// credentials: the supervisor thread drops root's overrides) refuse `mode` on `name`
+/// in `dir` (`EACCES`; any other answer, a read-only mount's `EROFS` included, is not
+/// theirs).
+pub(super) fn dac_refuses(dir: BorrowedFd<'_>, name: &[u8], mode: nix::unistd::AccessFlags) -> bool {
+    let Ok(c) = CString::new(name) else { return false };
+    let flags = nix::fcntl::AtFlags::AT_EACCESS | nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW;
+    matches!(nix::unistd::faccessat(dir, c.as_c_str(), mode, flags), Err(nix::errno::Errno::EACCES))
+}

@@ -80,6 +80,7 @@ pub fn syscall_number(name: &str) -> Option<i64> {
         "umount2" => libc::SYS_umount2,
         "unshare" => libc::SYS_unshare,
         "userfaultfd" => libc::SYS_userfaultfd,
+        "memfd_secret" => libc::SYS_memfd_secret,
         "vhangup" => libc::SYS_vhangup,
         #[cfg(target_arch = "x86_64")]
         "open" => libc::SYS_open,

@@ -23,3 +23,31 @@ pub fn request_sweep(pid: libc::pid_t) -> io::Result<()> {
         Err(io::Error::last_os_error())
     }
 }
+
+/// `CAP_DAC_OVERRIDE`, `CAP_DAC_READ_SEARCH`, `CAP_FOWNER`: root's permission overrides.
+const PERMISSION_OVERRIDES: [u32; 3] = [1, 2, 3];
+
+/// Clear root's permission overrides (`CAP_DAC_OVERRIDE`, `CAP_DAC_READ_SEARCH`,
+/// `CAP_FOWNER`) from the calling **thread's** effective set, so that its path lookups
+/// and `faccessat(AT_EACCESS)` answer as they would for a sandboxed root (which has no
+/// capabilities) — ACLs included. The permitted set is kept (nothing is lost for good);
+/// other threads are unaffected. A caller without them changes nothing.
+pub fn drop_thread_permission_overrides() -> io::Result<()> {
+    use crate::child::caps::{CapData, CapHeader, LINUX_CAPABILITY_VERSION_3};
+    let mut data = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
+    let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    // SAFETY: capget with a v3 header and a two-element data array to fill.
+    if unsafe { libc::syscall(libc::SYS_capget, &mut header as *mut CapHeader, data.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    for cap in PERMISSION_OVERRIDES {
+        data[0].effective &= !(1 << cap);
+    }
+    // pid 0: the calling thread only (capabilities are per thread).
+    let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    // SAFETY: capset with a v3 header and the two-element data array read above.
+    if unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut CapHeader, data.as_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
