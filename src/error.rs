@@ -307,6 +307,18 @@ impl CordonError {
         }
     }
 
+    /// The error as the CLI and `probe` report it in JSON: `{code, message}`, plus
+    /// `reasons` (one per runner) for `SANDBOX_UNAVAILABLE`. (`cordon serve` wraps the
+    /// same facts in a JSON-RPC error object.)
+    pub fn body(&self) -> serde_json::Value {
+        let mut body = serde_json::json!({ "code": self.code(), "message": self.to_string() });
+        let reasons = self.runner_reasons();
+        if !reasons.is_empty() {
+            body["reasons"] = serde_json::to_value(reasons).unwrap_or_default();
+        }
+        body
+    }
+
     /// The per-runner reasons of a `SANDBOX_UNAVAILABLE` error (empty otherwise).
     pub fn runner_reasons(&self) -> &[RunnerReason] {
         match self {

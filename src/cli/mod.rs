@@ -101,11 +101,7 @@ pub(crate) enum SessionCmd {
 pub(crate) fn error_exit(e: &CordonError, json: bool) -> ExitCode {
     errln!("cordon: error[{}]: {}", e.code(), e);
     if json {
-        let mut obj = serde_json::json!({ "error": { "code": e.code(), "message": e.to_string() } });
-        let reasons = e.runner_reasons();
-        if !reasons.is_empty() {
-            obj["error"]["reasons"] = serde_json::to_value(reasons).unwrap_or_default();
-        }
+        let obj = serde_json::json!({ "error": e.body() });
         outln!("{obj}");
     }
     ExitCode::from(match e {

@@ -79,7 +79,7 @@ pub(crate) fn probe_report(host: &HostFacts) -> serde_json::Value {
         .into_iter()
         .map(|mode| match runner::select(&sample_policy(mode), host, RunnerChoice::Auto) {
             Ok(sel) => serde_json::json!({ "mode": mode, "runner": sel.runner, "enforcement": sel.enforcement }),
-            Err(e) => serde_json::json!({ "mode": mode, "error": { "code": e.code(), "message": e.to_string() } }),
+            Err(e) => serde_json::json!({ "mode": mode, "error": e.body() }),
         })
         .collect();
     serde_json::json!({
