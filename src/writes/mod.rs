@@ -384,7 +384,7 @@ impl WriteJudge {
                 if (rm == Rm::File && dir) || (rm == Rm::Dir && !dir) {
                     return None;
                 }
-                if dir && rm != Rm::File && !dir_is_empty(r.dir.as_fd(), &r.name) {
+                if dir && rm == Rm::Dir && !dir_is_empty(r.dir.as_fd(), &r.name) {
                     return None;
                 }
                 let sticky = dir_stat.st_mode & libc::S_ISVTX != 0;
