@@ -203,6 +203,9 @@ fn serve(listener: OwnedFd, stop: &OwnedFd, mut s: Supervision) {
                     // Answered from its own thread once the connect is done.
                     if let Ok(answer) = listener.try_clone() {
                         let spawned = std::thread::Builder::new().name("cordon-connect".into()).spawn(move || {
+                            // This connect is the caller's (to the socket its policy
+                            // names): with the caller's permissions, not the judge's.
+                            let _ = cordon_stage::restore_thread_permission_overrides();
                             let waiting = || cordon_stage::notify::id_valid(answer.as_fd(), n.id);
                             let r = cordon_stage::notify::connect_on_behalf(n.pid, n.args[0], &addr, waiting);
                             let _ = match r {
@@ -276,6 +279,21 @@ mod tests {
         let last = &v[MAX_DENIALS - 1];
         assert_eq!(last.kind, DenialKind::Other);
         assert!(last.evidence.contains("7 more"), "{}", last.evidence);
+    }
+
+    #[test]
+    fn a_flood_of_one_kind_never_hides_another() {
+        let mut r = Recorded::default();
+        for i in 0..48 {
+            r.push(denial(DenialKind::FileWrite, &format!("/out/{i}")));
+        }
+        r.push(denial(DenialKind::Network, "inet:10.0.0.1:443"));
+        for i in 48..200 {
+            r.push(denial(DenialKind::FileWrite, &format!("/out/{i}")));
+        }
+        let v = r.into_vec();
+        assert!(v.len() <= MAX_DENIALS);
+        assert!(v.iter().any(|d| d.kind == DenialKind::Network), "the network denial was pushed out");
     }
 
     #[test]

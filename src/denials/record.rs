@@ -45,13 +45,19 @@ impl Recorded {
         if self.first.iter().any(same) || self.latest.iter().any(same) {
             return;
         }
-        if self.first.len() < KEPT_FIRST {
+        // The first of every kind is always kept (a flood of one kind must not hide
+        // another), then the first ones, then the latest.
+        let new_kind = !self.first.iter().chain(self.latest.iter()).any(|e| e.kind == d.kind);
+        if self.first.len() < KEPT_FIRST || new_kind {
             self.first.push(d);
             return;
         }
-        // One slot of the latest ones is kept for the count of the dropped.
-        if self.latest.len() == MAX_DENIALS - KEPT_FIRST - 1 {
-            self.latest.pop_front();
+        // One slot is kept for the count of the dropped.
+        if self.first.len() + self.latest.len() >= MAX_DENIALS - 1 {
+            if self.latest.pop_front().is_none() {
+                self.dropped += 1;
+                return;
+            }
             self.dropped += 1;
         }
         self.latest.push_back(d);
@@ -67,8 +73,8 @@ impl Recorded {
                 kind: DenialKind::Other,
                 target: None,
                 evidence: format!(
-                    "seccomp supervisor: {} more distinct denials between the first {KEPT_FIRST} and the latest \
-                     ones are not listed",
+                    "seccomp supervisor: {} more distinct denials between the first ones and the latest \
+                     are not listed",
                     self.dropped
                 ),
                 line: None,

@@ -174,6 +174,13 @@ impl Executor {
             ],
         };
         let stdio = [stdin_fd.as_raw_fd(), child_out[0].as_raw_fd(), child_out[1].as_raw_fd()];
+        // The terminals the command inherits (device numbers), which the runners grant.
+        let terminals: Vec<u64> = [stdin_fd.as_fd(), child_out[0].as_fd(), child_out[1].as_fd()]
+            .into_iter()
+            .filter_map(|fd| nix::sys::stat::fstat(fd).ok())
+            .filter(|st| st.st_mode & libc::S_IFMT == libc::S_IFCHR)
+            .map(|st| st.st_rdev)
+            .collect();
         // The landlock runner's stage (and the bwrap runner's stage helper) hands its
         // seccomp listener to a supervisor in this process, which records refused
         // network and process syscalls as evidence.
@@ -248,7 +255,11 @@ impl Executor {
 
         let denials: crate::denials::DenialSink = Arc::default();
         let allowed_sockets: Arc<[crate::denials::AllowedSocket]> = allowed_sockets.into();
-        let write_rules = spec.observe_writes.then(|| write_rules(&plan, &spec.policy));
+        let write_rules = spec.observe_writes.then(|| {
+            let mut rules = write_rules(&plan, &spec.policy);
+            rules.terminals = terminals;
+            rules
+        });
         let supervision = |observed| crate::denials::Supervision {
             observed,
             sink: denials.clone(),

@@ -62,6 +62,8 @@ pub struct WriteRules {
     /// The command runs without capabilities (a root caller's permission override is
     /// gone, so the permission bits decide for it too).
     pub capabilities_dropped: bool,
+    /// Device numbers of the terminals the command inherited (granted by the runners).
+    pub terminals: Vec<u64>,
 }
 
 /// Why a write was refused.
@@ -99,7 +101,7 @@ pub struct WriteJudge {
     root: Option<OwnedFd>,
     /// Its identity.
     root_id: Option<Id>,
-    dirs: HashMap<(Id, bool), DirVerdict>,
+    dirs: HashMap<(Id, u64), DirVerdict>,
     uid: u32,
 }
 
@@ -213,6 +215,9 @@ impl WriteJudge {
         if path.is_empty() || path.ends_with(b"/") || path.split(|b| *b == b'/').any(|c| c == b"..") {
             return false;
         }
+        if matches!(role, Role::Open(flags) if flags & O_TMPFILE_BITS == O_TMPFILE_BITS) {
+            return false;
+        }
         let (parent, last) = match path.iter().rposition(|b| *b == b'/') {
             Some(i) => (&path[..i], &path[i + 1..]),
             None => (&b""[..], path),
@@ -243,11 +248,13 @@ impl WriteJudge {
             p
         };
         let at = if path[0] == b'/' { root.as_fd() } else { cwd_sentinel() };
-        let Some(dir) = fstatat_follow(at, &dir_path) else { return false };
-        if self.in_view.as_ref().and_then(|(_, d)| *d).is_none_or(|d| d == dir.st_dev) {
+        let Some(dir) = statx_at(at, &dir_path, true) else { return false };
+        if self.in_view.as_ref().and_then(|(_, d)| *d).is_none_or(|d| d == dir.dev) {
             return false;
         }
-        let Some(v) = self.dirs.get(&((dir.st_dev, dir.st_ino), false)).copied() else { return false };
+        // Verdicts are per directory *and* mount: the same directory bind-mounted
+        // elsewhere is judged there by its own path.
+        let Some(v) = self.dirs.get(&((dir.dev, dir.ino), dir.mnt_id)).copied() else { return false };
         if !v.granted || v.protected {
             return false;
         }
@@ -258,23 +265,25 @@ impl WriteJudge {
             Role::Create | Role::Remove(_) | Role::Replace => false,
         };
         let root_bits = self.uid == 0 && self.rules.capabilities_dropped;
-        if root_bits && dac_refuses(at, &dir_path, nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK) {
+        use nix::unistd::AccessFlags;
+        if root_bits && dac_refuses(at, &dir_path, AccessFlags::W_OK | AccessFlags::X_OK, true) {
             return false;
         }
-        if follow_last || root_bits {
-            let mut full = dir_path.clone();
-            full.push(b'/');
-            full.extend_from_slice(last);
-            match fstatat_nofollow(at, &full) {
-                Some(st) if st.st_mode & libc::S_IFMT == libc::S_IFLNK && follow_last => return false,
-                Some(st)
-                    if root_bits
-                        && st.st_mode & libc::S_IFMT == libc::S_IFREG
-                        && dac_refuses(at, &full, nix::unistd::AccessFlags::W_OK) =>
-                {
-                    return false
-                }
-                _ => {}
+        let mut full = dir_path.clone();
+        full.push(b'/');
+        full.extend_from_slice(last);
+        if let Some(st) = statx_at(at, &full, false) {
+            let kind = st.mode & libc::S_IFMT;
+            // The entry itself protected (a gitfile `.git`, the `.git` directory), a
+            // mount point, or a link to follow: the full judgement.
+            if self.protected.contains(&(st.dev, st.ino)) || st.mnt_id != dir.mnt_id || st.dev != dir.dev {
+                return false;
+            }
+            if kind == libc::S_IFLNK && follow_last {
+                return false;
+            }
+            if root_bits && kind == libc::S_IFREG && dac_refuses(at, &full, AccessFlags::W_OK, false) {
+                return false;
             }
         }
         true
@@ -300,7 +309,9 @@ impl WriteJudge {
             // O_TMPFILE makes an unnamed file in the directory named: judged as a new
             // entry there.
             Role::Open(flags) if flags & O_TMPFILE_BITS == O_TMPFILE_BITS => {
-                return self.judge_one(pid, root, dirfd, &[path, b"/.cordon-tmpfile"].concat(), Role::Create);
+                let v = self.judge_one(pid, root, dirfd, &[path, b"/.cordon-tmpfile"].concat(), Role::Create);
+                // The unnamed file has no name: the target is its directory.
+                return v.map(|(e, shown, why)| (e, shown.parent().map(Path::to_path_buf).unwrap_or(shown), why));
             }
             // A trailing slash on a file: ENOTDIR or EISDIR from the kernel first.
             Role::Open(_) | Role::Content if path.ends_with(b"/") => return None,
@@ -430,6 +441,7 @@ impl WriteJudge {
                             r.dir.as_fd(),
                             b".",
                             nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+                            true,
                         )
                     {
                         return Some((libc::EACCES, r.shown, Reason::NoCapability));
@@ -444,12 +456,12 @@ impl WriteJudge {
             }
             Check::Object(st) | Check::MetaOnly(st) => {
                 let meta = matches!(check, Check::MetaOnly(_));
-                // Terminals: the runners grant the ones the command inherited, under
-                // names this judge does not see (a new devpts inside bubblewrap, which
-                // also shows the terminal as /dev/console): known by device number.
-                let major = libc::major(st.st_rdev);
+                // Terminals: the runners grant the ones the command inherited (and its
+                // controlling terminal, /dev/tty), under names this judge does not see
+                // (a new devpts inside bubblewrap, which also shows the terminal as
+                // /dev/console): known by device number.
                 let tty = st.st_mode & libc::S_IFMT == libc::S_IFCHR
-                    && (major == 4 || major == 5 || (136..=143).contains(&major));
+                    && (st.st_rdev == libc::makedev(5, 0) || self.rules.terminals.contains(&st.st_rdev));
                 if tty {
                     return None;
                 }
@@ -470,7 +482,7 @@ impl WriteJudge {
                         && regular
                         && self.uid == 0
                         && self.rules.capabilities_dropped
-                        && dac_refuses(r.dir.as_fd(), &r.name, nix::unistd::AccessFlags::W_OK)
+                        && dac_refuses(r.dir.as_fd(), &r.name, nix::unistd::AccessFlags::W_OK, false)
                     {
                         return Some((libc::EACCES, r.shown, Reason::NoCapability));
                     }
@@ -503,7 +515,7 @@ impl WriteJudge {
     /// Walk up from `dir` (in the command's view) to the first directory that carries a
     /// write rule or is protected; cached by identity.
     fn dir_verdict(&mut self, dir: BorrowedFd<'_>, st: libc::stat) -> Option<DirVerdict> {
-        let key = ((st.st_dev, st.st_ino), false);
+        let key = ((st.st_dev, st.st_ino), mount_id(dir));
         if let Some(v) = self.dirs.get(&key) {
             return Some(*v);
         }
@@ -544,6 +556,6 @@ impl WriteJudge {
     fn host_allows(&self, dir: BorrowedFd<'_>, name: &[u8], dir_entry: bool) -> bool {
         use nix::unistd::AccessFlags;
         let mode = if dir_entry { AccessFlags::W_OK | AccessFlags::X_OK } else { AccessFlags::W_OK };
-        self.uid == 0 || !dac_refuses(dir, name, mode)
+        self.uid == 0 || !dac_refuses(dir, name, mode, dir_entry)
     }
 }

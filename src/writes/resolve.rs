@@ -203,12 +203,6 @@ pub(super) fn cwd_sentinel() -> BorrowedFd<'static> {
     nix::fcntl::AT_FDCWD
 }
 
-/// `fstatat` following links (the kernel's own lookup of a directory).
-pub(super) fn fstatat_follow(dir: BorrowedFd<'_>, name: &[u8]) -> Option<libc::stat> {
-    let c = CString::new(name).ok()?;
-    nix::sys::stat::fstatat(dir, c.as_c_str(), nix::fcntl::AtFlags::empty()).ok()
-}
-
 /// Whether the directory `name` in `dir` has no entries (an unreadable one counts as
 /// not empty: the judge then leaves the answer to the kernel).
 pub(super) fn dir_is_empty(dir: BorrowedFd<'_>, name: &[u8]) -> bool {
@@ -223,8 +217,24 @@ pub(super) fn dir_is_empty(dir: BorrowedFd<'_>, name: &[u8]) -> bool {
 /// credentials: the supervisor thread drops root's overrides) refuse `mode` on `name`
 /// in `dir` (`EACCES`; any other answer, a read-only mount's `EROFS` included, is not
 /// theirs).
-pub(super) fn dac_refuses(dir: BorrowedFd<'_>, name: &[u8], mode: nix::unistd::AccessFlags) -> bool {
+pub(super) fn dac_refuses(dir: BorrowedFd<'_>, name: &[u8], mode: nix::unistd::AccessFlags, follow: bool) -> bool {
     let Ok(c) = CString::new(name) else { return false };
-    let flags = nix::fcntl::AtFlags::AT_EACCESS | nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW;
+    let flags = if follow {
+        nix::fcntl::AtFlags::AT_EACCESS
+    } else {
+        nix::fcntl::AtFlags::AT_EACCESS | nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW
+    };
     matches!(nix::unistd::faccessat(dir, c.as_c_str(), mode, flags), Err(nix::errno::Errno::EACCES))
+}
+
+/// `statx` of `name` in `dir` (following a last link when `follow`), with the mount.
+pub(super) fn statx_at(dir: BorrowedFd<'_>, name: &[u8], follow: bool) -> Option<cordon_stage::FileStat> {
+    let c = CString::new(name).ok()?;
+    let flags = if follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
+    cordon_stage::statx(dir.as_raw_fd(), &c, flags).ok()
+}
+
+/// The id of the mount `fd` was reached through (0 when the kernel does not say).
+pub(super) fn mount_id(fd: BorrowedFd<'_>) -> u64 {
+    cordon_stage::statx(fd.as_raw_fd(), c"", libc::AT_EMPTY_PATH).map(|s| s.mnt_id).unwrap_or(0)
 }

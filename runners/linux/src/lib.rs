@@ -91,7 +91,9 @@ pub use contract::{
     ChildLimits, FileIdentity, IdMaps, MountOp, StagePlan, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY,
 };
 pub use init::{SUPERVISOR_PDEATHSIG, SUPERVISOR_SWEEP_SIGNAL};
-pub use parent::{drop_thread_permission_overrides, fds, host, notify, request_sweep, signals};
+pub use parent::{
+    drop_thread_permission_overrides, fds, host, notify, request_sweep, restore_thread_permission_overrides, signals,
+};
 pub use spawn::{spawn, SpawnError, Spawned};
 pub use status::{detail, StageFailure, Step, STAGE_SETUP_FAILED_EXIT, STATUS_RECORD_LEN};
-pub use sys::open_path_no_symlinks;
+pub use sys::{open_path_no_symlinks, statx, FileStat};

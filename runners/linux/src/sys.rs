@@ -66,3 +66,37 @@ pub(crate) fn write_file(path: &[u8], data: &[u8]) -> Result<(), i32> {
 pub(crate) struct CmsgBuf {
     pub(crate) buf: [u8; 64],
 }
+
+/// What `statx` says of one file: identity, the mount it was reached through, type,
+/// mode and owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStat {
+    /// Device (`makedev(major, minor)`).
+    pub dev: u64,
+    /// Inode.
+    pub ino: u64,
+    /// The id of the mount the path was resolved through (`STATX_MNT_ID`; 0 when the
+    /// kernel does not report it).
+    pub mnt_id: u64,
+    /// `st_mode`.
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// For a device node, its number (`makedev`).
+    pub rdev: u64,
+}
+
+/// `statx(dirfd, path, flags, STATX_BASIC_STATS | STATX_MNT_ID)`.
+pub fn statx(dirfd: RawFd, path: &std::ffi::CStr, flags: i32) -> io::Result<FileStat> {
+    // SAFETY: statx_buf is plain data the kernel fills; zeroed is a valid value.
+    let mut buf: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: statx with a NUL-terminated path and a buffer of the kernel's struct size.
+    let r = unsafe { libc::statx(dirfd, path.as_ptr(), flags, libc::STATX_BASIC_STATS | libc::STATX_MNT_ID, &mut buf) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let dev = libc::makedev(buf.stx_dev_major, buf.stx_dev_minor);
+    let rdev = libc::makedev(buf.stx_rdev_major, buf.stx_rdev_minor);
+    let mnt_id = if buf.stx_mask & libc::STATX_MNT_ID != 0 { buf.stx_mnt_id } else { 0 };
+    Ok(FileStat { dev, ino: buf.stx_ino, mnt_id, mode: u32::from(buf.stx_mode), uid: buf.stx_uid, rdev })
+}

@@ -51,3 +51,26 @@ pub fn drop_thread_permission_overrides() -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Put root's permission overrides back into the calling thread's effective set (from
+/// its permitted set): for a thread started by one that dropped them
+/// ([`drop_thread_permission_overrides`]) and that acts for the caller, not the
+/// command. A caller without them changes nothing.
+pub fn restore_thread_permission_overrides() -> io::Result<()> {
+    use crate::child::caps::{CapData, CapHeader, LINUX_CAPABILITY_VERSION_3};
+    let mut data = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
+    let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    // SAFETY: capget with a v3 header and a two-element data array to fill.
+    if unsafe { libc::syscall(libc::SYS_capget, &mut header as *mut CapHeader, data.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    for cap in PERMISSION_OVERRIDES {
+        data[0].effective |= data[0].permitted & (1 << cap);
+    }
+    let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    // SAFETY: capset with a v3 header and the two-element data array read above.
+    if unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut CapHeader, data.as_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
