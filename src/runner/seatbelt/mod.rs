@@ -10,6 +10,7 @@
 mod launch_tests;
 pub mod plan;
 pub mod runner;
+pub mod violations;
 
 pub use plan::{
     plan_seatbelt, PathRole, SeatbeltInput, SeatbeltPlan, SeatbeltPlanError, INDEX_TOKEN, MACOS_PATH_MAX,
