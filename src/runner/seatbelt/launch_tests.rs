@@ -199,10 +199,11 @@ async fn a_deadline_terminates_the_whole_group_through_sandbox_exec() {
     // The background child was in the run's group: it was ended too (observed from
     // outside: the pid is gone or a zombie awaiting its new parent).
     let pid: i32 = std::fs::read_to_string(&child_file).unwrap().trim().parse().unwrap();
-    let alive = || {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .is_some_and(|s| s.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
+    // A zombie (Linux: state `Z` in /proc) has ended; elsewhere, a pid that no longer
+    // exists (its new parent reaped it).
+    let alive = || match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => s.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')),
+        Err(_) => nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok(),
     };
     let start = std::time::Instant::now();
     while alive() && start.elapsed() < Duration::from_secs(10) {
