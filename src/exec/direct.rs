@@ -82,8 +82,21 @@ pub(super) fn start(
     })
 }
 
-/// The error of a direct launch that did not start: the runner's program (for
-/// `seatbelt`, `sandbox-exec`) could not be executed, so nothing ran.
+/// The error of a direct launch that did not start; nothing ran. Under `seatbelt` the
+/// program is `sandbox-exec`, so any failure is the runner's; otherwise (passthrough
+/// off Linux) the program is the command, and its errors are the command's.
 pub(super) fn spawn_error(e: RunnerFailure, runner: RunnerKind) -> CordonError {
-    CordonError::runner_failed(runner, e)
+    let RunnerFailure::Spawn { program, source } = e else { return CordonError::runner_failed(runner, e) };
+    if runner == RunnerKind::Seatbelt {
+        return CordonError::runner_failed(runner, RunnerFailure::Spawn { program, source });
+    }
+    let shown = program.display().to_string();
+    match source.raw_os_error() {
+        Some(libc::ENOENT) => CordonError::ProgramNotFound { program: shown },
+        Some(libc::E2BIG) => CordonError::ArgumentListTooLong { program: shown },
+        Some(libc::EACCES | libc::ENOEXEC | libc::EPERM) => {
+            CordonError::ProgramNotExecutable { program: shown, source }
+        }
+        _ => CordonError::runner_failed(runner, RunnerFailure::Spawn { program, source }),
+    }
 }
