@@ -1,5 +1,8 @@
-//! Launching one run: streams, the runner's plan materialized, the spawn, the
-//! supervisor and the collectors (`Executor::launch`).
+//! Launching one run: streams, the runner's plan, the spawn, the supervisor and the
+//! collectors (`Executor::launch`). Two spawn paths: the stage (`start_staged`, Linux:
+//! the plan materialized and spawned by `cordon_stage`, with the seccomp supervisor)
+//! and the direct spawn (`super::direct`: the `seatbelt` runner, and every runner off
+//! Linux).
 
 use super::finish::ExitWatch;
 use super::*;

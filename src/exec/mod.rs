@@ -16,6 +16,10 @@
 //! [`crate::request::DRAIN_GRACE`]. A run whose future is dropped, and an executor that
 //! is dropped, end their runs the same way and reap them.
 //!
+//! Runs of the `seatbelt` runner (and every run off Linux) take the direct launch
+//! instead (`exec::direct`): no init, the plan's program spawned as the leader of its own
+//! process group, the same deadline, abort and kill sequence on that group.
+//!
 //! What it does not do: it does not decide confinement (runners do) or classify
 //! denials beyond the unambiguous (a seccomp kill).
 
