@@ -70,7 +70,7 @@ pub struct HostFacts {
     pub disabled_runners: Vec<RunnerKind>,
     /// The cordon executable the `bwrap` runner has bubblewrap execute as its stage
     /// helper (Landlock and seccomp applied inside the sandbox, see
-    /// [`crate::runner::bwrap`]). `detect` fills in the one the running binary
+    /// `runner::bwrap`, Linux). `detect` fills in the one the running binary
     /// registered ([`register_stage_helper`]); the executor
     /// takes [`crate::ExecutorConfig::stage_helper`]. `None`: no helper, and the
     /// `bwrap` runner declares an `fs-write` gap.
@@ -79,8 +79,8 @@ pub struct HostFacts {
 
 static STAGE_HELPER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
-/// Declare `exe` (a `cordon` binary that dispatches [`crate::runner::bwrap::STAGE_HELPER_ARG`] to
-/// [`crate::runner::bwrap::stage_helper_main`]) as this process's stage helper; the `cordon` CLI registers
+/// Declare `exe` (a `cordon` binary that dispatches `runner::bwrap::STAGE_HELPER_ARG` to
+/// `runner::bwrap::stage_helper_main`, Linux) as this process's stage helper; the `cordon` CLI registers
 /// itself at startup. The first registration wins.
 pub fn register_stage_helper(exe: PathBuf) {
     let _ = STAGE_HELPER.set(exe);
