@@ -258,3 +258,19 @@ async fn without_the_fake_only_macos_offers_seatbelt_and_the_binary_is_absolute(
     assert_eq!(err.code(), "SANDBOX_UNAVAILABLE", "{err}");
     assert!(err.runner_reasons().iter().any(|r| r.reason.contains("macOS-only")));
 }
+
+#[tokio::test]
+async fn allowed_host_sockets_are_refused_not_silently_dropped() {
+    let f = fixture();
+    let _fake = test_fake::install(&f.fake.join("sandbox-exec"));
+    let socket = f.root.join("daemon.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let exec = f.executor();
+    let mut req = f.request(&["/bin/sh", "-c", "touch ran"], true);
+    req.policy.allow_unix_sockets = vec![socket];
+    let spec = exec.resolve(req).unwrap();
+    let err = exec.run(spec).await.unwrap_err();
+    assert_eq!(err.code(), "SANDBOX_UNAVAILABLE", "{err}");
+    assert!(err.runner_reasons().iter().any(|r| r.reason.contains("cannot grant host unix sockets")), "{err}");
+    assert!(!f.fake.join("argv").exists() && !f.ws.join("ran").exists());
+}
