@@ -70,7 +70,7 @@ pub struct HostFacts {
     pub disabled_runners: Vec<RunnerKind>,
     /// The cordon executable the `bwrap` runner has bubblewrap execute as its stage
     /// helper (Landlock and seccomp applied inside the sandbox, see
-    /// [`crate::runner::bwrap`]). `detect` fills in the one the running binary
+    /// `runner::bwrap`, Linux). `detect` fills in the one the running binary
     /// registered ([`register_stage_helper`]); the executor
     /// takes [`crate::ExecutorConfig::stage_helper`]. `None`: no helper, and the
     /// `bwrap` runner declares an `fs-write` gap.
@@ -79,8 +79,8 @@ pub struct HostFacts {
 
 static STAGE_HELPER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
-/// Declare `exe` (a `cordon` binary that dispatches [`crate::runner::bwrap::STAGE_HELPER_ARG`] to
-/// [`crate::runner::bwrap::stage_helper_main`]) as this process's stage helper; the `cordon` CLI registers
+/// Declare `exe` (a `cordon` binary that dispatches `runner::bwrap::STAGE_HELPER_ARG` to
+/// `runner::bwrap::stage_helper_main`, Linux) as this process's stage helper; the `cordon` CLI registers
 /// itself at startup. The first registration wins.
 pub fn register_stage_helper(exe: PathBuf) {
     let _ = STAGE_HELPER.set(exe);
@@ -180,11 +180,14 @@ impl HostFacts {
     pub fn detect_with(env: impl Fn(&str) -> Option<String>) -> HostFacts {
         let os = std::env::consts::OS;
         let linux = os == "linux";
-        let kernel_abi = if linux { cordon_stage::host::landlock_abi() } else { 0 };
+        #[cfg(target_os = "linux")]
+        let kernel_abi = cordon_stage::host::landlock_abi();
+        #[cfg(not(target_os = "linux"))]
+        let kernel_abi = 0;
         let cap = env(ENV_LANDLOCK_ABI_MAX).and_then(|v| v.trim().parse::<u32>().ok());
         let abi = cap.map_or(kernel_abi, |c| c.min(kernel_abi));
-        let euid = cordon_stage::host::euid();
-        let egid = cordon_stage::host::egid();
+        let euid = nix::unistd::geteuid().as_raw();
+        let egid = nix::unistd::getegid().as_raw();
         let disable_userns = env(ENV_DISABLE_USERNS).is_some_and(|v| v == "1");
         let namespaces = if linux {
             detect_namespaces(euid, disable_userns)
@@ -200,7 +203,10 @@ impl HostFacts {
             kernel_landlock_abi: kernel_abi,
             landlock_abi: abi,
             landlock_abi_cap: cap,
-            seccomp: linux && cordon_stage::host::seccomp_available(),
+            #[cfg(target_os = "linux")]
+            seccomp: cordon_stage::host::seccomp_available(),
+            #[cfg(not(target_os = "linux"))]
+            seccomp: false,
             euid,
             egid,
             namespaces,
@@ -228,7 +234,7 @@ mod tests {
         std::fs::write(&planted, "#!/bin/sh\n").unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert!(!trusted_file(&planted, cordon_stage::host::euid()));
+        assert!(!trusted_file(&planted, nix::unistd::geteuid().as_raw()));
         // Whatever PATH says (an empty entry resolves against the working directory).
         let facts = HostFacts::detect_with(|k| (k == "PATH").then(|| format!(":{}", dir.path().display())));
         assert!(facts.bwrap.as_deref().is_none_or(|b| BWRAP_CANDIDATES.iter().any(|c| std::path::Path::new(c) == b)));

@@ -35,7 +35,8 @@
 // golden and differential tests) drive them, and are no stable API.
 
 pub mod ceiling; // binary: the widest policy of a serve/mcp connection
-mod denials; // crate: the seccomp supervisor
+#[cfg(target_os = "linux")]
+mod denials; // crate: the seccomp supervisor (Linux)
 pub mod doctor; // binary: `cordon doctor`
 mod env; // crate: the credential scrub (its error is re-exported)
 pub mod error; // API: CordonError and the per-area errors
@@ -55,7 +56,8 @@ pub mod runner; // API: runners, selection, the pure planners (golden-tested); i
 pub mod serve; // binary: `cordon serve` and its wire protocol (`serve::protocol`)
 pub mod session; // API: session mode overrides and governing files
 mod vocab; // crate: the shared vocabulary (re-exported below)
-mod writes; // crate: the supervisor's judgement of write-intent syscalls
+#[cfg(target_os = "linux")]
+mod writes; // crate: the supervisor's judgement of write-intent syscalls (Linux)
 
 pub use env::EnvError;
 pub use error::{CordonError, PolicyError, RunnerReason, WidthReason};

@@ -20,12 +20,13 @@ const CLI_STAGE_HELPER: &str = "/proc/self/exe";
 fn main() -> ExitCode {
     // bubblewrap executes this binary as the bwrap runner's stage helper inside the
     // sandbox (see cordon::runner::bwrap); it never returns.
+    #[cfg(target_os = "linux")]
     if std::env::args_os().nth(1).is_some_and(|a| a == cordon::runner::bwrap::STAGE_HELPER_ARG) {
         cordon::runner::bwrap::stage_helper_main(std::env::args_os().skip(2).collect());
     }
     // This binary is its own stage helper. `/proc/self/exe` names the running file
     // even after the path is replaced (an upgrade during `cordon serve`).
-    cordon::runner::bwrap::register_stage_helper(PathBuf::from(CLI_STAGE_HELPER));
+    cordon::host::register_stage_helper(PathBuf::from(CLI_STAGE_HELPER));
     // `cordon run` is the hot path (an agent may spawn thousands of short commands):
     // build only its parser instead of the whole command tree (~0.15 ms saved).
     if std::env::args_os().nth(1).is_some_and(|a| a == "run") {

@@ -27,14 +27,17 @@
 
 use crate::error::PolicyError;
 use crate::policy::ExecutionPolicy;
+#[cfg(target_os = "linux")]
 pub use cordon_stage::FileIdentity;
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-/// One pinned path.
+/// One pinned path. Off Linux only the pinning itself is used (it refuses a path
+/// that became a symlink); the direct launch passes paths, not descriptors.
 #[derive(Debug)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub struct Pin {
     /// The canonical path that was checked.
     pub path: PathBuf,
@@ -56,8 +59,47 @@ pub fn open_no_symlinks(path: &Path) -> std::io::Result<OwnedFd> {
     if !path.is_absolute() {
         return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
     }
-    cordon_stage::open_path_no_symlinks(libc::AT_FDCWD, &c)
+    #[cfg(target_os = "linux")]
+    return cordon_stage::open_path_no_symlinks(libc::AT_FDCWD, &c);
+    #[cfg(not(target_os = "linux"))]
+    return portable::open_path_no_symlinks(&c);
 }
+
+/// The same on macOS, without the stage crate: `O_NOFOLLOW_ANY` (macOS 11) refuses a
+/// symlink in any component, as `RESOLVE_NO_SYMLINKS` does on Linux.
+#[cfg(not(target_os = "linux"))]
+mod portable {
+    use std::ffi::CStr;
+    use std::os::fd::{OwnedFd, RawFd};
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+
+    /// A file's identity (`st_dev`, `st_ino`), as the stage crate's on Linux.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct FileIdentity {
+        /// `st_dev`.
+        pub dev: u64,
+        /// `st_ino`.
+        pub ino: u64,
+    }
+
+    impl FileIdentity {
+        /// The identity of an open file. Only the fds this module opened are passed in.
+        pub fn of_fd(fd: RawFd) -> std::io::Result<FileIdentity> {
+            let path = std::path::PathBuf::from(format!("/dev/fd/{fd}"));
+            let meta = std::fs::metadata(path)?;
+            Ok(FileIdentity { dev: meta.dev(), ino: meta.ino() })
+        }
+    }
+
+    pub fn open_path_no_symlinks(path: &CStr) -> std::io::Result<OwnedFd> {
+        let path = std::path::Path::new(std::ffi::OsStr::from_bytes(path.to_bytes()));
+        let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW_ANY).open(path)?;
+        Ok(f.into())
+    }
+}
+#[cfg(not(target_os = "linux"))]
+pub use portable::FileIdentity;
 
 impl Pins {
     /// Pin the workspace, the writable roots, the protected paths and `workdir`.
@@ -92,11 +134,13 @@ impl Pins {
     }
 
     /// The pinned identity of `path`.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub fn id(&self, path: &Path) -> Option<FileIdentity> {
         self.get(path).map(|p| p.id)
     }
 
     /// The pinned fd of `path`.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub fn fd(&self, path: &Path) -> Option<BorrowedFd<'_>> {
         self.get(path).map(|p| p.fd.as_fd())
     }

@@ -28,6 +28,7 @@
 //! `CORDON_MUST_ENFORCE=1` that fails only for tools `.ci/run` installs.
 //! `CORDON_CORPUS_JOBS` sets the number of entries run in parallel (default 4);
 //! `CORDON_CORPUS_ONLY` (comma-separated ids) runs a subset.
+#![cfg(target_os = "linux")]
 
 mod common;
 

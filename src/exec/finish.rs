@@ -33,7 +33,17 @@ pub(super) fn init_report(exit_status: Option<&OwnedFd>) -> Option<Exit> {
     }
 }
 
-pub(super) async fn wait_exit(pidfd: &AsyncFd<OwnedFd>, pid: i32, exit_status: Option<&OwnedFd>) -> Exit {
+/// How the executor learns that a run's leader exited.
+pub(super) enum ExitWatch {
+    /// The leader's pidfd (the stage's spawn, Linux): readable once it exits.
+    #[cfg(target_os = "linux")]
+    Pidfd(AsyncFd<OwnedFd>),
+    /// No exit notification (the direct launch, see `super::direct`): a
+    /// `waitpid(WNOHANG)` every [`super::direct::POLL_EXIT`].
+    Poll,
+}
+
+pub(super) async fn wait_exit(watch: &ExitWatch, pid: i32, exit_status: Option<&OwnedFd>) -> Exit {
     loop {
         match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
             Ok(WaitStatus::Exited(_, code)) => return init_report(exit_status).unwrap_or(Exit::Code(code)),
@@ -43,9 +53,13 @@ pub(super) async fn wait_exit(pidfd: &AsyncFd<OwnedFd>, pid: i32, exit_status: O
             // Reaped elsewhere (the executor was dropped): it was killed.
             Err(_) => return Exit::Signal(libc::SIGKILL),
         }
-        match pidfd.readable().await {
-            Ok(mut guard) => guard.clear_ready(),
-            Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+        match watch {
+            #[cfg(target_os = "linux")]
+            ExitWatch::Pidfd(pidfd) => match pidfd.readable().await {
+                Ok(mut guard) => guard.clear_ready(),
+                Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+            },
+            ExitWatch::Poll => tokio::time::sleep(super::direct::POLL_EXIT).await,
         }
     }
 }
@@ -62,7 +76,7 @@ pub(super) async fn finish(
     let mut timed_out = false;
     let mut aborted = false;
     let exit = {
-        let wait = wait_exit(&l.pidfd, pid, l.exit_status.as_ref());
+        let wait = wait_exit(&l.exit_watch, pid, l.exit_status.as_ref());
         tokio::pin!(wait);
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
@@ -79,6 +93,7 @@ pub(super) async fn finish(
                 signal_group(pid, Signal::SIGTERM);
                 match tokio::time::timeout(config.kill_grace, &mut wait).await {
                     Ok(st) => st,
+                    #[cfg(target_os = "linux")]
                     Err(_) if l.guard.supervised => {
                         // The init kills everything, those that left the group too.
                         let _ = cordon_stage::request_sweep(pid);
@@ -121,12 +136,15 @@ pub(super) async fn finish(
         Exit::Code(c) => (Some(c), None),
         Exit::Signal(s) => (None, Some(s)),
     };
+    #[cfg(target_os = "linux")]
     if let Some(s) = l.supervisor.take() {
         s.finish();
     }
-    let mut denials: Vec<Denial> = std::mem::take(&mut *l.denials.lock().unwrap_or_else(|p| p.into_inner())).into_vec();
+    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
+    let mut denials: Vec<Denial> = super::launch::take_denials(&l.denials);
     // Every entry comes from the supervisor's own observations; the command's stderr
     // only links its lines to them (docs/denials.md).
+    #[cfg(target_os = "linux")]
     if mode.is_confined() {
         denials.truncate(crate::denials::MAX_DENIALS);
         crate::denials::link_lines(&mut denials, &stderr.text, &l.workdir);
@@ -138,10 +156,14 @@ pub(super) async fn finish(
     // The bwrap stage helper confined itself and executed the command only if it said
     // so before `execve`; anything else (a failed step, bubblewrap dying first) means
     // the command never ran in the complete sandbox.
+    #[cfg(target_os = "linux")]
     let runner_failed = match &l.helper_status {
         Some(fd) => cordon_stage::helper::read_status(fd.as_fd()) != cordon_stage::helper::HelperStatus::Executed,
         None => false,
     };
+    // Off Linux there is no stage helper.
+    #[cfg(not(target_os = "linux"))]
+    let runner_failed = false;
     let killed_by = match (signal, exit_code) {
         (Some(s), _) => Some(s),
         // bubblewrap reports a signalled command as 128 + N.

@@ -1,7 +1,28 @@
-//! Launching one run: streams, the runner's plan materialized, the spawn, the
-//! supervisor and the collectors (`Executor::launch`).
+//! Launching one run: streams, the runner's plan, the spawn, the supervisor and the
+//! collectors (`Executor::launch`). Two spawn paths: the stage (`start_staged`, Linux:
+//! the plan materialized and spawned by `cordon_stage`, with the seccomp supervisor)
+//! and the direct spawn (`super::direct`: the `seatbelt` runner, and every runner off
+//! Linux).
 
+use super::finish::ExitWatch;
 use super::*;
+
+/// Where a run's denials are recorded (the seccomp supervisor's sink on Linux).
+#[cfg(target_os = "linux")]
+pub(super) type DenialSink = crate::denials::DenialSink;
+/// Where a run's denials are recorded (nothing records them off Linux yet).
+#[cfg(not(target_os = "linux"))]
+pub(super) type DenialSink = Arc<Mutex<Vec<Denial>>>;
+
+/// The run's denials, in the order recorded (bounded on Linux).
+pub(super) fn take_denials(sink: &DenialSink) -> Vec<Denial> {
+    let mut recorded = sink.lock().unwrap_or_else(|p| p.into_inner());
+    #[cfg(target_os = "linux")]
+    return std::mem::take(&mut *recorded).into_vec();
+    #[cfg(not(target_os = "linux"))]
+    return std::mem::take(&mut *recorded);
+}
+
 pub(super) async fn drain(fd: OwnedFd, capture: StreamCapture) {
     let Ok(mut rx) = tokio::net::unix::pipe::Receiver::from_owned_fd(fd) else { return };
     // `read_buf` fills spare capacity without zeroing it first.
@@ -18,8 +39,27 @@ pub(super) async fn drain(fd: OwnedFd, capture: StreamCapture) {
 }
 
 pub(super) fn pipe() -> Result<(OwnedFd, OwnedFd), CordonError> {
-    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(|e| CordonError::io("creating a pipe", std::io::Error::from_raw_os_error(e as i32)))
+    #[cfg(target_os = "linux")]
+    let pipe = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
+    // macOS has no pipe2: close-on-exec is set right after (every spawn off Linux
+    // goes through `direct`, whose spawn closes what is not close-on-exec too).
+    #[cfg(not(target_os = "linux"))]
+    let pipe = nix::unistd::pipe().and_then(|(r, w)| {
+        for fd in [&r, &w] {
+            nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))?;
+        }
+        Ok((r, w))
+    });
+    pipe.map_err(|e| CordonError::io("creating a pipe", std::io::Error::from_raw_os_error(e as i32)))
+}
+
+/// Duplicate `fd`, close-on-exec, to a number above 2.
+pub(super) fn dup_cloexec(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<OwnedFd> {
+    #[cfg(target_os = "linux")]
+    return cordon_stage::fds::dup_cloexec(fd.as_raw_fd());
+    // std duplicates with F_DUPFD_CLOEXEC from 3 upwards.
+    #[cfg(not(target_os = "linux"))]
+    return fd.try_clone_to_owned();
 }
 
 /// Duplicate `fd` to a number above 2 (the stage requires it), close-on-exec.
@@ -27,20 +67,23 @@ pub(super) fn above_stdio(fd: OwnedFd) -> Result<OwnedFd, CordonError> {
     if fd.as_raw_fd() > 2 {
         return Ok(fd);
     }
-    cordon_stage::fds::dup_cloexec(fd.as_raw_fd()).map_err(|e| CordonError::io("duplicating a descriptor", e))
+    dup_cloexec(fd.as_fd()).map_err(|e| CordonError::io("duplicating a descriptor", e))
 }
 
 /// Everything a started process needs to finish its run.
 pub(super) struct Launched {
     pub(super) pid: i32,
     /// The bwrap stage helper's status pipe (see `cordon_stage::helper`).
+    #[cfg(target_os = "linux")]
     pub(super) helper_status: Option<OwnedFd>,
     pub(super) exit_status: Option<OwnedFd>,
+    #[cfg(target_os = "linux")]
     pub(super) supervisor: Option<crate::denials::Supervisor>,
-    pub(super) denials: crate::denials::DenialSink,
+    pub(super) denials: DenialSink,
     pub(super) policy: crate::policy::ExecutionPolicy,
+    #[cfg(target_os = "linux")]
     pub(super) workdir: PathBuf,
-    pub(super) pidfd: AsyncFd<OwnedFd>,
+    pub(super) exit_watch: ExitWatch,
     pub(super) selection: Selection,
     pub(super) enforcement: crate::result::Enforcement,
     pub(super) stdout: StreamCapture,
@@ -59,6 +102,7 @@ impl Executor {
         // grants, mounts and chdir are tied to these files (see `crate::pin`).
         let pins = crate::pin::Pins::take(&spec.policy, &spec.workdir)?;
         // Allowed host unix sockets, pinned now: the supervisor connects to these files.
+        #[cfg(target_os = "linux")]
         let allowed_sockets = spec
             .policy
             .allow_unix_sockets
@@ -98,7 +142,19 @@ impl Executor {
         // unless the policy allows best effort.
         let cg_name = format!("{}{}-{id}-{:08x}", crate::limits::CGROUP_PREFIX, std::process::id(), random_u32());
         let userns = plan.namespaces.user || selection.runner == RunnerKind::Bwrap;
-        let limits = crate::limits::RunLimits::prepare(&self.cgroups, &cg_name, &spec.limits, self.host.euid, userns);
+        // The launch path: the stage (Linux) or the direct spawn (`seatbelt`, and every
+        // runner off Linux); the direct one has no supervisor and applies no limits.
+        let direct = direct::is_direct(selection.runner);
+        if direct && !spec.policy.allow_unix_sockets.is_empty() && spec.policy.mode.is_confined() {
+            let reason = format!("{}; it cannot grant host unix sockets", direct::NO_SUPERVISOR);
+            let reasons = vec![crate::error::RunnerReason { runner: selection.runner, reason }];
+            return Err(CordonError::SandboxUnavailable { mode: spec.policy.mode, reasons });
+        }
+        let limits = if direct {
+            crate::limits::RunLimits::unapplied(&spec.limits, direct::NO_LIMITS)
+        } else {
+            crate::limits::RunLimits::prepare(&self.cgroups, &cg_name, &spec.limits, self.host.euid, userns)
+        };
         let mut enforcement = plan.enforcement.clone();
         let limit_gaps = limits.explicit_gaps();
         if !limit_gaps.is_empty() && spec.policy.mode.is_confined() && !spec.policy.best_effort {
@@ -150,7 +206,7 @@ impl Executor {
                 (above_stdio(r)?, Some(w))
             }
             Stdin::Inherit => {
-                (cordon_stage::fds::dup_cloexec(0).map_err(|e| CordonError::io("duplicating stdin", e))?, None)
+                (dup_cloexec(std::io::stdin().as_fd()).map_err(|e| CordonError::io("duplicating stdin", e))?, None)
             }
         };
         // Spill names carry cordon's pid: the startup sweep leaves a live writer's alone.
@@ -163,131 +219,76 @@ impl Executor {
             Output::Capture => {
                 let (r1, w1) = pipe()?;
                 let (r2, w2) = pipe()?;
+                #[cfg(target_os = "linux")]
                 let _ = nix::fcntl::fcntl(&w1, nix::fcntl::FcntlArg::F_SETPIPE_SZ(PIPE_SIZE));
                 readers.push((r1, stdout.clone()));
                 readers.push((r2, stderr.clone()));
                 [above_stdio(w1)?, above_stdio(w2)?]
             }
             Output::Inherit => [
-                cordon_stage::fds::dup_cloexec(1).map_err(|e| CordonError::io("duplicating stdout", e))?,
-                cordon_stage::fds::dup_cloexec(2).map_err(|e| CordonError::io("duplicating stderr", e))?,
+                dup_cloexec(std::io::stdout().as_fd()).map_err(|e| CordonError::io("duplicating stdout", e))?,
+                dup_cloexec(std::io::stderr().as_fd()).map_err(|e| CordonError::io("duplicating stderr", e))?,
             ],
         };
-        let stdio = [stdin_fd.as_raw_fd(), child_out[0].as_raw_fd(), child_out[1].as_raw_fd()];
-        // The terminals the command inherits (device numbers), which the runners grant.
-        let terminals: Vec<u64> = [stdin_fd.as_fd(), child_out[0].as_fd(), child_out[1].as_fd()]
-            .into_iter()
-            .filter_map(|fd| nix::sys::stat::fstat(fd).ok())
-            .filter(|st| st.st_mode & libc::S_IFMT == libc::S_IFCHR)
-            .map(|st| st.st_rdev)
-            .collect();
-        // The landlock runner's stage (and the bwrap runner's stage helper) hands its
-        // seccomp listener to a supervisor in this process, which records refused
-        // network and process syscalls as evidence.
-        let notify_pair = if plan.seccomp.is_some_and(|s| s.supervise) {
-            Some(
-                cordon_stage::notify::socketpair()
-                    .map_err(|e| CordonError::io("creating the notification socket", e))?,
-            )
-        } else {
-            None
+        let denials: DenialSink = Arc::default();
+        let spawn_direct = || {
+            direct::start(&plan, &env, [&stdin_fd, &child_out[0], &child_out[1]])
+                .map_err(|e| direct::spawn_error(e, selection.runner))
         };
-        let materialized = stage::materialize(
-            &plan,
-            &env,
-            stdio,
-            &self.host,
-            notify_pair.as_ref().map(|(_, child)| child.as_raw_fd()),
-            &pins,
-            spec.observe_writes,
-        )
-        .map_err(|e| CordonError::runner_failed(selection.runner, e))?;
-        let supervised = materialized.stage.notify_socket.is_some();
-        let observed = materialized.observed;
-        let passed_fds = materialized.keep;
-        let helper_status = materialized.helper_status;
-        let helper_notify = materialized.helper_notify;
-        let mut stage_plan = materialized.stage;
-        stage_plan.limits = limits.child();
-
-        // Spawning blocks for the child's stage (well under a millisecond); doing it
-        // inline avoids a thread hop per run.
-        let spawned = cordon_stage::spawn(stage_plan);
+        #[cfg(target_os = "linux")]
+        let started = if direct {
+            spawn_direct()
+        } else {
+            self.start_staged(Staged {
+                spec,
+                plan: &plan,
+                env: &env,
+                stdio: [stdin_fd.as_raw_fd(), child_out[0].as_raw_fd(), child_out[1].as_raw_fd()],
+                // The terminals the command inherits (device numbers): the runners
+                // grant them, so the write judge must not refuse them.
+                terminals: [stdin_fd.as_fd(), child_out[0].as_fd(), child_out[1].as_fd()]
+                    .into_iter()
+                    .filter_map(|fd| nix::sys::stat::fstat(fd).ok())
+                    .filter(|st| st.st_mode & libc::S_IFMT == libc::S_IFCHR)
+                    .map(|st| st.st_rdev)
+                    .collect(),
+                pins: &pins,
+                limits: &limits,
+                runner: selection.runner,
+                allowed_sockets,
+                denials: &denials,
+            })
+        };
+        #[cfg(not(target_os = "linux"))]
+        let started = spawn_direct();
         // The child has its copies now (or failed); close ours.
         drop(pins);
         drop(stdin_fd);
         drop(child_out);
-        drop(passed_fds);
-        let mut helper_socket = None;
-        let listener = match notify_pair {
-            Some((parent_end, child_end)) if supervised && spawned.is_ok() => {
-                drop(child_end);
-                Some(cordon_stage::notify::recv_fd(parent_end.as_fd()))
-            }
-            // The helper sends its listener only once bubblewrap has built the
-            // sandbox: received by the supervisor task below.
-            Some((parent_end, child_end)) if helper_notify && spawned.is_ok() => {
-                drop(child_end);
-                helper_socket = Some(parent_end);
-                None
-            }
-            _ => None,
-        };
-        let spawned = match spawned {
+        let started = match started {
             Ok(s) => s,
             Err(e) => {
                 if let Some(dir) = &run_dir {
                     let _ = std::fs::remove_dir_all(dir);
                 }
-                return Err(spawn_error(e, selection.runner, &spec.argv[0]));
+                return Err(e);
             }
         };
-        let pid = spawned.pid;
-        let exit_status_fd = spawned.exit_status;
-        // Without a pid namespace the stage's init is a supervising subreaper.
-        let supervised = !plan.namespaces.pid;
-        self.registry.running.lock().unwrap_or_else(|p| p.into_inner()).insert(id, (pid, supervised));
-        let guard = KillOnDrop { pid, supervised, armed: true, registry: self.registry.clone(), id };
-        // `AsyncFd::new` is deprecated because a bare `RawFd` could be closed under it;
-        // an `OwnedFd` that the `AsyncFd` owns cannot, and `register` needs `unsafe`.
-        #[allow(deprecated)]
-        let pidfd = AsyncFd::new(spawned.pidfd).map_err(|e| CordonError::io("watching the child", e))?;
-
-        let denials: crate::denials::DenialSink = Arc::default();
-        let allowed_sockets: Arc<[crate::denials::AllowedSocket]> = allowed_sockets.into();
-        let write_rules = spec.observe_writes.then(|| {
-            let mut rules = write_rules(&plan, &spec.policy);
-            rules.terminals = terminals;
-            rules
-        });
-        let supervision = |observed| crate::denials::Supervision {
-            observed,
-            sink: denials.clone(),
-            allowed: allowed_sockets.clone(),
-            writes: write_rules.map(crate::writes::WriteJudge::new),
-        };
-        let source = match listener {
-            Some(Ok(l)) => Some(crate::denials::ListenerSource::Listener(l)),
-            Some(Err(e)) => {
-                // The child installed a notifying filter: without a supervisor its
-                // observed syscalls would fail with ENOSYS. Stop it; nothing useful ran.
-                let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-                drop(guard);
-                return Err(CordonError::runner_failed(
-                    selection.runner,
-                    crate::runner::RunnerFailure::SeccompListener(e),
-                ));
-            }
-            None => helper_socket.map(crate::denials::ListenerSource::Socket),
-        };
-        let supervisor = match source {
-            Some(source) => match crate::denials::start(source, supervision(observed)) {
+        let pid = started.pid;
+        self.registry.running.lock().unwrap_or_else(|p| p.into_inner()).insert(id, (pid, started.supervised));
+        let guard =
+            KillOnDrop { pid, supervised: started.supervised, armed: true, registry: self.registry.clone(), id };
+        #[cfg(target_os = "linux")]
+        let supervisor = match started.supervision {
+            Some((source, supervision)) => match crate::denials::start(source, supervision) {
                 Ok(s) => Some(s),
                 Err(e) => {
-                    let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                    // Without a supervisor the child's observed syscalls would fail
+                    // with ENOSYS: stop it; nothing useful ran.
                     drop(guard);
+                    if let Some(dir) = &run_dir {
+                        let _ = std::fs::remove_dir_all(dir);
+                    }
                     return Err(CordonError::io("starting the seccomp supervisor", e));
                 }
             },
@@ -308,13 +309,16 @@ impl Executor {
         };
         Ok(Launched {
             pid,
-            helper_status,
-            exit_status: exit_status_fd,
+            #[cfg(target_os = "linux")]
+            helper_status: started.helper_status,
+            exit_status: started.exit_status,
+            #[cfg(target_os = "linux")]
             supervisor,
             denials,
             policy: spec.policy.clone(),
+            #[cfg(target_os = "linux")]
             workdir: spec.workdir.clone(),
-            pidfd,
+            exit_watch: started.exit_watch,
             enforcement,
             selection,
             stdout,
@@ -328,12 +332,145 @@ impl Executor {
     }
 }
 
+/// A started run's leader, by either launch path.
+pub(super) struct Started {
+    pub(super) pid: i32,
+    /// The leader is the stage's supervising init (Linux, no pid namespace).
+    pub(super) supervised: bool,
+    pub(super) exit_watch: ExitWatch,
+    /// The command's own wait status, written by its init (the stage's spawn).
+    pub(super) exit_status: Option<OwnedFd>,
+    /// The bwrap stage helper's status pipe (see `cordon_stage::helper`).
+    #[cfg(target_os = "linux")]
+    pub(super) helper_status: Option<OwnedFd>,
+    /// Where the seccomp supervisor gets its listener, and what it judges.
+    #[cfg(target_os = "linux")]
+    pub(super) supervision: Option<(crate::denials::ListenerSource, crate::denials::Supervision)>,
+}
+
+/// What the stage's launch (Linux) needs from `Executor::launch`.
+#[cfg(target_os = "linux")]
+pub(super) struct Staged<'a> {
+    pub(super) spec: &'a Spec,
+    pub(super) plan: &'a crate::runner::LaunchPlan,
+    pub(super) env: &'a [(OsString, OsString)],
+    pub(super) stdio: [std::os::fd::RawFd; 3],
+    pub(super) terminals: Vec<u64>,
+    pub(super) pins: &'a crate::pin::Pins,
+    pub(super) limits: &'a crate::limits::RunLimits,
+    pub(super) runner: RunnerKind,
+    pub(super) allowed_sockets: Vec<crate::denials::AllowedSocket>,
+    pub(super) denials: &'a DenialSink,
+}
+
+#[cfg(target_os = "linux")]
+impl Executor {
+    /// Launch through the child-side stage (`cordon_stage::spawn`): the `landlock`,
+    /// `bwrap` and `passthrough` runners on Linux.
+    pub(super) fn start_staged(&self, s: Staged<'_>) -> Result<Started, CordonError> {
+        let Staged { spec, plan, env, stdio, terminals, pins, limits, runner, allowed_sockets, denials } = s;
+        // The landlock runner's stage (and the bwrap runner's stage helper) hands its
+        // seccomp listener to a supervisor in this process, which records refused
+        // network and process syscalls as evidence.
+        let notify_pair = if plan.seccomp.is_some_and(|s| s.supervise) {
+            Some(
+                cordon_stage::notify::socketpair()
+                    .map_err(|e| CordonError::io("creating the notification socket", e))?,
+            )
+        } else {
+            None
+        };
+        let materialized = stage::materialize(
+            plan,
+            env,
+            stdio,
+            &self.host,
+            notify_pair.as_ref().map(|(_, child)| child.as_raw_fd()),
+            pins,
+            spec.observe_writes,
+        )
+        .map_err(|e| CordonError::runner_failed(runner, e))?;
+        let supervised_stage = materialized.stage.notify_socket.is_some();
+        let observed = materialized.observed;
+        let passed_fds = materialized.keep;
+        let helper_status = materialized.helper_status;
+        let helper_notify = materialized.helper_notify;
+        let mut stage_plan = materialized.stage;
+        stage_plan.limits = limits.child();
+
+        // Spawning blocks for the child's stage (well under a millisecond); doing it
+        // inline avoids a thread hop per run.
+        let spawned = cordon_stage::spawn(stage_plan);
+        drop(passed_fds);
+        let mut helper_socket = None;
+        let listener = match notify_pair {
+            Some((parent_end, child_end)) if supervised_stage && spawned.is_ok() => {
+                drop(child_end);
+                Some(cordon_stage::notify::recv_fd(parent_end.as_fd()))
+            }
+            // The helper sends its listener only once bubblewrap has built the
+            // sandbox: received by the supervisor task.
+            Some((parent_end, child_end)) if helper_notify && spawned.is_ok() => {
+                drop(child_end);
+                helper_socket = Some(parent_end);
+                None
+            }
+            _ => None,
+        };
+        let spawned = spawned.map_err(|e| spawn_error(e, runner, &spec.argv[0]))?;
+        let pid = spawned.pid;
+        // Without a pid namespace the stage's init is a supervising subreaper.
+        let supervised = !plan.namespaces.pid;
+        // `AsyncFd::new` is deprecated because a bare `RawFd` could be closed under it;
+        // an `OwnedFd` that the `AsyncFd` owns cannot, and `register` needs `unsafe`.
+        #[allow(deprecated)]
+        let pidfd = match AsyncFd::new(spawned.pidfd) {
+            Ok(fd) => fd,
+            Err(e) => {
+                end_runs_now(&[(pid, supervised)]);
+                return Err(CordonError::io("watching the child", e));
+            }
+        };
+        let allowed_sockets: Arc<[crate::denials::AllowedSocket]> = allowed_sockets.into();
+        let write_rules = spec.observe_writes.then(|| {
+            let mut rules = write_rules(plan, &spec.policy);
+            rules.terminals = terminals;
+            rules
+        });
+        let supervision = crate::denials::Supervision {
+            observed,
+            sink: denials.clone(),
+            allowed: allowed_sockets,
+            writes: write_rules.map(crate::writes::WriteJudge::new),
+        };
+        let source = match listener {
+            Some(Ok(l)) => Some(crate::denials::ListenerSource::Listener(l)),
+            Some(Err(e)) => {
+                // The child installed a notifying filter: without a supervisor its
+                // observed syscalls would fail with ENOSYS. Stop it; nothing useful ran.
+                end_runs_now(&[(pid, supervised)]);
+                return Err(CordonError::runner_failed(runner, crate::runner::RunnerFailure::SeccompListener(e)));
+            }
+            None => helper_socket.map(crate::denials::ListenerSource::Socket),
+        };
+        Ok(Started {
+            pid,
+            supervised,
+            exit_watch: ExitWatch::Pidfd(pidfd),
+            exit_status: spawned.exit_status,
+            helper_status,
+            supervision: source.map(|src| (src, supervision)),
+        })
+    }
+}
+
 /// Variables set for a confined run with the network off, unless the caller set them.
 pub(super) const OFFLINE_ENV: [(&str, &str); 2] = [("npm_config_fetch_retries", "0"), ("PIP_RETRIES", "0")];
 
 /// The rules the supervisor judges write-intent syscalls against: the run's own
 /// Landlock ruleset (the landlock runner's, or the one the bwrap runner's stage helper
 /// applies) and its mount layer.
+#[cfg(target_os = "linux")]
 pub(super) fn write_rules(
     plan: &crate::runner::LaunchPlan,
     policy: &crate::policy::ExecutionPolicy,
@@ -369,6 +506,7 @@ pub(super) fn getrandom_bytes(buf: &mut [u8]) -> std::io::Result<()> {
     std::fs::File::open("/dev/urandom")?.read_exact(buf)
 }
 
+#[cfg(target_os = "linux")]
 pub(super) fn spawn_error(e: SpawnError, runner: RunnerKind, argv0: &OsStr) -> CordonError {
     let program = argv0.to_string_lossy().into_owned();
     match e {

@@ -16,10 +16,15 @@
 //! [`crate::request::DRAIN_GRACE`]. A run whose future is dropped, and an executor that
 //! is dropped, end their runs the same way and reap them.
 //!
+//! Runs of the `seatbelt` runner (and every run off Linux) take the direct launch
+//! instead (`exec::direct`): no init, the plan's program spawned as the leader of its own
+//! process group, the same deadline, abort and kill sequence on that group.
+//!
 //! What it does not do: it does not decide confinement (runners do) or classify
 //! denials beyond the unambiguous (a seccomp kill).
 
 pub mod capture;
+mod direct;
 mod finish;
 mod launch;
 
@@ -32,8 +37,11 @@ use crate::mode::Mode;
 use crate::policy::resolve_policy;
 use crate::request::{Command, ExecutorConfig, Output, Request, Spec, Stdin};
 use crate::result::{Denial, RunResult, SandboxFacts};
-use crate::runner::{self, stage, PlanInput, RunnerKind, Selection};
+#[cfg(target_os = "linux")]
+use crate::runner::stage;
+use crate::runner::{self, PlanInput, RunnerKind, Selection};
 use capture::{Increment, StreamCapture};
+#[cfg(target_os = "linux")]
 use cordon_stage::{SpawnError, Step};
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
@@ -48,11 +56,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+#[cfg(target_os = "linux")]
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
 /// Pipe buffer size requested for captured streams (fewer wakeups at high volume).
+#[cfg(target_os = "linux")]
 const PIPE_SIZE: i32 = 1 << 20;
 /// Read chunk for captured streams.
 const READ_CHUNK: usize = 256 * 1024;
@@ -62,6 +72,7 @@ const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// How long a supervising init may take to sweep a run it was told to end (it kills
 /// and reaps every descendant, normally within milliseconds) before the run's group is
 /// SIGKILLed, which would orphan descendants that left the group.
+#[cfg(target_os = "linux")]
 const SWEEP_WAIT: Duration = Duration::from_secs(1);
 
 /// Processes started and not yet reaped, by run id: the init's pid, and whether it is
@@ -83,18 +94,23 @@ impl Registry {
 /// [`SWEEP_WAIT`]; then every run's group is SIGKILLed (a confined run's pid namespace
 /// ends with its init).
 fn end_runs_now(runs: &[(i32, bool)]) {
-    for &(pid, supervised) in runs {
-        if supervised {
-            let _ = cordon_stage::request_sweep(pid);
+    // Only Linux runs have a supervising init (the stage crate's).
+    #[cfg(target_os = "linux")]
+    {
+        for &(pid, supervised) in runs {
+            if supervised {
+                let _ = cordon_stage::request_sweep(pid);
+            }
         }
-    }
-    let start = std::time::Instant::now();
-    let running = |pid: i32| {
-        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-        matches!(nix::sys::wait::waitid(nix::sys::wait::Id::Pid(Pid::from_raw(pid)), flags), Ok(WaitStatus::StillAlive))
-    };
-    while start.elapsed() < SWEEP_WAIT && runs.iter().any(|&(pid, supervised)| supervised && running(pid)) {
-        std::thread::sleep(Duration::from_millis(5));
+        let start = std::time::Instant::now();
+        let running = |pid: i32| {
+            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+            let id = nix::sys::wait::Id::Pid(Pid::from_raw(pid));
+            matches!(nix::sys::wait::waitid(id, flags), Ok(WaitStatus::StillAlive))
+        };
+        while start.elapsed() < SWEEP_WAIT && runs.iter().any(|&(pid, supervised)| supervised && running(pid)) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
     for &(pid, _) in runs {
         // Not reaped yet, so the pid (and its group id) cannot have been reused.
@@ -323,6 +339,8 @@ impl Executor {
     /// The bwrap runner's stage helper comes from `config` (see
     /// [`ExecutorConfig::stage_helper`]), overriding the facts' own.
     pub fn with_host(config: ExecutorConfig, mut host: HostFacts) -> Result<Executor, CordonError> {
+        // Off Linux, Rust's runtime already ignores SIGPIPE in the `cordon` binary.
+        #[cfg(target_os = "linux")]
         cordon_stage::signals::ignore_sigpipe();
         host.stage_helper = config.stage_helper.clone();
         let base = config.state_dir.clone().unwrap_or_else(std::env::temp_dir);

@@ -411,6 +411,27 @@ impl RunLimits {
         RunLimits { limits: limits.clone(), cgroup, plan }
     }
 
+    /// Limits on a launch path that applies none (the direct launch of the `seatbelt`
+    /// runner: no cgroups off Linux, and no child-side code to set rlimits): every
+    /// limit is a gap saying `why`, defaults and explicit limits alike.
+    pub fn unapplied(limits: &Limits, why: &str) -> RunLimits {
+        let mut gaps = vec![(Restriction::LimitMemory, why.to_string()), (Restriction::LimitPids, why.to_string())];
+        if limits.cpu.is_some() {
+            gaps.push((Restriction::LimitCpu, why.to_string()));
+        }
+        let applied = AppliedLimits {
+            memory: limits.memory,
+            memory_by: Mechanism::None,
+            pids: limits.pids,
+            pids_by: Mechanism::None,
+            cpu: limits.cpu,
+            tmpfs_size: limits.tmpfs_size(),
+            gaps: gaps.iter().map(|(r, why)| Gap { restriction: *r, reason: why.clone() }).collect(),
+        };
+        let plan = LimitPlan { rlimits: Vec::new(), applied, gaps };
+        RunLimits { limits: limits.clone(), cgroup: RunCgroup::default(), plan }
+    }
+
     /// The gaps in limits the caller set explicitly: these are enforcement gaps
     /// (and refuse a confined run without `best_effort`).
     pub fn explicit_gaps(&self) -> Vec<(Restriction, String)> {
@@ -423,6 +444,7 @@ impl RunLimits {
     }
 
     /// What the child applies.
+    #[cfg(target_os = "linux")]
     pub fn child(&self) -> cordon_stage::ChildLimits {
         cordon_stage::ChildLimits {
             cgroup_procs: self.cgroup.procs_fds(),

@@ -44,6 +44,7 @@ pub enum MaterializeError {
     },
     /// The Landlock ruleset could not be built.
     #[error("building the Landlock ruleset: {0}")]
+    #[cfg(target_os = "linux")]
     Landlock(#[source] landlock::RulesetError),
     /// A rule's directory could not be opened (without following symlinks).
     #[error("building the Landlock ruleset: {}: {source}", path.display())]
@@ -58,6 +59,7 @@ pub enum MaterializeError {
     NoRuleset,
     /// The seccomp filters could not be built.
     #[error(transparent)]
+    #[cfg(target_os = "linux")]
     Seccomp(#[from] super::seccomp::SeccompError),
     /// The seccomp program for a helper (bubblewrap) could not be put into its fd.
     #[error("passing the seccomp program to bubblewrap through a memfd: {0}")]
@@ -112,7 +114,17 @@ pub enum RunnerFailure {
     Materialize(#[from] MaterializeError),
     /// The child reported a failed step of its stage (it has been reaped).
     #[error("{0}")]
+    #[cfg(target_os = "linux")]
     Stage(cordon_stage::StageFailure),
+    /// The runner's program could not be started (the direct launch: for `seatbelt`,
+    /// `sandbox-exec`); nothing ran.
+    #[error("starting {}: {source}", program.display())]
+    Spawn {
+        /// The program.
+        program: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The stage's seccomp listener did not arrive.
     #[error("receiving the seccomp listener: {0}")]
     SeccompListener(#[source] std::io::Error),

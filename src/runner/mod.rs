@@ -16,13 +16,19 @@
 //! `SANDBOX_UNAVAILABLE`, with one reason per runner tried. An explicitly requested
 //! runner that cannot work fails closed; there is no silent fallback.
 
+#[cfg(target_os = "linux")]
 pub mod bwrap;
 pub mod error;
+#[cfg(target_os = "linux")]
 pub(crate) mod landlock;
+#[cfg(not(target_os = "linux"))]
+mod linux_only;
 pub(crate) mod passthrough;
 pub mod plan;
 pub mod seatbelt;
+#[cfg(target_os = "linux")]
 pub mod seccomp;
+#[cfg(target_os = "linux")]
 pub(crate) mod stage;
 
 use crate::error::{CordonError, RunnerReason};
@@ -42,8 +48,14 @@ pub use plan::{
 /// The runner implementation for a kind.
 pub fn runner_for(kind: RunnerKind) -> &'static dyn Runner {
     match kind {
+        #[cfg(target_os = "linux")]
         RunnerKind::Landlock => &landlock::LandlockRunner,
+        #[cfg(target_os = "linux")]
         RunnerKind::Bwrap => &bwrap::BwrapRunner,
+        #[cfg(not(target_os = "linux"))]
+        RunnerKind::Landlock => &linux_only::LINUX_ONLY_LANDLOCK,
+        #[cfg(not(target_os = "linux"))]
+        RunnerKind::Bwrap => &linux_only::LINUX_ONLY_BWRAP,
         RunnerKind::Seatbelt => &seatbelt::SeatbeltRunner,
         RunnerKind::Passthrough => &passthrough::PassthroughRunner,
     }

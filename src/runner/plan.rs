@@ -289,7 +289,7 @@ pub struct LaunchPlan {
     /// The command's environment through an inherited fd instead of `execve`.
     pub env_fd: Option<EnvFd>,
     /// A confinement stage applied by cordon's helper inside bubblewrap, after
-    /// bubblewrap built the sandbox (see [`super::bwrap`]).
+    /// bubblewrap built the sandbox (see `runner::bwrap`, Linux).
     pub stage_helper: Option<StageHelperPlan>,
     /// Drop all capabilities.
     pub drop_capabilities: bool,

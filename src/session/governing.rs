@@ -320,12 +320,29 @@ pub(crate) fn open_governing(
     path: &Path,
     how: OpenFor,
 ) -> Result<std::fs::File, GoverningFileError> {
-    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
     let unresolvable = |source| GoverningFileError::Unresolvable { kind, file: path.to_path_buf(), source };
     let canonical = resolve_trail(path).map_err(unresolvable)?.canonical;
     if let Ok(meta) = std::fs::symlink_metadata(&canonical) {
         inspect(kind, path, &meta)?;
     }
+    let fd = open_no_symlinks(&canonical, how).map_err(|errno| match errno {
+        nix::errno::Errno::ELOOP => GoverningFileError::Changed {
+            kind,
+            file: path.to_path_buf(),
+            why: format!("a symbolic link appeared on its canonical path `{}`", canonical.display()),
+        },
+        other => unresolvable(std::io::Error::from(other)),
+    })?;
+    let file = std::fs::File::from(fd);
+    let meta = file.metadata().map_err(unresolvable)?;
+    inspect(kind, path, &meta)?;
+    Ok(file)
+}
+
+/// Open `canonical` without following a symlink in any component.
+#[cfg(target_os = "linux")]
+fn open_no_symlinks(canonical: &Path, how: OpenFor) -> nix::Result<std::os::fd::OwnedFd> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
     // openat2 refuses flags that do not apply (O_PATH takes only O_CLOEXEC here).
     let flags = OFlag::O_CLOEXEC
         | match how {
@@ -338,18 +355,23 @@ pub(crate) fn open_governing(
     if flags.contains(OFlag::O_CREAT) {
         how = how.mode(nix::sys::stat::Mode::from_bits_truncate(GOVERNING_FILE_MODE));
     }
-    let fd = nix::fcntl::openat2(nix::fcntl::AT_FDCWD, &canonical, how).map_err(|errno| match errno {
-        nix::errno::Errno::ELOOP => GoverningFileError::Changed {
-            kind,
-            file: path.to_path_buf(),
-            why: format!("a symbolic link appeared on its canonical path `{}`", canonical.display()),
-        },
-        other => unresolvable(std::io::Error::from(other)),
-    })?;
-    let file = std::fs::File::from(fd);
-    let meta = file.metadata().map_err(unresolvable)?;
-    inspect(kind, path, &meta)?;
-    Ok(file)
+    nix::fcntl::openat2(nix::fcntl::AT_FDCWD, canonical, how)
+}
+
+/// Open `canonical` without following a symlink in any component: `O_NOFOLLOW_ANY`
+/// (macOS 11). macOS has no `O_PATH`: a pin opens the file for reading.
+#[cfg(not(target_os = "linux"))]
+fn open_no_symlinks(canonical: &Path, how: OpenFor) -> nix::Result<std::os::fd::OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut options = std::fs::OpenOptions::new();
+    match how {
+        OpenFor::Read | OpenFor::Pin => options.read(true),
+        OpenFor::Append => options.read(true).append(true).create(true).mode(GOVERNING_FILE_MODE),
+    };
+    options.custom_flags(libc::O_NOFOLLOW_ANY | libc::O_NONBLOCK | libc::O_NOCTTY);
+    let file =
+        options.open(canonical).map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    Ok(file.into())
 }
 
 /// Where resolving a path leads, and every location it visited on the way.

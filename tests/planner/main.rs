@@ -13,11 +13,16 @@
 //! `CORDON_UPDATE_GOLDEN=1 cargo test --test planner` rewrites the golden files of both
 //! planners (review the diff before committing).
 
+// The bwrap and seccomp suites (and the BPF interpreter) are Linux suites: their
+// planners are compiled on Linux only. On macOS this binary holds the Seatbelt suite.
+#[cfg(target_os = "linux")]
 #[path = "../cbpf/mod.rs"]
 mod cbpf;
 #[path = "../common/mod.rs"]
 mod common;
 
+#[cfg(target_os = "linux")]
 mod bwrap_golden;
 mod seatbelt_golden;
+#[cfg(target_os = "linux")]
 mod seccomp_differential;

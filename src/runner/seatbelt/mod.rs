@@ -3,14 +3,18 @@
 //! OS), and [`runner`], the runner seam that wraps that argv in a launch plan and
 //! reports the enforcement Seatbelt reaches.
 //!
-//! What it does not do yet: launch on macOS (see [`runner`] and docs/seatbelt.md).
+//! The executor launches the plan directly (`exec::direct`); what only a Mac can
+//! confirm is listed in docs/seatbelt.md.
 
+#[cfg(test)]
+mod launch_tests;
 pub mod plan;
 pub mod runner;
+pub mod violations;
 
 pub use plan::{
     plan_seatbelt, PathRole, SeatbeltInput, SeatbeltPlan, SeatbeltPlanError, INDEX_TOKEN, MACOS_PATH_MAX,
     MACOS_SYMLINKED_DIRS, PARAM_PROTECTED_ANCESTOR_PREFIX, PARAM_PROTECTED_PREFIX, PARAM_TMPDIR, PARAM_WORKSPACE,
     PARAM_WRITABLE_ROOT_PREFIX, PROFILE_SNIPPETS, SANDBOX_EXEC_PATH,
 };
-pub use runner::{seatbelt_gaps, SeatbeltRunner, SANDBOX_EXEC};
+pub use runner::{seatbelt_gaps, SandboxExec, SeatbeltRunner, SANDBOX_EXEC};

@@ -1,11 +1,23 @@
 //! The `seatbelt` runner (macOS): `/usr/bin/sandbox-exec` with a generated profile.
 //! Planning lives in [`super::plan`] (pure, golden-tested on every OS); this module
-//! is the runner seam: it turns the planner's argv into a [`LaunchPlan`] and reports
-//! the enforcement Seatbelt reaches.
+//! is the runner seam: it turns the planner's argv into a [`LaunchPlan`] whose program
+//! is [`SandboxExec::binary`], and reports the enforcement Seatbelt reaches. The
+//! executor launches the plan directly (`exec::direct`: own process group, exact
+//! environment, the run's stdio, deadline and kill as for every run).
 //!
-//! What it does not do yet: launch. cordon's process stage (`runners/linux/`) uses Linux
-//! system calls, so on macOS `probe()` reports the runner unavailable and confined
-//! modes fail closed with `SANDBOX_UNAVAILABLE` (docs/seatbelt.md).
+//! # The `SandboxExec` seam
+//!
+//! The binary launched is `/usr/bin/sandbox-exec`, by absolute path, in every build
+//! that ships. Only this crate's own unit tests (`cfg(test)`) can point it at a fake
+//! (`tests/fake-sandbox-exec/sandbox-exec`, which records what it was given and runs
+//! the command), so that the whole launch path runs end to end on Linux. The override
+//! is a thread-local that exists only under `cfg(test)`: no environment variable,
+//! feature or argument of any build can reach it (docs/seatbelt.md argues the choice).
+//!
+//! What it does not do: collect denial evidence. Seatbelt reports each denial to the
+//! unified log (`Sandbox: <process>(<pid>) deny(1) <operation> <path>`); reading those
+//! for this run's pids is designed in docs/seatbelt.md ("Denials") and not built, so
+//! `sandbox.denied` stays false on this runner.
 
 use super::plan::{plan_seatbelt, SeatbeltInput, SANDBOX_EXEC_PATH};
 use crate::host::HostFacts;
@@ -18,6 +30,63 @@ use std::path::PathBuf;
 
 /// `sandbox-exec`, always by absolute path.
 pub const SANDBOX_EXEC: &str = SANDBOX_EXEC_PATH;
+
+/// The seam between the runner and the `sandbox-exec` binary it launches (see the
+/// module docs).
+#[derive(Debug, Clone, Copy)]
+pub struct SandboxExec;
+
+impl SandboxExec {
+    /// The binary to launch: [`SANDBOX_EXEC`], except under a unit test's fake.
+    pub fn binary() -> PathBuf {
+        #[cfg(test)]
+        if let Some(fake) = test_fake::current() {
+            return fake;
+        }
+        PathBuf::from(SANDBOX_EXEC)
+    }
+
+    /// Whether a unit test's fake stands in for `sandbox-exec` (always false outside
+    /// this crate's unit tests).
+    pub fn faked() -> bool {
+        #[cfg(test)]
+        return test_fake::current().is_some();
+        #[cfg(not(test))]
+        false
+    }
+}
+
+/// The test-only override of [`SandboxExec::binary`]: per thread, so concurrent unit
+/// tests do not see each other's fake (`#[tokio::test]` runs on the test's thread).
+#[cfg(test)]
+pub(crate) mod test_fake {
+    use std::cell::RefCell;
+    use std::path::{Path, PathBuf};
+
+    thread_local! {
+        static FAKE: RefCell<Option<PathBuf>> = const { RefCell::new(None) };
+    }
+
+    /// The fake in use on this thread.
+    pub(crate) fn current() -> Option<PathBuf> {
+        FAKE.with(|f| f.borrow().clone())
+    }
+
+    /// Use `fake` as `sandbox-exec` on this thread until the guard is dropped.
+    pub(crate) fn install(fake: &Path) -> Guard {
+        FAKE.with(|f| *f.borrow_mut() = Some(fake.to_path_buf()));
+        Guard
+    }
+
+    /// Removes the fake when dropped.
+    pub(crate) struct Guard;
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            FAKE.with(|f| *f.borrow_mut() = None);
+        }
+    }
+}
 
 /// The `seatbelt` runner.
 #[derive(Debug, Clone, Copy, Default)]
@@ -33,6 +102,10 @@ pub fn seatbelt_gaps(policy: &ExecutionPolicy) -> Vec<(Restriction, String)> {
             }
             Restriction::Ipc => Some("Seatbelt profiles here do not isolate SysV IPC"),
             Restriction::PrivateTmp => Some("macOS has no mount namespace: /tmp is not replaced, only not writable"),
+            Restriction::FdIsolation => Some(
+                "the direct launch does not close descriptors that cordon itself inherited without close-on-exec \
+                 (sandbox-exec passes them on; cordon's own are close-on-exec)",
+            ),
             _ => None,
         };
         if let Some(reason) = reason {
@@ -48,13 +121,18 @@ impl Runner for SeatbeltRunner {
     }
 
     fn probe(&self, host: &HostFacts) -> ProbeStatus {
+        if SandboxExec::faked() {
+            return ProbeStatus::Available;
+        }
         if host.os != "macos" {
             return ProbeStatus::Unsupported(format!("Seatbelt is macOS-only (this is {})", host.os));
         }
-        ProbeStatus::Unavailable(
-            "cordon's process stage is Linux-only in this version; the seatbelt planner exists but cannot launch yet"
-                .into(),
-        )
+        // Root-owned and writable by nobody else: a replaced sandbox-exec could run
+        // the command unconfined.
+        if !crate::host::trusted_file(std::path::Path::new(SANDBOX_EXEC), host.euid) {
+            return ProbeStatus::Unavailable(format!("{SANDBOX_EXEC} is missing or not a trusted, root-owned file"));
+        }
+        ProbeStatus::Available
     }
 
     fn enforcement(&self, policy: &ExecutionPolicy, _host: &HostFacts) -> Enforcement {
@@ -76,7 +154,7 @@ impl Runner for SeatbeltRunner {
         })?;
         Ok(LaunchPlan {
             runner: RunnerKind::Seatbelt,
-            program: PathBuf::from(SANDBOX_EXEC),
+            program: SandboxExec::binary(),
             argv: seatbelt.argv,
             env: seatbelt.env.into_iter().map(|(k, v)| (k, v.to_string_lossy().into_owned())).collect(),
             cwd: input.cwd.clone(),
