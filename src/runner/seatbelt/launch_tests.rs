@@ -173,7 +173,7 @@ async fn launch_passes_the_planned_argv_profile_and_parameters_to_sandbox_exec()
     // Enforcement is honest: what Seatbelt (and this launch) cannot do is a named gap.
     assert_eq!(result.sandbox.enforcement.level, EnforcementLevel::Partial);
     let gaps: Vec<Restriction> = result.sandbox.enforcement.gaps.iter().map(|g| g.restriction).collect();
-    for r in [Restriction::ProcessLifetime, Restriction::FdIsolation] {
+    for r in [Restriction::ProcessLifetime, Restriction::FdIsolation, Restriction::DenialAudit] {
         assert!(gaps.contains(&r), "{r} is a gap: {gaps:?}");
     }
     let limits = result.limits.unwrap();

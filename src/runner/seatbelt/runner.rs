@@ -112,6 +112,14 @@ pub fn seatbelt_gaps(policy: &ExecutionPolicy) -> Vec<(Restriction, String)> {
             gaps.push((r, reason.to_string()));
         }
     }
+    // The evidence behind `sandbox.denials` on Linux (the seccomp supervisor) has no
+    // macOS counterpart yet: Seatbelt's own violation reports are not read.
+    if policy.mode.is_confined() {
+        gaps.push((
+            Restriction::DenialAudit,
+            "cordon does not read Seatbelt's violation reports yet: refusals are enforced but not reported".to_string(),
+        ));
+    }
     gaps
 }
 
