@@ -1270,3 +1270,30 @@ fn attack_governing_files_in_the_workspace_are_refused_in_every_mode() {
         assert!(!marker.exists());
     }
 }
+
+#[test]
+fn cli_approver_sees_a_file_write_denial_in_live_mode() {
+    // Without --json the command's output streams live; the supervisor still records
+    // the refused write, so the approver is asked (it used to see no denial at all).
+    if skip("cli_approver_sees_a_file_write_denial_in_live_mode") {
+        return;
+    }
+    let d = dirs("cli-approver-live");
+    let target = d.out.join("live-effect");
+    let dump = d.gov.join("request.json");
+    let log = d.gov.join("audit.jsonl");
+    let script = approver_script(&d.gov, &dump, 1);
+    let cmd = format!("echo x > '{}'; echo done", target.display());
+    let out = cordon(&["run", "--approver", s(&script), "--audit-log", s(&log), "-c", &cmd], &d.ws, &[]);
+    assert!(out.stdout.contains("done"), "live output: {}", out.stdout);
+    assert!(!target.exists(), "refused: nothing was written outside");
+    let raw =
+        std::fs::read_to_string(&dump).unwrap_or_else(|e| panic!("the approver was not asked ({e}): {}", out.stderr));
+    let got: Value = serde_json::from_str(raw.trim()).unwrap();
+    let denials = got["denials"].as_array().cloned().unwrap_or_default();
+    assert!(
+        denials.iter().any(|x| x["kind"] == "file-write" && x["target"] == s(&target)),
+        "the request names the refused write: {raw}"
+    );
+    assert!(out.stderr.contains("cordon: denied write"), "live notes: {}", out.stderr);
+}
