@@ -47,7 +47,9 @@
 //!   and `refs/` (a bare repository). The search reads directories without following
 //!   symlinks and does not descend into a git directory it found; it skips a
 //!   directory the caller cannot search (nothing under it is reachable by the command,
-//!   which runs as the same user without capabilities) and fails closed on any other
+//!   which runs as the same user without capabilities), protects whole a directory it
+//!   may search but not list (a git directory could hide under a name it cannot see;
+//!   `/tmp` often holds such directories of other users) and fails closed on any other
 //!   error. A protected path that is a symlink is refused (the link itself could be
 //!   replaced).
 //! - A writable root (or the workspace, in `workspace-write`) that is or lies inside a
@@ -526,6 +528,12 @@ fn discover_git_dirs(root: &Path, budget: &mut usize, out: &mut Vec<PathBuf>) ->
             Ok(rd) => rd,
             Err(e) if vanished(&e) => continue,
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && !searchable(&dir) => continue,
+            // Searchable but not listable: what lies inside is reachable by a name the
+            // search cannot see, so the whole directory stays read-only.
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && dir != root => {
+                out.push(dir);
+                continue;
+            }
             Err(e) => return Err(fail(&dir, e)),
         };
         let mut subdirs = Vec::new();

@@ -55,12 +55,13 @@ pub(super) struct Launched {
 impl Executor {
     pub(super) async fn launch(&self, spec: &Spec) -> Result<Launched, CordonError> {
         let selection = runner::select(&spec.policy, &self.host, spec.runner)?;
+        let policy = self.keep_state_dir_read_only(&spec.policy, selection.runner)?;
+        let policy = &policy;
         // Every checked path, opened once without following symlinks; the plan's
         // grants, mounts and chdir are tied to these files (see `crate::pin`).
-        let pins = crate::pin::Pins::take(&spec.policy, &spec.workdir)?;
+        let pins = crate::pin::Pins::take(policy, &spec.workdir)?;
         // Allowed host unix sockets, pinned now: the supervisor connects to these files.
-        let allowed_sockets = spec
-            .policy
+        let allowed_sockets = policy
             .allow_unix_sockets
             .iter()
             .map(|p| {
@@ -68,14 +69,6 @@ impl Executor {
                     .map_err(|source| crate::error::PolicyError::Changed { path: p.clone(), source })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        if spec.policy.mode.is_confined() {
-            let state = &self.state_dir;
-            if let Some(root) =
-                spec.policy.writable().into_iter().find(|w| state.starts_with(w) || w.starts_with(state))
-            {
-                return Err(crate::error::PolicyError::StateDirWritable { state_dir: state.clone(), root }.into());
-            }
-        }
         let program = resolve_program(&spec.argv[0], &spec.env, &spec.workdir)?;
 
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -83,7 +76,7 @@ impl Executor {
 
         let interactive = spec.stdin == Stdin::Inherit && std::io::IsTerminal::is_terminal(&std::io::stdin());
         let input = PlanInput {
-            policy: &spec.policy,
+            policy,
             host: &self.host,
             program,
             argv: spec.argv.clone(),
@@ -101,11 +94,11 @@ impl Executor {
         let limits = crate::limits::RunLimits::prepare(&self.cgroups, &cg_name, &spec.limits, self.host.euid, userns);
         let mut enforcement = plan.enforcement.clone();
         let limit_gaps = limits.explicit_gaps();
-        if !limit_gaps.is_empty() && spec.policy.mode.is_confined() && !spec.policy.best_effort {
+        if !limit_gaps.is_empty() && policy.mode.is_confined() && !policy.best_effort {
             let why: Vec<String> = limit_gaps.iter().map(|(r, w)| format!("{} ({w})", r.name())).collect();
             let reason = format!("cannot fully enforce: {}", why.join(", "));
             let reasons = vec![crate::error::RunnerReason { runner: selection.runner, reason }];
-            return Err(CordonError::SandboxUnavailable { mode: spec.policy.mode, reasons });
+            return Err(CordonError::SandboxUnavailable { mode: policy.mode, reasons });
         }
         for (r, reason) in limit_gaps {
             if enforcement.level == crate::result::EnforcementLevel::Full {
@@ -131,7 +124,7 @@ impl Executor {
         // Network off looks like a machine without a network (ENETUNREACH); npm retries
         // that for more than a minute by default. Unless the caller chose otherwise,
         // it gives up at once (docs/denials.md).
-        if spec.policy.mode.is_confined() && !spec.policy.network {
+        if policy.mode.is_confined() && !policy.network {
             for (k, v) in OFFLINE_ENV {
                 if !env.iter().any(|(name, _)| name == k) {
                     env.push((k.into(), v.into()));
@@ -248,7 +241,7 @@ impl Executor {
 
         let denials: crate::denials::DenialSink = Arc::default();
         let allowed_sockets: Arc<[crate::denials::AllowedSocket]> = allowed_sockets.into();
-        let write_rules = spec.observe_writes.then(|| write_rules(&plan, &spec.policy));
+        let write_rules = spec.observe_writes.then(|| write_rules(&plan, policy));
         let supervision = |observed| crate::denials::Supervision {
             observed,
             sink: denials.clone(),
@@ -301,7 +294,7 @@ impl Executor {
             exit_status: exit_status_fd,
             supervisor,
             denials,
-            policy: spec.policy.clone(),
+            policy: policy.clone(),
             workdir: spec.workdir.clone(),
             pidfd,
             enforcement,
@@ -314,6 +307,39 @@ impl Executor {
             limits,
             guard,
         })
+    }
+}
+
+impl Executor {
+    /// The run's policy with cordon's state directory kept read-only when it lies in a
+    /// writable root (a workspace of `/tmp` holds it): it is added to the protected
+    /// paths, which the mount layer re-attaches read-only and the write judge knows.
+    /// Without a mount layer it cannot be, and the run is refused (as is a writable
+    /// root inside the state directory).
+    fn keep_state_dir_read_only(
+        &self,
+        policy: &crate::policy::ExecutionPolicy,
+        runner: RunnerKind,
+    ) -> Result<crate::policy::ExecutionPolicy, CordonError> {
+        let mut policy = policy.clone();
+        if !policy.mode.is_confined() {
+            return Ok(policy);
+        }
+        let state = &self.state_dir;
+        let refuse = |root: PathBuf| crate::error::PolicyError::StateDirWritable { state_dir: state.clone(), root };
+        if let Some(root) = policy.writable().into_iter().find(|w| w.starts_with(state)) {
+            return Err(refuse(root).into());
+        }
+        if let Some(root) = policy.writable().into_iter().find(|w| state.starts_with(w)) {
+            let mount_layer = runner == RunnerKind::Bwrap || self.host.namespaces.available();
+            if !mount_layer {
+                return Err(refuse(root).into());
+            }
+            if !policy.protected.iter().any(|p| state.starts_with(p)) {
+                policy.protected.push(state.clone());
+            }
+        }
+        Ok(policy)
     }
 }
 
