@@ -121,6 +121,17 @@ impl Executor {
             env.retain(|(name, _)| name != k.as_str());
             env.push((k.into(), v.into()));
         }
+        // Private cache and state locations under the run's private TMPDIR (discarded
+        // with it): the home directory is read-only (see `crate::env::PRIVATE_CACHE_VARS`).
+        if policy.mode.is_confined() {
+            if let Some((_, tmpdir)) = plan.env.iter().find(|(k, _)| k == "TMPDIR") {
+                let private = crate::env::private_cache_env(Path::new(tmpdir), &env, &policy.writable());
+                for (k, v) in private {
+                    env.retain(|(name, _)| *name != k);
+                    env.push((k, v));
+                }
+            }
+        }
         // Network off looks like a machine without a network (ENETUNREACH); npm retries
         // that for more than a minute by default. Unless the caller chose otherwise,
         // it gives up at once (docs/denials.md).
