@@ -24,7 +24,7 @@ pub(crate) struct RunArgs {
     // Listed right after --mode (ties in display order sort by name).
     #[arg(long, default_value = "auto", value_parser = parse_runner, display_order = 0)]
     runner: RunnerChoice,
-    /// Deadline in seconds (default 120, at most 600).
+    /// Deadline in seconds (default 120, at most 600; more is an error).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     timeout: Option<Duration>,
     /// Print nothing of cordon's own after the command's output (live mode: denials,
@@ -41,11 +41,13 @@ pub(crate) struct RunArgs {
     /// Capture output and print one JSON result object on stdout.
     #[arg(long)]
     json: bool,
-    /// In-memory tail per stream, in bytes (with --json).
+    /// In-memory tail per stream, in bytes (with --json; default 65536, at most 16777216;
+    /// more is an error).
     #[arg(long, value_name = "BYTES")]
     output_cap: Option<usize>,
     /// Spill-file bytes per stream (with --json; K, M, G suffixes; default 1G, at most
-    /// 4G; 0: no file). Past it the file keeps the head and `spill_truncated` is set.
+    /// 4G, more is an error; 0: no file). Past it the file keeps the head and
+    /// `spill_truncated` is set.
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     spill_cap: Option<u64>,
     /// Extra environment variable NAME=VALUE, or NAME to keep cordon's own value

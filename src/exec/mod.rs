@@ -313,6 +313,11 @@ pub(crate) fn resolve_program(argv0: &OsStr, env: &[(OsString, OsString)], cwd: 
     Ok(candidate)
 }
 
+/// A request value above the executor's cap (`INVALID_REQUEST`, naming both).
+fn over_cap(field: &'static str, asked: String, cap: String) -> CordonError {
+    CordonError::InvalidRequest { field, why: format!("{asked} is over the cap of {cap}") }
+}
+
 impl Executor {
     /// An executor with `config`, reading the host's facts now.
     pub fn new(config: ExecutorConfig) -> Result<Executor, CordonError> {
@@ -392,9 +397,23 @@ impl Executor {
             Some(t) if t.is_zero() => {
                 return Err(CordonError::InvalidRequest { field: "timeout", why: "must be greater than zero".into() })
             }
-            Some(t) => t.min(cfg.max_timeout),
+            // A value over a cap is an error, never silently lowered.
+            Some(t) if t > cfg.max_timeout => {
+                return Err(over_cap(
+                    "timeout",
+                    format!("{} ms", t.as_millis()),
+                    format!("{} ms", cfg.max_timeout.as_millis()),
+                ))
+            }
+            Some(t) => t,
             None => cfg.default_timeout.min(cfg.max_timeout),
         };
+        if let Some(c) = req.output_cap.filter(|&c| c > cfg.max_output_cap) {
+            return Err(over_cap("output_cap", format!("{c} bytes"), format!("{} bytes", cfg.max_output_cap)));
+        }
+        if let Some(c) = req.spill_cap.filter(|&c| c > cfg.max_spill_cap) {
+            return Err(over_cap("spill_cap", format!("{c} bytes"), format!("{} bytes", cfg.max_spill_cap)));
+        }
         let output_cap = req.output_cap.unwrap_or(cfg.default_output_cap).min(cfg.max_output_cap);
         let limits =
             crate::limits::resolve_limits(&req.limits, &cfg.default_limits, &cfg.max_limits, self.memory_budget)

@@ -1414,3 +1414,30 @@ fn cli_network_off_tells_package_managers_not_to_retry() {
     let mine = cordon(&["run", "--env", "PIP_RETRIES=3", "-c", show], ws.path(), &[]);
     assert_eq!(mine.stdout, "npm=0 pip=3\n", "the caller's own choice stands: {}", mine.stderr);
 }
+
+#[tokio::test]
+async fn values_over_a_cap_are_errors_not_silently_lowered() {
+    let fx = Fx::new("over-cap");
+    type Tweak = Box<dyn Fn(&mut Request)>;
+    let cases: [(&str, Tweak); 5] = [
+        ("timeout", Box::new(|r| r.timeout = Some(cordon::request::MAX_TIMEOUT + Duration::from_secs(1)))),
+        ("output_cap", Box::new(|r| r.output_cap = Some(usize::MAX))),
+        ("spill_cap", Box::new(|r| r.spill_cap = Some(cordon::request::MAX_SPILL_CAP + 1))),
+        ("limit_pids", Box::new(|r| r.limits.pids = Some(cordon::limits::MAX_PIDS + 1))),
+        ("limit_cpu", Box::new(|r| r.limits.cpu = Some(cordon::limits::MAX_CPU_SECONDS + 1))),
+    ];
+    for (field, tweak) in cases {
+        let mut req = fx.req("true", Mode::FullAccess);
+        tweak(&mut req);
+        match fx.exec.resolve(req) {
+            Err(CordonError::InvalidRequest { field: f, .. }) => assert_eq!(f, field),
+            other => panic!("{field} over its cap: expected INVALID_REQUEST, got {other:?}"),
+        }
+    }
+    // At the cap is fine.
+    let mut req = fx.req("true", Mode::FullAccess);
+    req.timeout = Some(cordon::request::MAX_TIMEOUT);
+    req.limits.pids = Some(cordon::limits::MAX_PIDS);
+    let spec = fx.exec.resolve(req).expect("values at their caps");
+    assert_eq!(spec.timeout, cordon::request::MAX_TIMEOUT);
+}
