@@ -33,6 +33,14 @@ pub enum PolicyError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// The `--cache-dir` cannot be used.
+    #[error("cache directory `{path}` cannot be used: {why}")]
+    CacheDir {
+        /// The path given.
+        path: PathBuf,
+        /// Which rule refused it.
+        why: String,
+    },
     /// A writable root is relative.
     #[error("writable root `{path}` must be an absolute path")]
     RelativeRoot {

@@ -2273,6 +2273,46 @@ case!(fs_private_caches_writable_inside_and_discarded, |c| {
     assert!(c.ws.join("cache").join(&tag).exists(), "the caller's cache location was not used: {out:?}");
 });
 
+case!(fs_cache_dir_kept_only_where_the_caller_allows, |c| {
+    // --cache-dir DIR keeps the private caches across runs in a directory the caller
+    // owns: written there (and nowhere else outside the workspace), refused inside the
+    // workspace, refused when another user owns it, refused in read-only mode.
+    let tag = c.unique();
+    let cache = c.outside.join(format!("cache-{tag}"));
+    c.mkdir(&cache);
+    c.chown_to_me(&cache);
+    let sent = c.sentinel(&c.outside.join(format!("beside-cache-{tag}")));
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.extra_args = vec!["--cache-dir".into(), s(&cache).into()];
+    let out = c.sh(&o, &format!("mkdir -p \"$GOCACHE\" && echo x > \"$GOCACHE/{tag}\" && echo \"$GOCACHE\""))?;
+    assert_eq!(out.exit_code(), Some(0), "{out:?}");
+    assert!(out.out().trim().starts_with(s(&cache)), "GOCACHE not in the cache dir: {out:?}");
+    assert!(cache.join(".cache/go-build").join(&tag).exists(), "positive control: the cache file persists on the host");
+    c.probe_with(&o, "write", &[s(&sent.path), "pwned\n"])?.assert_refused("write beside the cache dir");
+    sent.assert_unchanged("a file beside the cache directory");
+    // Refusals: nothing runs.
+    let inside = c.ws.join(format!("cache-{tag}"));
+    c.mkdir(&inside);
+    c.chown_to_me(&inside);
+    let marker = c.outside.join(format!("ran-{tag}"));
+    let foreign = c.outside.join(format!("foreign-cache-{tag}"));
+    c.mkdir(&foreign);
+    chown(&foreign, 0, 0);
+    let mut cases = vec![(WORKSPACE_WRITE, inside.clone()), (READ_ONLY, cache.clone())];
+    if !c.id.is_root() {
+        cases.push((WORKSPACE_WRITE, foreign.clone()));
+    }
+    for (mode, dir) in cases {
+        let mut r = c.opts(mode);
+        r.extra_args = vec!["--cache-dir".into(), s(&dir).into()];
+        r.expect_error = true;
+        let out = c.cordon(&r, &["/bin/sh", "-c", &format!("touch {}", s(&marker))])?;
+        assert_eq!(out.status.code(), Some(125), "{mode} --cache-dir {}: {out:?}", dir.display());
+        assert_eq!(out.j()["error"]["code"], "INVALID_POLICY", "{out:?}");
+        assert_absent(&marker, "a command ran with a refused cache directory");
+    }
+});
+
 case!(cred_secret_environment_scrubbed, |c| {
     let tag = c.unique();
     let secrets: Vec<(String, String)> = [

@@ -83,6 +83,12 @@ pub(crate) struct RunArgs {
     /// if one changed after the approval.
     #[arg(long, requires = "approval")]
     bind_script: bool,
+    /// Keep the private caches (XDG_CACHE_HOME, GOCACHE, PIP_CACHE_DIR, npm_config_cache,
+    /// ...) in DIR across runs instead of discarding them with the run's TMPDIR: a
+    /// directory you own, outside the workspace and writable roots, not a system or
+    /// home-configuration directory; it becomes writable (workspace-write only).
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
     /// Run a shell string with bash -c instead of PROGRAM ARGS.
     #[arg(short = 'c', long = "shell", value_name = "STRING", conflicts_with = "argv")]
     shell: Option<String>,
@@ -169,6 +175,7 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
     req.output = if json || args.ask { Output::Capture } else { Output::Inherit };
     req.runner = args.runner;
     req.observe_writes = args.observe_writes;
+    req.cache_dir = args.cache_dir.clone();
     req.policy = args.policy.request();
     if governance.active() {
         return run_governed(req, governance, json);

@@ -314,6 +314,7 @@ mod tests {
             runner: RunnerChoice::Auto,
             limits: crate::limits::Limits { memory: 1 << 30, pids: 64, cpu: None, explicit: vec![] },
             observe_writes: true,
+            cache_dir: None,
         }
     }
 

@@ -122,10 +122,12 @@ impl Executor {
             env.push((k.into(), v.into()));
         }
         // Private cache and state locations under the run's private TMPDIR (discarded
-        // with it): the home directory is read-only (see `crate::env::PRIVATE_CACHE_VARS`).
+        // with it), or the caller's cache directory: the home directory is read-only
+        // (see `crate::env::PRIVATE_CACHE_VARS`).
         if policy.mode.is_confined() {
-            if let Some((_, tmpdir)) = plan.env.iter().find(|(k, _)| k == "TMPDIR") {
-                let private = crate::env::private_cache_env(Path::new(tmpdir), &env, &policy.writable());
+            let tmpdir = plan.env.iter().find(|(k, _)| k == "TMPDIR").map(|(_, v)| PathBuf::from(v));
+            if let Some(base) = spec.cache_dir.clone().or(tmpdir) {
+                let private = crate::env::private_cache_env(&base, &env, &policy.writable());
                 for (k, v) in private {
                     env.retain(|(name, _)| *name != k);
                     env.push((k, v));
