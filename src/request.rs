@@ -96,7 +96,7 @@ pub struct Request {
     /// off only trades the `file-write` denial reports for speed, never enforcement:
     /// see docs/denials.md).
     pub observe_writes: bool,
-    /// Keep the run's private caches (see [`crate::env::PRIVATE_CACHE_VARS`]) in this
+    /// Keep the run's private caches (`XDG_CACHE_HOME`, `GOCACHE`, `PIP_CACHE_DIR`, ...) in this
     /// directory across runs instead of the run's private `TMPDIR`: an existing
     /// directory the caller owns, not group- or world-writable, outside the workspace
     /// and every writable root, and allowed as a writable root (not a system or

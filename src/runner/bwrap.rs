@@ -147,7 +147,7 @@ fn stage_helper_plan(policy: &ExecutionPolicy, host: &HostFacts) -> Option<Stage
 /// - `private-tmp` when an extra writable root is `/tmp`, `/dev/shm` or one of their
 ///   ancestors, since binding it exposes the host's directory over the private tmpfs
 ///   (a workspace there is what the caller asked for, and `TMPDIR` moves to the other
-///   tmpfs: see [`super::landlock::shared_private_tmpfs`]).
+///   tmpfs: see `landlock::shared_private_tmpfs`).
 ///
 /// (`denial-audit` is the landlock runner's own promise and not requested here.)
 pub fn bwrap_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restriction, String)> {
