@@ -422,7 +422,11 @@ pub(crate) fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitC
     }
     if let Some(rec) = &outcome.escalation {
         let verdict = if rec.decision.verdict == Verdict::Granted { "granted" } else { "refused" };
-        errln!("cordon: escalation to {} {verdict} ({})", rec.request.to, esc::printable(&rec.decision.reason));
+        let asked = match &rec.request.grant {
+            Some(grant) => format!("grant `{}` for one retry", esc::printable(&grant.to_string())),
+            None => format!("escalation to {}", rec.request.to),
+        };
+        errln!("cordon: {asked} {verdict} ({})", esc::printable(&rec.decision.reason));
     }
     if let Some(why) = &outcome.not_offered {
         errln!("cordon: no escalation offered: {}", esc::printable(why));

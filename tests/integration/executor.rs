@@ -1357,27 +1357,35 @@ async fn bwrap_stage_helper_hands_its_listener_to_the_supervisor() {
 }
 
 /// cordon's state directory (spill files) inside a writable root: the command could
-/// swap it for a symlink and make cordon create files elsewhere, or forge a spill.
-/// Refused before anything runs (review finding); read-only runs are unaffected.
+/// swap it for a symlink and make cordon create files elsewhere, or forge a spill. With
+/// a mount layer it is kept read-only like a protected path (a workspace of `/tmp`
+/// holds it); without one the run is refused before anything runs. Judged by effect:
+/// the workspace is writable, the state directory is not.
 #[tokio::test(flavor = "multi_thread")]
-async fn state_dir_inside_a_writable_root_is_refused() {
+async fn state_dir_inside_a_writable_root_stays_read_only() {
     let ws = temp_dir("statews");
     let mut cfg = test_config();
     std::fs::create_dir(ws.path().join("state")).unwrap();
     cfg.state_dir = Some(ws.path().join("state"));
     let exec = Executor::new(cfg).expect("create the executor");
+    let state = exec.state_dir().to_path_buf();
     let marker = ws.path().join("ran");
-    let mut req = Request::shell(format!("touch {}", marker.display()));
+    let forged = state.join("forged");
+    let mut req = Request::shell(format!("touch {}; touch {}; true", marker.display(), forged.display()));
     req.workdir = Some(ws.path().to_path_buf());
     req.policy.mode = Mode::WorkspaceWrite;
-    match exec.resolve(req) {
-        Ok(spec) => match exec.run(spec).await {
-            Err(e) => assert_eq!(e.code(), "INVALID_POLICY", "{e}"),
-            Ok(r) => panic!("ran with its state directory writable: {r:?}"),
-        },
-        Err(e) => assert_eq!(e.code(), "INVALID_POLICY", "{e}"),
+    let spec = exec.resolve(req).expect("resolve");
+    match exec.run(spec).await {
+        Err(e) => {
+            assert_eq!(e.code(), "INVALID_POLICY", "{e}");
+            assert!(!marker.exists(), "the command ran although refused");
+        }
+        Ok(r) => {
+            assert!(marker.exists(), "positive control: the workspace is writable: {r:?}");
+            assert!(r.sandbox.protected.contains(&state), "the state directory is protected: {r:?}");
+        }
     }
-    assert!(!marker.exists(), "the command ran");
+    assert!(!forged.exists(), "the command wrote into cordon's state directory");
 }
 
 #[test]
