@@ -1449,3 +1449,75 @@ async fn values_over_a_cap_are_errors_not_silently_lowered() {
     let spec = fx.exec.resolve(req).expect("values at their caps");
     assert_eq!(spec.timeout, cordon::request::MAX_TIMEOUT);
 }
+
+#[test]
+fn probe_doctor_and_run_agree_on_the_workspace() {
+    // `cordon probe` judges the current directory as `cordon run` does: in `/`,
+    // `/tmp`, `$HOME`, a fresh directory and a git repository, for every mode, probe's
+    // auto selection names the runner `run` uses, or the error code `run` gives.
+    // `cordon doctor` reports the same verdicts for its current directory.
+    if let Some(reason) = crate::common::cli::confined_unavailable() {
+        return skip_or_fail("probe_doctor_and_run_agree_on_the_workspace", &reason);
+    }
+    let fresh = temp_dir("agree-fresh");
+    let repo = temp_dir("agree-repo");
+    let git = std::process::Command::new("git").args(["init", "-q"]).current_dir(repo.path()).status();
+    assert!(git.is_ok_and(|s| s.success()), "git init");
+    let mut dirs: Vec<PathBuf> = vec!["/".into(), "/tmp".into()];
+    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_dir()) {
+        dirs.push(home);
+    }
+    dirs.extend([fresh.path().to_path_buf(), repo.path().to_path_buf()]);
+    let verdicts = |auto: &Value| -> Vec<(String, String)> {
+        auto.as_array()
+            .expect("a list of modes")
+            .iter()
+            .map(|a| {
+                let mode = a["mode"].as_str().unwrap().to_string();
+                match a["runner"].as_str() {
+                    Some(r) => (mode, format!("runner {r}")),
+                    None => (mode, format!("error {}", a["error"]["code"].as_str().unwrap_or("?"))),
+                }
+            })
+            .collect()
+    };
+    let mut errors = 0;
+    for dir in &dirs {
+        let probe = cordon(&["probe", "--json"], dir, &[]);
+        assert_eq!(probe.code, 0, "{}", probe.stderr);
+        let p = probe.json();
+        assert_eq!(
+            p["workspace"],
+            dir.canonicalize().unwrap().to_str().unwrap(),
+            "probe names the workspace it judged"
+        );
+        for (mode, said) in verdicts(&p["auto"]) {
+            let run = cordon(&["run", "--json", "--mode", &mode, "--", "true"], dir, &[]);
+            let v = run.json();
+            let did = match v["sandbox"]["runner"].as_str() {
+                Some(r) if run.code == 0 => format!("runner {r}"),
+                _ => format!("error {}", v["error"]["code"].as_str().unwrap_or("?")),
+            };
+            assert_eq!(said, did, "{} in {}: probe and run disagree: {}", mode, dir.display(), run.stderr);
+            errors += usize::from(did.starts_with("error"));
+        }
+    }
+    assert!(errors > 0, "positive control: some directory (/, $HOME) is refused for workspace-write");
+    let doctor = cordon(&["doctor", "--json"], Path::new("/"), &[]);
+    let d = doctor.json();
+    assert_eq!(d["workspace"]["path"], "/", "{}", doctor.stdout);
+    let probe = cordon(&["probe", "--json"], Path::new("/"), &[]).json();
+    let from_doctor: Vec<(String, String)> = d["workspace"]["modes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let mode = m["mode"].as_str().unwrap().to_string();
+            match m["runner"].as_str() {
+                Some(r) => (mode, format!("runner {r}")),
+                None => (mode, format!("error {}", m["error_code"].as_str().unwrap_or("?"))),
+            }
+        })
+        .collect();
+    assert_eq!(from_doctor, verdicts(&probe["auto"]), "doctor and probe disagree in /");
+}
