@@ -205,38 +205,36 @@ pub async fn run_with_escalation_until(
 }
 
 /// The narrowest grant covering every denial of `first`, and the retry spec with only
-/// that allowed (pure): every denial a refused write inside one protected path of the
-/// call (that path becomes writable; the mode, the network and every other path stay
-/// as they were), or every denial a refused network operation in a confined call
-/// with the network off (the network turns on). Anything else: `None`, and the
-/// whole-mode escalation applies.
+/// that allowed (pure): see [`grant_for`]. Anything else: `None`, and the whole-mode
+/// escalation applies.
 pub fn narrow_grant(first: &RunResult, spec: &Spec) -> Option<(Grant, Spec)> {
+    let grant = grant_for(&first.sandbox.denials, &spec.policy)?;
+    let mut wide = spec.clone();
+    match &grant {
+        Grant::Network => wide.policy.network = true,
+        Grant::Write { path } => wide.policy.protected.retain(|p| p != path),
+    }
+    Some((grant, wide))
+}
+
+/// The one grant that covers every one of `denials` under `policy` (pure): every
+/// denial a refused write inside the same protected path (that path may then be
+/// written; the mode, the network and every other path stay as they were), or every
+/// denial a refused network operation in a confined policy with the network off.
+pub fn grant_for(denials: &[Denial], policy: &ExecutionPolicy) -> Option<Grant> {
     use crate::result::DenialKind;
-    let denials = &first.sandbox.denials;
-    if denials.is_empty() || !spec.policy.mode.is_confined() {
+    if denials.is_empty() || !policy.mode.is_confined() {
         return None;
     }
-    let mut wide = spec.clone();
     if denials.iter().all(|d| d.kind == DenialKind::Network) {
-        if spec.policy.network {
-            return None;
-        }
-        wide.policy.network = true;
-        return Some((Grant::Network, wide));
+        return (!policy.network).then_some(Grant::Network);
     }
     let protected_of = |d: &Denial| {
         let target = Path::new(d.target.as_deref()?);
-        (d.kind == DenialKind::FileWrite)
-            .then(|| spec.policy.protected.iter().find(|p| target.starts_with(p)))
-            .flatten()
-            .cloned()
+        (d.kind == DenialKind::FileWrite).then(|| policy.protected.iter().find(|p| target.starts_with(p))).flatten()
     };
     let path = protected_of(&denials[0])?;
-    if !denials.iter().all(|d| protected_of(d).as_ref() == Some(&path)) {
-        return None;
-    }
-    wide.policy.protected.retain(|p| *p != path);
-    Some((Grant::Write { path }, wide))
+    denials.iter().all(|d| protected_of(d) == Some(path)).then(|| Grant::Write { path: path.clone() })
 }
 
 /// The wider spec for a denied run, or why none is offered.
