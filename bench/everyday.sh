@@ -174,6 +174,26 @@ run "git: stash"                         git      'cd repo && echo c >> a.txt &&
 run "git: checkout -b"                   git      'cd repo && git checkout -q -b topic'
 run "git: config --global"               git      'git config --global --get-regexp . >/dev/null; git config --global cordon.everyday x && git config --global --unset cordon.everyday'
 
+# The same .git commands under review: an approver that says yes to the narrow grant
+# cordon asks for ("write <repo>/.git" for one retry, still workspace-write, offline).
+# Not counted in the share above (they change the command line).
+approver=$scratch/approve.sh
+printf '#!/bin/sh\ncat > /dev/null\nexit 0\n' > "$approver"
+chmod 755 "$approver"
+echo "--- with --approver granting the narrow grant (not counted above)"
+for pair in "git: add|cd repo && echo d >> a.txt && git add a.txt" \
+            "git: commit|cd repo && git -c user.name=b -c user.email=b@x commit -qam granted" \
+            "git: stash|cd repo && echo e >> a.txt && git stash -q" \
+            "git: checkout -b|cd repo && git checkout -q -b granted"; do
+    name=${pair%%|*} cmd=${pair#*|}
+    command -v git >/dev/null 2>&1 || break
+    if err=$("$cordon" run -q --mode workspace-write --cwd "$ws" --approver "$approver" -- bash -c "$cmd" 2>&1 >/dev/null); then
+        printf 'PASS  %s (granted: %s)\n' "$name" "$(printf '%s\n' "$err" | grep -o 'grant `[^`]*`' | head -n 1)"
+    else
+        printf 'FAIL  %s: %s\n' "$name" "$(printf '%s\n' "$err" | tail -n 1 | cut -c1-160)"
+    fi
+done
+
 total=$((pass + fail))
 echo "---"
 if [ $total -gt 0 ]; then
