@@ -2313,6 +2313,46 @@ case!(fs_cache_dir_kept_only_where_the_caller_allows, |c| {
     }
 });
 
+case!(esc_narrow_git_grant_opens_only_git_for_one_retry, |c| {
+    // `git commit` is denied in workspace-write (.git protected). An approver that says
+    // yes is asked for exactly "write .git": the retry commits (judged on the host),
+    // while the network stays off (a loopback listener sees nothing) and every other
+    // path stays read-only (a sentinel outside is unchanged). Without an approver the
+    // commit does not happen (the positive control for the denial).
+    c.git_init();
+    let count = || c.host_sh("git rev-list --count HEAD").trim().to_string();
+    assert_eq!(count(), "1");
+    let trap = TcpTrap::v4();
+    let sent = c.sentinel(&c.outside.join(format!("narrow-{}", c.unique())));
+    let approver = c.outside.join(format!("approve-{}.sh", c.unique()));
+    c.file(&approver, "#!/bin/sh\ncat > /dev/null\nexit 0\n");
+    set_mode(&approver, 0o755);
+    let probe = s(&c.suite.probe);
+    let script = format!(
+        "git -c user.name=t -c user.email=t@x commit -q --allow-empty -m granted && \
+         {{ {probe} tcp 127.0.0.1 {port}; {probe} write {sent} pwned; exit 0; }}",
+        port = trap.port_s(),
+        sent = s(&sent.path)
+    );
+    let plain = c.sh(&c.opts(WORKSPACE_WRITE), &script)?;
+    assert_ne!(plain.exit_code(), Some(0), "{plain:?}");
+    assert_eq!(count(), "1", "positive control: without a grant the commit is refused");
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.extra_args = vec!["--approver".into(), s(&approver).into()];
+    let out = c.sh(&o, &script)?;
+    assert_eq!(out.exit_code(), Some(0), "{out:?}");
+    assert_eq!(count(), "2", "the granted retry committed: {out:?}");
+    let j = out.j();
+    assert_eq!(j["sandbox"]["mode"], "workspace-write", "the retry stayed confined: {j}");
+    assert_eq!(j["escalation"]["request"]["grant"]["kind"], "write", "{j}");
+    assert_eq!(j["escalation"]["request"]["grant"]["path"], s(&c.ws.join(".git")), "{j}");
+    assert!(!trap.connected_within(200), "the retry reached the network: {j}");
+    sent.assert_unchanged("the retry wrote outside the workspace");
+    // Control: the listener works from the host.
+    c.host_probe("tcp", &["127.0.0.1", &trap.port_s()]).assert_ok("control: host TCP to the listener");
+    assert!(trap.connected_within(500), "control: the listener saw nothing");
+});
+
 case!(cred_secret_environment_scrubbed, |c| {
     let tag = c.unique();
     let secrets: Vec<(String, String)> = [
