@@ -307,7 +307,9 @@ impl Executor {
             exit_status: exit_status_fd,
             supervisor,
             denials,
-            policy: policy.clone(),
+            // The call's own policy is what the result reports (cordon's state directory,
+            // protected above for this run only, is not a path a grant could open).
+            policy: spec.policy.clone(),
             workdir: spec.workdir.clone(),
             pidfd,
             enforcement,
