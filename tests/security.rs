@@ -2353,6 +2353,47 @@ case!(esc_narrow_git_grant_opens_only_git_for_one_retry, |c| {
     assert!(trap.connected_within(500), "control: the listener saw nothing");
 });
 
+case!(esc_session_standing_git_grant_opens_only_git, |c| {
+    // `cordon session grant FILE write WS/.git`: later `run --session FILE` calls may
+    // commit (judged on the host), with the network still off and every other path
+    // still read-only. A grant for another path opens nothing (the control).
+    c.git_init();
+    let count = || c.host_sh("git rev-list --count HEAD").trim().to_string();
+    let tag = c.unique();
+    let session = c.outside.join(format!("session-{tag}.jsonl"));
+    let cli = |args: &[&str]| {
+        let out = c.host_cmd(&c.suite.cordon).args(args).output().unwrap();
+        assert!(out.status.success(), "cordon {args:?}: {out:?}");
+    };
+    let trap = TcpTrap::v4();
+    let sent = c.sentinel(&c.outside.join(format!("standing-{tag}")));
+    let probe = s(&c.suite.probe);
+    let script = format!(
+        "git -c user.name=t -c user.email=t@x commit -q --allow-empty -m standing && \
+         {{ {probe} tcp 127.0.0.1 {port}; {probe} write {sent} pwned; exit 0; }}",
+        port = trap.port_s(),
+        sent = s(&sent.path)
+    );
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.extra_args = vec!["--session".into(), s(&session).into()];
+    // Control: a grant for some other path leaves .git protected.
+    let other = c.ws.join("other");
+    c.mkdir(&other);
+    cli(&["session", "grant", s(&session), "write", s(&other)]);
+    let out = c.sh(&o, &script)?;
+    assert_ne!(out.exit_code(), Some(0), "{out:?}");
+    assert_eq!(count(), "1", "a grant for another path opened .git");
+    cli(&["session", "grant", s(&session), "write", s(&c.ws.join(".git"))]);
+    let out = c.sh(&o, &script)?;
+    assert_eq!(out.exit_code(), Some(0), "{out:?}");
+    assert_eq!(count(), "2", "the standing grant let the commit through: {out:?}");
+    assert_eq!(out.j()["sandbox"]["mode"], "workspace-write");
+    assert!(!trap.connected_within(200), "the network was on");
+    sent.assert_unchanged("a write outside the workspace under a standing .git grant");
+    c.host_probe("tcp", &["127.0.0.1", &trap.port_s()]).assert_ok("control: host TCP to the listener");
+    assert!(trap.connected_within(500), "control: the listener saw nothing");
+});
+
 case!(cred_secret_environment_scrubbed, |c| {
     let tag = c.unique();
     let secrets: Vec<(String, String)> = [

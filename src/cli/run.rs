@@ -364,6 +364,15 @@ pub(crate) fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitC
         };
         let mode = session::effective_mode(session::DEFAULT_SESSION_MODE, &events);
         req.policy.mode = session::narrow(mode, g.mode);
+        // Standing grants: each opens its one thing for confined calls, nothing else.
+        if req.policy.mode.is_confined() {
+            for grant in session::standing_grants(&events) {
+                match grant {
+                    esc::Grant::Network => req.policy.network = true,
+                    esc::Grant::Write { path } => req.policy.unprotected.push(path),
+                }
+            }
+        }
         if req.policy.mode < g.mode.unwrap_or(mode) {
             errln!("cordon: --mode {} narrowed to the session's mode {mode}", g.mode.unwrap_or(mode));
         }
