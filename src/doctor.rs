@@ -8,7 +8,10 @@
 //! 3. a write inside the workspace must happen (in `workspace-write`; in `read-only`
 //!    it must not).
 //!
-//! The report also lists the host facts behind the choice, the resource-limit
+//! The report also judges the current directory as `cordon run` would
+//! ([`judge_workspace`], shared with `cordon probe`): per mode, the runner `auto`
+//! picks for that workspace or the typed error `run` would give. It also lists the
+//! host facts behind the choice, the resource-limit
 //! mechanisms this host offers (see [`crate::limits::probe_host`]), and a concrete
 //! next step for each missing piece. What it does not do: change the host.
 
@@ -56,6 +59,80 @@ pub struct ModeReport {
     pub works: bool,
 }
 
+/// How `cordon run` would treat one workspace in one mode.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkspaceVerdict {
+    /// The mode.
+    pub mode: Mode,
+    /// The runner `auto` picks for this workspace.
+    pub runner: Option<RunnerKind>,
+    /// Its enforcement for this workspace.
+    pub enforcement: Option<crate::result::Enforcement>,
+    /// The error code `run` would give (`INVALID_POLICY`, `SANDBOX_UNAVAILABLE`).
+    pub error_code: Option<&'static str>,
+    /// Its message.
+    pub error: Option<String>,
+}
+
+/// The workspace `probe` and `doctor` judged, and the verdict per mode.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkspaceReport {
+    /// The workspace judged (the current directory, as `run` takes it).
+    pub path: std::path::PathBuf,
+    /// One verdict per mode.
+    pub modes: Vec<WorkspaceVerdict>,
+}
+
+/// Judge `dir` as `cordon run` does with default flags (pure apart from reading the
+/// directory tree): resolve the policy for each mode, then let `auto` select a runner.
+pub fn judge_workspace(host: &HostFacts, dir: &Path) -> WorkspaceReport {
+    let modes = Mode::ALL
+        .into_iter()
+        .map(|mode| {
+            let req = PolicyRequest { mode, ..Default::default() };
+            let chosen = crate::policy::resolve_policy(&req, dir)
+                .map_err(crate::error::CordonError::from)
+                .and_then(|policy| runner::select(&policy, host, RunnerChoice::Auto));
+            match chosen {
+                Ok(sel) => WorkspaceVerdict {
+                    mode,
+                    runner: Some(sel.runner),
+                    enforcement: Some(sel.enforcement),
+                    error_code: None,
+                    error: None,
+                },
+                Err(e) => WorkspaceVerdict {
+                    mode,
+                    runner: None,
+                    enforcement: None,
+                    error_code: Some(e.code()),
+                    error: Some(e.to_string()),
+                },
+            }
+        })
+        .collect();
+    WorkspaceReport { path: dir.to_path_buf(), modes }
+}
+
+/// Render a workspace verdict for people (shared by `probe` and `doctor`).
+pub fn render_workspace(w: &WorkspaceReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(s, "workspace {} (what `cordon run` here would do)", w.path.display());
+    for v in &w.modes {
+        let line = match (&v.runner, &v.enforcement, &v.error) {
+            (Some(k), Some(e), _) => format!("{} ({:?})", k.as_str(), e.level).to_lowercase(),
+            (_, _, Some(e)) => format!("{}: {e}", v.error_code.unwrap_or("ERROR")),
+            _ => "?".into(),
+        };
+        let _ = writeln!(s, "  {:<16} {line}", v.mode.as_str());
+        for g in v.enforcement.iter().flat_map(|e| e.gaps.iter()) {
+            let _ = writeln!(s, "      gap {}: {}", g.restriction, g.reason);
+        }
+    }
+    s
+}
+
 /// The whole doctor report.
 #[derive(Debug, Clone, Serialize)]
 pub struct DoctorReport {
@@ -67,8 +144,10 @@ pub struct DoctorReport {
     pub apparmor_restrict_unprivileged_userns: Option<String>,
     /// Per-runner availability.
     pub runners: Vec<(RunnerKind, ProbeStatus)>,
-    /// Per-mode verdicts.
+    /// Per-mode verdicts (canaries in a scratch workspace).
     pub modes: Vec<ModeReport>,
+    /// The current directory judged as `cordon run` would (see [`judge_workspace`]).
+    pub workspace: WorkspaceReport,
     /// Resource limits: defaults and the mechanism this host offers for each.
     pub limits: crate::limits::HostLimits,
     /// Concrete next steps for what is missing.
@@ -109,7 +188,10 @@ pub async fn diagnose() -> DoctorReport {
                 .into(),
         );
     }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
+    let workspace = judge_workspace(&host, &cwd.canonicalize().unwrap_or(cwd));
     DoctorReport {
+        workspace,
         limits,
         bwrap_version: bwrap_version(&host),
         host,
@@ -195,8 +277,7 @@ async fn check_mode_in(host: &HostFacts, mode: Mode, scratch_base: &Path, config
         works: false,
     };
     // Not under /tmp: the sandbox's /tmp is private (an "outside" there would be
-    // unreachable, proving nothing) and a read-only workspace under it is a declared
-    // fs-write gap (see runner::landlock::read_only_workspace_under_private_tmp).
+    // unreachable, proving nothing).
     let base = [scratch_base].into_iter().find(|p| p.is_dir()).map(Path::to_path_buf);
     let scratch =
         match tempfile::Builder::new().prefix("cordon-doctor-").tempdir_in(base.unwrap_or_else(std::env::temp_dir)) {
@@ -371,6 +452,7 @@ pub fn render(r: &DoctorReport) -> String {
         }
     }
     let _ = writeln!(s, "  {:<16} passthrough (no confinement)", Mode::FullAccess.as_str());
+    s.push_str(&render_workspace(&r.workspace));
     let l = &r.limits;
     let by = |m: crate::limits::Mechanism| serde_json::to_value(m).ok().and_then(|v| v.as_str().map(String::from));
     let _ = writeln!(s, "resource limits (defaults; mechanism)");

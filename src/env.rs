@@ -349,8 +349,66 @@ where
     Ok(env.into_iter().collect())
 }
 
+/// The cache and state variables a confined run gets, relative to its private base
+/// (the sandbox's `TMPDIR`, discarded with the run): the home directory is read-only,
+/// so tools that keep a cache there would fail. Each reason is the tool that reads it.
+/// Configuration (`XDG_CONFIG_HOME`) and data (`XDG_DATA_HOME`, Go's module cache,
+/// Cargo's registry) are left alone: tools read them from the real, read-only home.
+pub const PRIVATE_CACHE_VARS: [(&str, &str); 7] = [
+    ("XDG_CACHE_HOME", ".cache"),       // the XDG base-directory spec: most tools
+    ("XDG_STATE_HOME", ".local/state"), // logs and history (XDG)
+    ("GOCACHE", ".cache/go-build"),     // go build's compiled-package cache
+    ("PIP_CACHE_DIR", ".cache/pip"),    // pip's wheel and HTTP cache
+    ("npm_config_cache", ".npm"),       // npm's cache and its debug logs
+    ("YARN_CACHE_FOLDER", ".cache/yarn"),
+    ("PRE_COMMIT_HOME", ".cache/pre-commit"), // pre-commit's hook environments
+];
+
+/// Point each of [`PRIVATE_CACHE_VARS`] into `base` (pure): a run's private cache and
+/// state locations. A variable already naming an absolute path inside one of the
+/// `writable` roots is kept (the caller chose a usable location); any other value
+/// (unset, relative, or in the read-only home) is replaced.
+pub fn private_cache_env(
+    base: &std::path::Path,
+    env: &[(OsString, OsString)],
+    writable: &[std::path::PathBuf],
+) -> Vec<(OsString, OsString)> {
+    let usable = |name: &str| {
+        env.iter().find(|(n, _)| n == name).is_some_and(|(_, v)| {
+            let p = std::path::Path::new(v);
+            p.is_absolute()
+                && !p.components().any(|c| c == std::path::Component::ParentDir)
+                && writable.iter().any(|w| p.starts_with(w))
+        })
+    };
+    PRIVATE_CACHE_VARS
+        .iter()
+        .filter(|(name, _)| !usable(name))
+        .map(|(name, rel)| (OsString::from(name), base.join(rel).into_os_string()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn private_caches_go_under_the_base_unless_already_in_a_writable_root() {
+        use std::path::PathBuf;
+        let env: Vec<(OsString, OsString)> = vec![
+            ("XDG_CACHE_HOME".into(), "/home/u/.cache".into()),
+            ("GOCACHE".into(), "/work/ws/.gocache".into()),
+            ("PIP_CACHE_DIR".into(), "/work/ws/../escape".into()),
+            ("npm_config_cache".into(), "rel".into()),
+        ];
+        let got = private_cache_env(std::path::Path::new("/tmp"), &env, &[PathBuf::from("/work/ws")]);
+        let get = |n: &str| got.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+        assert_eq!(get("XDG_CACHE_HOME"), Some("/tmp/.cache".into()), "the read-only home is replaced");
+        assert_eq!(get("GOCACHE"), None, "a location in a writable root is kept");
+        assert_eq!(get("PIP_CACHE_DIR"), Some("/tmp/.cache/pip".into()), "`..` is never trusted");
+        assert_eq!(get("npm_config_cache"), Some("/tmp/.npm".into()), "a relative path is replaced");
+        assert_eq!(get("XDG_STATE_HOME"), Some("/tmp/.local/state".into()), "unset is set");
+        assert_eq!(got.len(), PRIVATE_CACHE_VARS.len() - 1);
+    }
+
     use super::*;
 
     #[test]

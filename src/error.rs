@@ -33,6 +33,14 @@ pub enum PolicyError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// The `--cache-dir` cannot be used.
+    #[error("cache directory `{path}` cannot be used: {why}")]
+    CacheDir {
+        /// The path given.
+        path: PathBuf,
+        /// Which rule refused it.
+        why: String,
+    },
     /// A writable root is relative.
     #[error("writable root `{path}` must be an absolute path")]
     RelativeRoot {
@@ -114,10 +122,12 @@ pub enum PolicyError {
         /// Where it resolves to.
         resolved: PathBuf,
     },
-    /// cordon's private state directory (spill files, per-run directories) lies inside
-    /// a writable root, or contains one: the command could swap it for a symlink and
-    /// make cordon create files elsewhere, or forge a spill file. Point `TMPDIR` (or
-    /// `ExecutorConfig::state_dir`) outside the workspace.
+    /// cordon's private state directory (spill files, per-run directories) contains a
+    /// writable root, or lies inside one where no mount layer can keep it read-only
+    /// (inside one with a mount layer it is re-attached read-only, like `.git`): the
+    /// command could swap it for a symlink and make cordon create files elsewhere, or
+    /// forge a spill file. Point `TMPDIR` (or `ExecutorConfig::state_dir`) outside the
+    /// workspace.
     #[error("cordon's state directory `{state_dir}` overlaps the writable root `{root}`; set TMPDIR outside it")]
     StateDirWritable {
         /// The state directory.

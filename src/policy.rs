@@ -47,9 +47,12 @@
 //!   and `refs/` (a bare repository). The search reads directories without following
 //!   symlinks and does not descend into a git directory it found; it skips a
 //!   directory the caller cannot search (nothing under it is reachable by the command,
-//!   which runs as the same user without capabilities) and fails closed on any other
+//!   which runs as the same user without capabilities), protects whole a directory it
+//!   may search but not list (a git directory could hide under a name it cannot see;
+//!   `/tmp` often holds such directories of other users) and fails closed on any other
 //!   error. A protected path that is a symlink is refused (the link itself could be
-//!   replaced).
+//!   replaced). Each path in [`PolicyRequest::unprotected`] (a session's standing
+//!   `write` grant) is then taken out of the set, exactly.
 //! - A writable root (or the workspace, in `workspace-write`) that is or lies inside a
 //!   protected path or a git directory is refused, as is a policy with more than
 //!   [`MAX_PROTECTED`] protected paths.
@@ -145,6 +148,10 @@ pub struct PolicyRequest {
     /// stays closed. cordon's seccomp supervisor performs each allowed `connect()`
     /// itself, to the path named here (never to a path read back from the command).
     pub allow_unix_sockets: Vec<PathBuf>,
+    /// Protected paths (absolute, as the resolved policy names them) the caller lets
+    /// this call write after all: each is taken out of the protected set, exactly, if
+    /// it is in it (a standing `write` grant of a session, see [`crate::session`]).
+    pub unprotected: Vec<PathBuf>,
 }
 
 impl Default for PolicyRequest {
@@ -157,6 +164,7 @@ impl Default for PolicyRequest {
             protected: DEFAULT_PROTECTED.iter().map(PathBuf::from).collect(),
             allow_system_root: false,
             allow_unix_sockets: Vec::new(),
+            unprotected: Vec::new(),
         }
     }
 }
@@ -437,6 +445,7 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
             }
         }
         protected.retain(|p: &PathBuf| writable.iter().any(|w| p.starts_with(w)));
+        protected.retain(|p| !req.unprotected.contains(p));
         for w in &writable {
             if let Some(p) = protected.iter().find(|p| w.starts_with(p)) {
                 return Err(PolicyError::RootInsideProtected { root: w.to_path_buf(), protected: p.clone() });
@@ -526,6 +535,12 @@ fn discover_git_dirs(root: &Path, budget: &mut usize, out: &mut Vec<PathBuf>) ->
             Ok(rd) => rd,
             Err(e) if vanished(&e) => continue,
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && !searchable(&dir) => continue,
+            // Searchable but not listable: what lies inside is reachable by a name the
+            // search cannot see, so the whole directory stays read-only.
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && dir != root => {
+                out.push(dir);
+                continue;
+            }
             Err(e) => return Err(fail(&dir, e)),
         };
         let mut subdirs = Vec::new();
@@ -647,6 +662,19 @@ mod tests {
         assert!(matches!(resolve_policy(&r, dir.path()), Err(PolicyError::TooWide { .. })));
         assert!(matches!(resolve_policy(&req(Mode::WorkspaceWrite), Path::new("/")), Err(PolicyError::TooWide { .. })));
         assert!(resolve_policy(&req(Mode::ReadOnly), Path::new("/")).is_ok());
+    }
+
+    #[test]
+    fn unprotected_takes_out_exactly_that_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        for d in [".git", "sub/.git"] {
+            std::fs::create_dir_all(ws.join(d)).unwrap();
+        }
+        let mut r = req(Mode::WorkspaceWrite);
+        r.unprotected = vec![ws.join(".git"), ws.join("nowhere")];
+        let p = resolve_policy(&r, &ws).unwrap();
+        assert_eq!(p.protected, vec![ws.join("sub/.git")]);
     }
 
     #[test]

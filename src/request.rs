@@ -96,6 +96,13 @@ pub struct Request {
     /// off only trades the `file-write` denial reports for speed, never enforcement:
     /// see docs/denials.md).
     pub observe_writes: bool,
+    /// Keep the run's private caches (`XDG_CACHE_HOME`, `GOCACHE`, `PIP_CACHE_DIR`, ...) in this
+    /// directory across runs instead of the run's private `TMPDIR`: an existing
+    /// directory the caller owns, not group- or world-writable, outside the workspace
+    /// and every writable root, and allowed as a writable root (not a system or
+    /// home-configuration directory). It becomes a writable root of the run.
+    /// `workspace-write` only (refused in `read-only`, ignored in `full-access`).
+    pub cache_dir: Option<PathBuf>,
 }
 
 impl Request {
@@ -114,6 +121,7 @@ impl Request {
             runner: RunnerChoice::Auto,
             limits: LimitRequest::default(),
             observe_writes: true,
+            cache_dir: None,
         }
     }
 
@@ -220,4 +228,7 @@ pub struct Spec {
     pub limits: Limits,
     /// Observe write-intent path syscalls (see [`Request::observe_writes`]).
     pub observe_writes: bool,
+    /// The checked, canonical cache directory (see [`Request::cache_dir`]), also one of
+    /// the policy's writable roots.
+    pub cache_dir: Option<PathBuf>,
 }

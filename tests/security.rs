@@ -1745,11 +1745,11 @@ case!(fs_host_fifo_outside_receives_nothing, |c| {
     }
 });
 
-case!(fs_fifo_in_read_only_workspace_under_tmp_refused_or_declared, |c| {
-    // A read-only workspace under /tmp is attached inside the private tmpfs, where
-    // Landlock grants writes; only its read-only mount stops writes, and that does not
-    // cover a FIFO. Hard mode must refuse (or the FIFO receive nothing); with
-    // --best-effort, bytes may arrive only with the fs-write gap named.
+case!(fs_fifo_in_read_only_workspace_under_tmp_unwritable, |c| {
+    // A read-only workspace under /tmp is attached inside the private tmpfs. Landlock
+    // grants no writes beneath that tmpfs then (TMPDIR moves to the private
+    // /dev/shm), so a FIFO in the workspace stays unwritable, in hard mode as well:
+    // the run goes ahead, and the FIFO receives nothing.
     let ws = PathBuf::from(format!("/tmp/cordon-tests-{}-{}", std::process::id(), c.unique()));
     c.mkdir(&ws);
     struct Rm(PathBuf);
@@ -1762,28 +1762,62 @@ case!(fs_fifo_in_read_only_workspace_under_tmp_refused_or_declared, |c| {
     let mut fifo = HostFifo::new(c, &ws.join("fifo"));
     let hard = opts_at(c, READ_ONLY, &ws);
     match c.probe_or_refusal(&hard, "append", &[s(&fifo.path), "pwned"])? {
-        Err(out) => assert_eq!(out.status.code(), Some(125), "a refusal exits 125: {out:?}"),
+        Err(out) => panic!("a read-only workspace under /tmp must run: {out:?}"),
         Ok(r) => {
             let got = fifo.received();
-            assert!(got.is_empty(), "hard mode ran and the workspace FIFO received {got:?}\n{r:?}");
+            assert!(got.is_empty(), "the read-only workspace's FIFO received {got:?}\n{r:?}");
+            r.assert_refused_with(&["EACCES"], "write into a FIFO of a read-only workspace under /tmp");
+            assert!(!gap_names(r.run.as_ref().unwrap()).iter().any(|g| g == "fs-write"), "{r:?}");
         }
     }
-    let mut be = hard.clone();
-    be.extra_args = vec!["--best-effort".into()];
-    match c.probe_or_refusal(&be, "append", &[s(&fifo.path), "pwned"])? {
-        Err(out) => panic!("--best-effort must run: {out:?}"),
-        Ok(r) => {
-            let got = fifo.received();
-            let gaps = gap_names(r.run.as_ref().unwrap());
-            assert!(
-                got.is_empty() || gaps.iter().any(|g| g == "fs-write"),
-                "bytes arrived without a declared gap: {r:?}"
-            );
-        }
-    }
+    // The private TMPDIR is still writable (elsewhere), and private.
+    let name = format!("cordon-tmpdir-{}", c.unique());
+    let out = c.sh(&hard, &format!("echo x > \"$TMPDIR/{name}\" && echo \"$TMPDIR\""))?;
+    assert_eq!(out.exit_code(), Some(0), "TMPDIR must be writable: {out:?}");
+    let tmpdir = out.out().trim().to_string();
+    assert_ne!(tmpdir, "/tmp", "TMPDIR must move off the workspace's tmpfs: {out:?}");
+    assert_absent(&Path::new(&tmpdir).join(&name), "the private TMPDIR leaked to the host");
     // Control: the FIFO works from the host.
     c.host_probe("append", &[s(&fifo.path), "x"]).assert_ok("control: write into the FIFO on the host");
     assert!(!fifo.received().is_empty(), "control: the reader received nothing");
+});
+
+case!(fs_workspace_tmp_itself_works_and_keeps_state_dir_read_only, |c| {
+    // A workspace of /tmp itself is what the caller asked for: it works in every
+    // mode. In workspace-write the host's /tmp is writable, except cordon's own state
+    // directory there (spill files, per-run directories), which stays read-only.
+    let tmp = Path::new("/tmp");
+    let state = PathBuf::from(format!("/tmp/cordon-{}", c.id.uid));
+    let tag = c.unique();
+    let made = PathBuf::from(format!("/tmp/cordon-tests-ws-{tag}"));
+    let forged = state.join(format!("forged-{tag}"));
+    struct Rm(Vec<PathBuf>);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            for p in &self.0 {
+                let _ = fs::remove_file(p);
+            }
+        }
+    }
+    let _rm = Rm(vec![made.clone(), forged.clone()]);
+    let ww = opts_at(c, WORKSPACE_WRITE, tmp);
+    c.probe_with(&ww, "write", &[s(&made), "made\n"])?.assert_ok("write into the /tmp workspace");
+    assert!(made.exists(), "positive control: the /tmp workspace is writable, {} is missing", made.display());
+    assert!(state.is_dir(), "cordon's state directory {} should exist", state.display());
+    c.probe_with(&ww, "write", &[s(&forged), "forged\n"])?
+        .assert_refused_with(&["EROFS", "EACCES"], "write into cordon's state directory");
+    assert_absent(&forged, "a file forged in cordon's state directory");
+    // Outside the workspace stays read-only.
+    let sent = c.sentinel(&c.outside.join(format!("sentinel-{tag}")));
+    c.probe_with(&ww, "write", &[s(&sent.path), "pwned\n"])?.assert_refused("write outside /tmp");
+    sent.assert_unchanged("write outside the /tmp workspace");
+    // Read-only mode: /tmp is visible but not writable.
+    let ro = opts_at(c, READ_ONLY, tmp);
+    let made_ro = PathBuf::from(format!("/tmp/cordon-tests-ro-{tag}"));
+    c.probe_with(&ro, "write", &[s(&made_ro), "x\n"])?
+        .assert_refused_with(&["EROFS", "EACCES"], "write into a read-only /tmp workspace");
+    assert_absent(&made_ro, "a file written into a read-only /tmp workspace");
+    c.probe_with(&ro, "read", &[s(&made)])?.assert_ok("read the /tmp workspace");
 });
 
 case!(priv_planted_device_nodes_unusable, |c| {
@@ -2204,6 +2238,161 @@ case!(policy_system_dirs_refused_without_flag, |c| {
 // 10. Credentials: the ambient environment minus KEY/SECRET/TOKEN/PASSWORD names and
 //     secret-shaped values.
 // =====================================================================================
+
+case!(fs_private_caches_writable_inside_and_discarded, |c| {
+    // The home directory is read-only, so each cache variable points into the run's
+    // private TMPDIR: writable inside, gone afterwards, never in the real home. A
+    // cache variable the caller points into the workspace is kept.
+    let tag = c.unique();
+    let vars = ["XDG_CACHE_HOME", "XDG_STATE_HOME", "GOCACHE", "PIP_CACHE_DIR", "npm_config_cache", "PRE_COMMIT_HOME"];
+    let home_cache = c.id.home.join(".cache");
+    let mut o = c.opts(WORKSPACE_WRITE);
+    // An ambient value in the (read-only) home is replaced, not trusted.
+    o.env.push(("XDG_CACHE_HOME".into(), home_cache.display().to_string()));
+    let script = format!(
+        "for v in {}; do eval d=\\$$v; mkdir -p \"$d\" && echo x > \"$d/{tag}\" || exit 1; echo \"$v=$d\"; done",
+        vars.join(" ")
+    );
+    let out = c.sh(&o, &script)?;
+    assert_eq!(out.exit_code(), Some(0), "every private cache must be writable inside: {out:?}");
+    let text = out.out();
+    for v in vars {
+        let line =
+            text.lines().find(|l| l.starts_with(&format!("{v}="))).unwrap_or_else(|| panic!("{v} unset: {out:?}"));
+        let dir = PathBuf::from(&line[v.len() + 1..]);
+        assert!(!dir.starts_with(&c.id.home), "{v} points into the home: {out:?}");
+        assert!(!dir.starts_with(&c.ws), "{v} points into the workspace: {out:?}");
+        assert_absent(&dir.join(&tag), &format!("{v}'s file leaked to the host"));
+    }
+    assert_absent(&home_cache.join(&tag), "a cache file appeared in the real home");
+    // Positive control: a location the caller puts in the workspace is kept and used.
+    let mut kept = c.opts(WORKSPACE_WRITE);
+    kept.extra_args = vec!["--env".into(), format!("XDG_CACHE_HOME={}", c.ws.join("cache").display())];
+    let out = c.sh(&kept, &format!("mkdir -p \"$XDG_CACHE_HOME\" && echo x > \"$XDG_CACHE_HOME/{tag}\""))?;
+    assert_eq!(out.exit_code(), Some(0), "{out:?}");
+    assert!(c.ws.join("cache").join(&tag).exists(), "the caller's cache location was not used: {out:?}");
+});
+
+case!(fs_cache_dir_kept_only_where_the_caller_allows, |c| {
+    // --cache-dir DIR keeps the private caches across runs in a directory the caller
+    // owns: written there (and nowhere else outside the workspace), refused inside the
+    // workspace, refused when another user owns it, refused in read-only mode.
+    let tag = c.unique();
+    let cache = c.outside.join(format!("cache-{tag}"));
+    c.mkdir(&cache);
+    c.chown_to_me(&cache);
+    let sent = c.sentinel(&c.outside.join(format!("beside-cache-{tag}")));
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.extra_args = vec!["--cache-dir".into(), s(&cache).into()];
+    let out = c.sh(&o, &format!("mkdir -p \"$GOCACHE\" && echo x > \"$GOCACHE/{tag}\" && echo \"$GOCACHE\""))?;
+    assert_eq!(out.exit_code(), Some(0), "{out:?}");
+    assert!(out.out().trim().starts_with(s(&cache)), "GOCACHE not in the cache dir: {out:?}");
+    assert!(cache.join(".cache/go-build").join(&tag).exists(), "positive control: the cache file persists on the host");
+    c.probe_with(&o, "write", &[s(&sent.path), "pwned\n"])?.assert_refused("write beside the cache dir");
+    sent.assert_unchanged("a file beside the cache directory");
+    // Refusals: nothing runs.
+    let inside = c.ws.join(format!("cache-{tag}"));
+    c.mkdir(&inside);
+    c.chown_to_me(&inside);
+    let marker = c.outside.join(format!("ran-{tag}"));
+    let foreign = c.outside.join(format!("foreign-cache-{tag}"));
+    c.mkdir(&foreign);
+    chown(&foreign, 0, 0);
+    let mut cases = vec![(WORKSPACE_WRITE, inside.clone()), (READ_ONLY, cache.clone())];
+    if !c.id.is_root() {
+        cases.push((WORKSPACE_WRITE, foreign.clone()));
+    }
+    for (mode, dir) in cases {
+        let mut r = c.opts(mode);
+        r.extra_args = vec!["--cache-dir".into(), s(&dir).into()];
+        r.expect_error = true;
+        let out = c.cordon(&r, &["/bin/sh", "-c", &format!("touch {}", s(&marker))])?;
+        assert_eq!(out.status.code(), Some(125), "{mode} --cache-dir {}: {out:?}", dir.display());
+        assert_eq!(out.j()["error"]["code"], "INVALID_POLICY", "{out:?}");
+        assert_absent(&marker, "a command ran with a refused cache directory");
+    }
+});
+
+case!(esc_narrow_git_grant_opens_only_git_for_one_retry, |c| {
+    // `git commit` is denied in workspace-write (.git protected). An approver that says
+    // yes is asked for exactly "write .git": the retry commits (judged on the host),
+    // while the network stays off (a loopback listener sees nothing) and every other
+    // path stays read-only (a sentinel outside is unchanged). Without an approver the
+    // commit does not happen (the positive control for the denial).
+    c.git_init();
+    let count = || c.host_sh("git rev-list --count HEAD").trim().to_string();
+    assert_eq!(count(), "1");
+    let trap = TcpTrap::v4();
+    let sent = c.sentinel(&c.outside.join(format!("narrow-{}", c.unique())));
+    let approver = c.outside.join(format!("approve-{}.sh", c.unique()));
+    c.file(&approver, "#!/bin/sh\ncat > /dev/null\nexit 0\n");
+    set_mode(&approver, 0o755);
+    let probe = s(&c.suite.probe);
+    let script = format!(
+        "git -c user.name=t -c user.email=t@x commit -q --allow-empty -m granted && \
+         {{ {probe} tcp 127.0.0.1 {port}; {probe} write {sent} pwned; exit 0; }}",
+        port = trap.port_s(),
+        sent = s(&sent.path)
+    );
+    let plain = c.sh(&c.opts(WORKSPACE_WRITE), &script)?;
+    assert_ne!(plain.exit_code(), Some(0), "{plain:?}");
+    assert_eq!(count(), "1", "positive control: without a grant the commit is refused");
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.extra_args = vec!["--approver".into(), s(&approver).into()];
+    let out = c.sh(&o, &script)?;
+    assert_eq!(out.exit_code(), Some(0), "{out:?}");
+    assert_eq!(count(), "2", "the granted retry committed: {out:?}");
+    let j = out.j();
+    assert_eq!(j["sandbox"]["mode"], "workspace-write", "the retry stayed confined: {j}");
+    assert_eq!(j["escalation"]["request"]["grant"]["kind"], "write", "{j}");
+    assert_eq!(j["escalation"]["request"]["grant"]["path"], s(&c.ws.join(".git")), "{j}");
+    assert!(!trap.connected_within(200), "the retry reached the network: {j}");
+    sent.assert_unchanged("the retry wrote outside the workspace");
+    // Control: the listener works from the host.
+    c.host_probe("tcp", &["127.0.0.1", &trap.port_s()]).assert_ok("control: host TCP to the listener");
+    assert!(trap.connected_within(500), "control: the listener saw nothing");
+});
+
+case!(esc_session_standing_git_grant_opens_only_git, |c| {
+    // `cordon session grant FILE write WS/.git`: later `run --session FILE` calls may
+    // commit (judged on the host), with the network still off and every other path
+    // still read-only. A grant for another path opens nothing (the control).
+    c.git_init();
+    let count = || c.host_sh("git rev-list --count HEAD").trim().to_string();
+    let tag = c.unique();
+    let session = c.outside.join(format!("session-{tag}.jsonl"));
+    let cli = |args: &[&str]| {
+        let out = c.host_cmd(&c.suite.cordon).args(args).output().unwrap();
+        assert!(out.status.success(), "cordon {args:?}: {out:?}");
+    };
+    let trap = TcpTrap::v4();
+    let sent = c.sentinel(&c.outside.join(format!("standing-{tag}")));
+    let probe = s(&c.suite.probe);
+    let script = format!(
+        "git -c user.name=t -c user.email=t@x commit -q --allow-empty -m standing && \
+         {{ {probe} tcp 127.0.0.1 {port}; {probe} write {sent} pwned; exit 0; }}",
+        port = trap.port_s(),
+        sent = s(&sent.path)
+    );
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.extra_args = vec!["--session".into(), s(&session).into()];
+    // Control: a grant for some other path leaves .git protected.
+    let other = c.ws.join("other");
+    c.mkdir(&other);
+    cli(&["session", "grant", s(&session), "write", s(&other)]);
+    let out = c.sh(&o, &script)?;
+    assert_ne!(out.exit_code(), Some(0), "{out:?}");
+    assert_eq!(count(), "1", "a grant for another path opened .git");
+    cli(&["session", "grant", s(&session), "write", s(&c.ws.join(".git"))]);
+    let out = c.sh(&o, &script)?;
+    assert_eq!(out.exit_code(), Some(0), "{out:?}");
+    assert_eq!(count(), "2", "the standing grant let the commit through: {out:?}");
+    assert_eq!(out.j()["sandbox"]["mode"], "workspace-write");
+    assert!(!trap.connected_within(200), "the network was on");
+    sent.assert_unchanged("a write outside the workspace under a standing .git grant");
+    c.host_probe("tcp", &["127.0.0.1", &trap.port_s()]).assert_ok("control: host TCP to the listener");
+    assert!(trap.connected_within(500), "control: the listener saw nothing");
+});
 
 case!(cred_secret_environment_scrubbed, |c| {
     let tag = c.unique();

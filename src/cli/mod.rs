@@ -88,6 +88,18 @@ pub(crate) enum SessionCmd {
         #[arg(value_parser = parse_mode)]
         mode: Mode,
     },
+    /// Append a standing grant: later `cordon run --session FILE` calls (confined ones)
+    /// may write PATH, a protected path such as a repository's `.git` (`write PATH`), or
+    /// reach the network (`network`). Nothing else changes.
+    Grant {
+        /// The session log (created if missing; keep it outside every writable root).
+        file: PathBuf,
+        /// `write` or `network`.
+        #[arg(value_parser = ["write", "network"])]
+        what: String,
+        /// With `write`: the protected path (absolute).
+        path: Option<PathBuf>,
+    },
     /// Print the effective mode and the history.
     Show {
         /// The session log.

@@ -6,7 +6,7 @@ use cordon::error::CordonError;
 use cordon::host::HostFacts;
 use cordon::mode::Mode;
 use cordon::policy::ExecutionPolicy;
-use cordon::runner::{self, probe_runner, ProbeStatus, RunnerChoice, RunnerKind};
+use cordon::runner::{self, probe_runner, ProbeStatus, RunnerKind};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -75,11 +75,16 @@ pub(crate) fn probe_report(host: &HostFacts) -> serde_json::Value {
                 serde_json::json!({ "runner": kind, "probe": status, "modes": modes })
             })
             .collect();
-    let auto: Vec<serde_json::Value> = Mode::ALL
-        .into_iter()
-        .map(|mode| match runner::select(&sample_policy(mode), host, RunnerChoice::Auto) {
-            Ok(sel) => serde_json::json!({ "mode": mode, "runner": sel.runner, "enforcement": sel.enforcement }),
-            Err(e) => serde_json::json!({ "mode": mode, "error": e.body() }),
+    // The current directory judged as `cordon run` judges it (the same function as
+    // `cordon doctor`), so probe, doctor and run agree on a workspace.
+    let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
+    let workspace = cordon::doctor::judge_workspace(host, &cwd.canonicalize().unwrap_or(cwd));
+    let auto: Vec<serde_json::Value> = workspace
+        .modes
+        .iter()
+        .map(|v| match (&v.runner, &v.error) {
+            (Some(runner), _) => serde_json::json!({ "mode": v.mode, "runner": runner, "enforcement": v.enforcement }),
+            (None, error) => serde_json::json!({ "mode": v.mode, "error": { "code": v.error_code, "message": error } }),
         })
         .collect();
     serde_json::json!({
@@ -97,6 +102,7 @@ pub(crate) fn probe_report(host: &HostFacts) -> serde_json::Value {
             "bwrap": host.bwrap,
         },
         "runners": runners,
+        "workspace": workspace.path,
         "auto": auto,
         "limits": cordon::limits::probe_host(host.euid),
     })
@@ -154,7 +160,7 @@ pub(crate) fn print_probe(host: &HostFacts, report: &serde_json::Value) {
             }
         }
     }
-    outln!("auto selection");
+    outln!("auto selection for the workspace {}", report["workspace"].as_str().unwrap_or("?"));
     for a in report["auto"].as_array().into_iter().flatten() {
         match a.get("runner") {
             Some(r) => outln!(
@@ -163,9 +169,12 @@ pub(crate) fn print_probe(host: &HostFacts, report: &serde_json::Value) {
                 r.as_str().unwrap_or("?"),
                 a["enforcement"]["level"].as_str().unwrap_or("?")
             ),
-            None => {
-                outln!("  {:<16} {}", a["mode"].as_str().unwrap_or("?"), a["error"]["code"].as_str().unwrap_or("?"))
-            }
+            None => outln!(
+                "  {:<16} {}: {}",
+                a["mode"].as_str().unwrap_or("?"),
+                a["error"]["code"].as_str().unwrap_or("?"),
+                a["error"]["message"].as_str().unwrap_or("")
+            ),
         }
     }
 }

@@ -24,7 +24,7 @@ pub(crate) struct RunArgs {
     // Listed right after --mode (ties in display order sort by name).
     #[arg(long, default_value = "auto", value_parser = parse_runner, display_order = 0)]
     runner: RunnerChoice,
-    /// Deadline in seconds (default 120, at most 600).
+    /// Deadline in seconds (default 120, at most 600; more is an error).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     timeout: Option<Duration>,
     /// Print nothing of cordon's own after the command's output (live mode: denials,
@@ -41,11 +41,13 @@ pub(crate) struct RunArgs {
     /// Capture output and print one JSON result object on stdout.
     #[arg(long)]
     json: bool,
-    /// In-memory tail per stream, in bytes (with --json).
+    /// In-memory tail per stream, in bytes (with --json; default 65536, at most 16777216;
+    /// more is an error).
     #[arg(long, value_name = "BYTES")]
     output_cap: Option<usize>,
     /// Spill-file bytes per stream (with --json; K, M, G suffixes; default 1G, at most
-    /// 4G; 0: no file). Past it the file keeps the head and `spill_truncated` is set.
+    /// 4G, more is an error; 0: no file). Past it the file keeps the head and
+    /// `spill_truncated` is set.
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     spill_cap: Option<u64>,
     /// Extra environment variable NAME=VALUE, or NAME to keep cordon's own value
@@ -81,6 +83,12 @@ pub(crate) struct RunArgs {
     /// if one changed after the approval.
     #[arg(long, requires = "approval")]
     bind_script: bool,
+    /// Keep the private caches (XDG_CACHE_HOME, GOCACHE, PIP_CACHE_DIR, npm_config_cache,
+    /// ...) in DIR across runs instead of discarding them with the run's TMPDIR: a
+    /// directory you own, outside the workspace and writable roots, not a system or
+    /// home-configuration directory; it becomes writable (workspace-write only).
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
     /// Run a shell string with bash -c instead of PROGRAM ARGS.
     #[arg(short = 'c', long = "shell", value_name = "STRING", conflicts_with = "argv")]
     shell: Option<String>,
@@ -167,6 +175,7 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
     req.output = if json || args.ask { Output::Capture } else { Output::Inherit };
     req.runner = args.runner;
     req.observe_writes = args.observe_writes;
+    req.cache_dir = args.cache_dir.clone();
     req.policy = args.policy.request();
     if governance.active() {
         return run_governed(req, governance, json);
@@ -355,6 +364,15 @@ pub(crate) fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitC
         };
         let mode = session::effective_mode(session::DEFAULT_SESSION_MODE, &events);
         req.policy.mode = session::narrow(mode, g.mode);
+        // Standing grants: each opens its one thing for confined calls, nothing else.
+        if req.policy.mode.is_confined() {
+            for grant in session::standing_grants(&events) {
+                match grant {
+                    esc::Grant::Network => req.policy.network = true,
+                    esc::Grant::Write { path } => req.policy.unprotected.push(path),
+                }
+            }
+        }
         if req.policy.mode < g.mode.unwrap_or(mode) {
             errln!("cordon: --mode {} narrowed to the session's mode {mode}", g.mode.unwrap_or(mode));
         }
@@ -413,7 +431,11 @@ pub(crate) fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitC
     }
     if let Some(rec) = &outcome.escalation {
         let verdict = if rec.decision.verdict == Verdict::Granted { "granted" } else { "refused" };
-        errln!("cordon: escalation to {} {verdict} ({})", rec.request.to, esc::printable(&rec.decision.reason));
+        let asked = match &rec.request.grant {
+            Some(grant) => format!("grant `{}` for one retry", esc::printable(&grant.to_string())),
+            None => format!("escalation to {}", rec.request.to),
+        };
+        errln!("cordon: {asked} {verdict} ({})", esc::printable(&rec.decision.reason));
     }
     if let Some(why) = &outcome.not_offered {
         errln!("cordon: no escalation offered: {}", esc::printable(why));

@@ -24,6 +24,29 @@ pub(crate) fn session_cmd(cmd: SessionCmd) -> ExitCode {
                 Err(e) => fail(e),
             }
         }
+        SessionCmd::Grant { file, what, path } => {
+            use cordon::escalation::Grant;
+            let grant = match (what.as_str(), path) {
+                ("network", None) => Grant::Network,
+                ("write", Some(p)) if p.is_absolute() => Grant::Write { path: p.canonicalize().unwrap_or(p) },
+                ("write", _) => {
+                    errln!("cordon: error[INVALID_REQUEST]: `session grant FILE write PATH` needs an absolute PATH");
+                    return ExitCode::FAILURE;
+                }
+                _ => {
+                    errln!("cordon: error[INVALID_REQUEST]: `session grant FILE network` takes no path");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match session::read_events(&file) {
+                Ok(_) | Err(SessionError::NotFound { .. }) => {}
+                Err(e) => return fail(e),
+            }
+            match session::append_event(&file, &session::SessionEvent::grant(grant)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            }
+        }
         SessionCmd::Show { file, json } => {
             let events = match session::read_events(&file) {
                 Ok(e) => e,
@@ -32,7 +55,8 @@ pub(crate) fn session_cmd(cmd: SessionCmd) -> ExitCode {
             let mode = session::effective_mode(DEFAULT_SESSION_MODE, &events);
             if json {
                 let obj = serde_json::json!({
-                    "file": file, "effective_mode": mode, "default_mode": DEFAULT_SESSION_MODE, "events": events,
+                    "file": file, "effective_mode": mode, "default_mode": DEFAULT_SESSION_MODE,
+                    "grants": session::standing_grants(&events), "events": events,
                 });
                 print_json(&obj);
             } else {
@@ -42,6 +66,9 @@ pub(crate) fn session_cmd(cmd: SessionCmd) -> ExitCode {
                     match &e.change {
                         SessionChange::SetMode { mode } => {
                             text.push_str(&format!("  {}  set-mode {mode}\n", printable(&e.at)))
+                        }
+                        SessionChange::Grant { grant } => {
+                            text.push_str(&format!("  {}  grant {}\n", printable(&e.at), printable(&grant.to_string())))
                         }
                     }
                 }

@@ -20,6 +20,9 @@ pub struct AuditRecord {
     pub from: Mode,
     /// The mode asked for.
     pub to: Mode,
+    /// The narrow grant asked for instead of a wider mode, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<Grant>,
     /// The caller's reason.
     pub justification: Option<String>,
     /// What the sandbox refused.
@@ -44,6 +47,7 @@ impl AuditRecord {
             cwd: r.cwd.clone(),
             from: r.from,
             to: r.to,
+            grant: r.grant.clone(),
             justification: r.justification.clone(),
             denials: r.denials.clone(),
             decision: record.decision.verdict,

@@ -48,6 +48,20 @@ pub(super) fn fingerprint_with(spec: &Spec, bound: &[BoundFile]) -> String {
     fnv1a128(&enc.0)
 }
 
+/// [`fingerprint_with`], also covering a narrow `grant` (a field `grant` naming it,
+/// appended last; without one, exactly [`fingerprint_with`]'s value).
+pub(super) fn fingerprint_granting(spec: &Spec, bound: &[BoundFile], grant: Option<&Grant>) -> String {
+    let Some(grant) = grant else { return fingerprint_with(spec, bound) };
+    let base = fingerprint_with(spec, bound);
+    let mut enc = Encoder(Vec::with_capacity(128));
+    enc.field(b"call", base.as_bytes());
+    match grant {
+        Grant::Write { path } => enc.field(b"grant-write", path.as_os_str().as_bytes()),
+        Grant::Network => enc.field(b"grant-network", b"1"),
+    }
+    fnv1a128(&enc.0)
+}
+
 pub(super) fn fnv1a128(bytes: &[u8]) -> String {
     let hash = bytes.iter().fold(FNV128_OFFSET, |h, b| (h ^ u128::from(*b)).wrapping_mul(FNV128_PRIME));
     format!("fnv1a128:{hash:032x}")

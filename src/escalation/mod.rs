@@ -63,13 +63,13 @@ mod request;
 pub use approver::{ProgramApprover, TerminalApprover};
 pub use audit::{AuditLog, AuditRecord};
 pub use fingerprint::fingerprint;
-use fingerprint::{bind, fingerprint_with, fnv1a128, recheck, BoundFile};
+use fingerprint::{bind, fingerprint_granting, fnv1a128, recheck, BoundFile};
 pub use outcome::{EscalatedOutcome, EscalationError, EscalationOptions, EscalationRecord};
 use prompt::{clip, PROMPT_LINE};
 pub use prompt::{printable, terminal_prompt};
 pub use request::{
-    next_wider, Approver, ApproverInfo, BoundFileView, CommandView, Decision, EscalationRequest, PolicyView, Trigger,
-    Verdict,
+    next_wider, Approver, ApproverInfo, BoundFileView, CommandView, Decision, EscalationRequest, Grant, PolicyView,
+    Trigger, Verdict,
 };
 
 /// Version of the [`EscalationRequest`] JSON format.
@@ -160,7 +160,7 @@ pub async fn run_with_escalation_until(
         let wide = wider.unwrap_or_else(|| widen(&spec, &policy_req, to, opts))?;
         runner::select(&wide.policy, exec.host(), wide.runner)?;
         let bound = bind(&command, &spec, opts)?;
-        let request = build_request(Trigger::UpFront, command, &spec, &wide, opts, Vec::new(), &bound);
+        let request = build_request(Trigger::UpFront, command, &spec, &wide, opts, Vec::new(), &bound, None);
         let record = ask(approver, request, audit, &mut abort).await?;
         let retry = if record.decision.is_granted() {
             recheck(&bound)?;
@@ -174,12 +174,22 @@ pub async fn run_with_escalation_until(
     let first = exec.run_until(spec.clone(), &mut abort).await?;
     let mut outcome = EscalatedOutcome { first: None, escalation: None, not_offered: None, retry: None };
     if first.sandbox.denied {
+        // The narrowest grant first: when every denial names one protected path, or
+        // the network, only that is asked for (unless the caller named a mode).
+        let narrow = if opts.on_denial.is_none() { narrow_grant(&first, &spec) } else { None };
+        if let Some((_, s)) = &narrow {
+            governing.check(&s.policy)?;
+        }
+        let (grant, wider) = match narrow {
+            Some((g, s)) => (Some(g), Some(Ok(s))),
+            None => (None, wider),
+        };
         match offer(&first, wider, exec) {
             Err(why) => outcome.not_offered = Some(why),
             Ok(wide) => {
                 let bound = bind(&command, &spec, opts)?;
                 let denials = first.sandbox.denials.clone();
-                let request = build_request(Trigger::Denied, command, &spec, &wide, opts, denials, &bound);
+                let request = build_request(Trigger::Denied, command, &spec, &wide, opts, denials, &bound, grant);
                 approver.first_run(&first);
                 let record = ask(approver, request, audit, &mut abort).await?;
                 if record.decision.is_granted() {
@@ -192,6 +202,39 @@ pub async fn run_with_escalation_until(
     }
     outcome.first = Some(first);
     Ok(outcome)
+}
+
+/// The narrowest grant covering every denial of `first`, and the retry spec with only
+/// that allowed (pure): see [`grant_for`]. Anything else: `None`, and the whole-mode
+/// escalation applies.
+pub fn narrow_grant(first: &RunResult, spec: &Spec) -> Option<(Grant, Spec)> {
+    let grant = grant_for(&first.sandbox.denials, &spec.policy)?;
+    let mut wide = spec.clone();
+    match &grant {
+        Grant::Network => wide.policy.network = true,
+        Grant::Write { path } => wide.policy.protected.retain(|p| p != path),
+    }
+    Some((grant, wide))
+}
+
+/// The one grant that covers every one of `denials` under `policy` (pure): every
+/// denial a refused write inside the same protected path (that path may then be
+/// written; the mode, the network and every other path stay as they were), or every
+/// denial a refused network operation in a confined policy with the network off.
+pub fn grant_for(denials: &[Denial], policy: &ExecutionPolicy) -> Option<Grant> {
+    use crate::result::DenialKind;
+    if denials.is_empty() || !policy.mode.is_confined() {
+        return None;
+    }
+    if denials.iter().all(|d| d.kind == DenialKind::Network) {
+        return (!policy.network).then_some(Grant::Network);
+    }
+    let protected_of = |d: &Denial| {
+        let target = Path::new(d.target.as_deref()?);
+        (d.kind == DenialKind::FileWrite).then(|| policy.protected.iter().find(|p| target.starts_with(p))).flatten()
+    };
+    let path = protected_of(&denials[0])?;
+    denials.iter().all(|d| protected_of(d) == Some(path)).then(|| Grant::Write { path: path.clone() })
 }
 
 /// The wider spec for a denied run, or why none is offered.
@@ -236,6 +279,7 @@ fn widen(spec: &Spec, policy_req: &PolicyRequest, to: Mode, opts: &EscalationOpt
     Ok(wide)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn build_request(
     trigger: Trigger,
     command: CommandView,
@@ -244,6 +288,7 @@ fn build_request(
     opts: &EscalationOptions,
     denials: Vec<Denial>,
     bound: &[BoundFile],
+    grant: Option<Grant>,
 ) -> EscalationRequest {
     let mut env_names: Vec<String> = spec.env.iter().map(|(k, _)| k.to_string_lossy().into_owned()).collect();
     env_names.sort();
@@ -255,12 +300,13 @@ fn build_request(
         cwd: spec.workdir.clone(),
         from: spec.policy.mode,
         to: wide.policy.mode,
+        fingerprint: fingerprint_granting(spec, bound, grant.as_ref()),
+        grant,
         justification: opts.justification.clone(),
         denials,
         policy: PolicyView::from(&spec.policy),
         retry_policy: PolicyView::from(&wide.policy),
         env_names,
-        fingerprint: fingerprint_with(spec, bound),
         bound_files: bound
             .iter()
             .map(|f| BoundFileView { path: f.path.clone(), contents: fnv1a128(&f.bytes), size: f.bytes.len() as u64 })
@@ -314,7 +360,66 @@ mod tests {
             runner: RunnerChoice::Auto,
             limits: crate::limits::Limits { memory: 1 << 30, pids: 64, cpu: None, explicit: vec![] },
             observe_writes: true,
+            cache_dir: None,
         }
+    }
+
+    #[test]
+    fn the_fingerprint_carries_the_grant() {
+        let s = spec();
+        let plain = fingerprint_granting(&s, &[], None);
+        assert_eq!(plain, fingerprint(&s), "no grant: the call's own fingerprint");
+        let git = fingerprint_granting(&s, &[], Some(&Grant::Write { path: "/ws/.git".into() }));
+        let other = fingerprint_granting(&s, &[], Some(&Grant::Write { path: "/ws/sub/.git".into() }));
+        let net = fingerprint_granting(&s, &[], Some(&Grant::Network));
+        assert!(plain != git && git != other && git != net && plain != net);
+    }
+
+    #[test]
+    fn narrow_grant_only_when_every_denial_names_it() {
+        use crate::result::{Denial, DenialKind, RunResult};
+        let mut s = spec();
+        s.policy.mode = Mode::WorkspaceWrite;
+        s.policy.protected = vec!["/ws/.git".into(), "/ws/sub/.git".into()];
+        let denial = |kind, target: &str| Denial {
+            kind,
+            target: Some(target.into()),
+            evidence: "seccomp supervisor".into(),
+            line: None,
+        };
+        let out = serde_json::json!({"text": "", "truncated": false, "spill_path": null,
+                                     "spill_truncated": false, "spill_failed": false});
+        let run = |denials: Vec<Denial>| {
+            let mut r: RunResult = serde_json::from_value(serde_json::json!({
+                "exit_code": 1, "signal": null, "timed_out": false, "aborted": false, "timeout_ms": 1,
+                "stdout": out, "stderr": out,
+                "sandbox": {"mode": "workspace-write", "runner": "landlock", "denied": true, "denials": [],
+                            "enforcement": {"level": "full", "gaps": []}, "runner_failed": false,
+                            "writable_roots": [], "protected": [], "skipped": []},
+                "limit": null, "limits": null
+            }))
+            .unwrap();
+            r.sandbox.denials = denials;
+            r
+        };
+        let (g, wide) = narrow_grant(&run(vec![denial(DenialKind::FileWrite, "/ws/.git/index.lock")]), &s).unwrap();
+        assert_eq!(g, Grant::Write { path: "/ws/.git".into() });
+        assert_eq!(wide.policy.protected, vec![PathBuf::from("/ws/sub/.git")], "only that path opens");
+        assert_eq!((wide.policy.mode, wide.policy.network), (Mode::WorkspaceWrite, false));
+        // Two protected paths, a write elsewhere, or a mix with the network: no narrow grant.
+        for ds in [
+            vec![denial(DenialKind::FileWrite, "/ws/.git/a"), denial(DenialKind::FileWrite, "/ws/sub/.git/b")],
+            vec![denial(DenialKind::FileWrite, "/etc/passwd")],
+            vec![denial(DenialKind::FileWrite, "/ws/.git/a"), denial(DenialKind::Network, "1.2.3.4:443")],
+            vec![denial(DenialKind::Process, "kill")],
+        ] {
+            assert!(narrow_grant(&run(ds.clone()), &s).is_none(), "{ds:?}");
+        }
+        let (g, wide) = narrow_grant(&run(vec![denial(DenialKind::Network, "1.2.3.4:443")]), &s).unwrap();
+        assert_eq!(g, Grant::Network);
+        assert!(wide.policy.network && wide.policy.protected == s.policy.protected);
+        s.policy.mode = Mode::FullAccess;
+        assert!(narrow_grant(&run(vec![denial(DenialKind::Network, "x")]), &s).is_none());
     }
 
     #[test]

@@ -88,7 +88,18 @@ pub fn terminal_prompt(req: &EscalationRequest) -> String {
     // The command and directory again, right above the question.
     t.push_str(&format!("  command:  {}\n", clip(&printable(&command), PROMPT_LINE)));
     t.push_str(&format!("  cwd:      {}\n", clip(&printable(&req.cwd.display().to_string()), PROMPT_LINE)));
-    t.push_str(&format!("Run this exact command once at {}? [y/N] ", req.to));
+    match &req.grant {
+        Some(Grant::Write { path }) => t.push_str(&format!(
+            "Run this exact command once more, allowed to write {} (still {}, network unchanged)? [y/N] ",
+            clip(&printable(&path.display().to_string()), PROMPT_LINE),
+            req.to
+        )),
+        Some(Grant::Network) => t.push_str(&format!(
+            "Run this exact command once more with the network on (still {}, files unchanged)? [y/N] ",
+            req.to
+        )),
+        None => t.push_str(&format!("Run this exact command once at {}? [y/N] ", req.to)),
+    }
     t
 }
 

@@ -38,6 +38,30 @@ impl From<&Command> for CommandView {
     }
 }
 
+/// The narrowest grant that lets a denied call through, asked for before any wider
+/// mode: the retry stays in the same mode, with only this one thing allowed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Grant {
+    /// Let the retry write this protected path (e.g. a repository's `.git`); every
+    /// other restriction stays, the network included.
+    Write {
+        /// The protected path, as in the call's policy.
+        path: PathBuf,
+    },
+    /// Let the retry reach the network (IP); every other restriction stays.
+    Network,
+}
+
+impl std::fmt::Display for Grant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Grant::Write { path } => write!(f, "write {}", path.display()),
+            Grant::Network => f.write_str("network"),
+        }
+    }
+}
+
 /// A resolved policy as it appears in an escalation request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PolicyView {
@@ -82,8 +106,13 @@ pub struct EscalationRequest {
     pub cwd: PathBuf,
     /// The mode of the call.
     pub from: Mode,
-    /// The strictly wider mode asked for, for this one call.
+    /// The strictly wider mode asked for, for this one call (the call's own mode when
+    /// [`EscalationRequest::grant`] is set).
     pub to: Mode,
+    /// The one narrow grant asked for instead of a wider mode, when every denial names
+    /// it (see [`Grant`]); the retry policy is the call's with only that changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<Grant>,
     /// The caller's reason, if given.
     pub justification: Option<String>,
     /// What the sandbox refused (empty when asked up front).

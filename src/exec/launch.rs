@@ -98,13 +98,14 @@ pub(super) struct Launched {
 impl Executor {
     pub(super) async fn launch(&self, spec: &Spec) -> Result<Launched, CordonError> {
         let selection = runner::select(&spec.policy, &self.host, spec.runner)?;
+        let policy = self.keep_state_dir_read_only(&spec.policy, selection.runner)?;
+        let policy = &policy;
         // Every checked path, opened once without following symlinks; the plan's
         // grants, mounts and chdir are tied to these files (see `crate::pin`).
-        let pins = crate::pin::Pins::take(&spec.policy, &spec.workdir)?;
+        let pins = crate::pin::Pins::take(policy, &spec.workdir)?;
         // Allowed host unix sockets, pinned now: the supervisor connects to these files.
         #[cfg(target_os = "linux")]
-        let allowed_sockets = spec
-            .policy
+        let allowed_sockets = policy
             .allow_unix_sockets
             .iter()
             .map(|p| {
@@ -112,14 +113,6 @@ impl Executor {
                     .map_err(|source| crate::error::PolicyError::Changed { path: p.clone(), source })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        if spec.policy.mode.is_confined() {
-            let state = &self.state_dir;
-            if let Some(root) =
-                spec.policy.writable().into_iter().find(|w| state.starts_with(w) || w.starts_with(state))
-            {
-                return Err(crate::error::PolicyError::StateDirWritable { state_dir: state.clone(), root }.into());
-            }
-        }
         let program = resolve_program(&spec.argv[0], &spec.env, &spec.workdir)?;
 
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -127,7 +120,7 @@ impl Executor {
 
         let interactive = spec.stdin == Stdin::Inherit && std::io::IsTerminal::is_terminal(&std::io::stdin());
         let input = PlanInput {
-            policy: &spec.policy,
+            policy,
             host: &self.host,
             program,
             argv: spec.argv.clone(),
@@ -157,11 +150,11 @@ impl Executor {
         };
         let mut enforcement = plan.enforcement.clone();
         let limit_gaps = limits.explicit_gaps();
-        if !limit_gaps.is_empty() && spec.policy.mode.is_confined() && !spec.policy.best_effort {
+        if !limit_gaps.is_empty() && policy.mode.is_confined() && !policy.best_effort {
             let why: Vec<String> = limit_gaps.iter().map(|(r, w)| format!("{} ({w})", r.name())).collect();
             let reason = format!("cannot fully enforce: {}", why.join(", "));
             let reasons = vec![crate::error::RunnerReason { runner: selection.runner, reason }];
-            return Err(CordonError::SandboxUnavailable { mode: spec.policy.mode, reasons });
+            return Err(CordonError::SandboxUnavailable { mode: policy.mode, reasons });
         }
         for (r, reason) in limit_gaps {
             if enforcement.level == crate::result::EnforcementLevel::Full {
@@ -184,10 +177,23 @@ impl Executor {
             env.retain(|(name, _)| name != k.as_str());
             env.push((k.into(), v.into()));
         }
+        // Private cache and state locations under the run's private TMPDIR (discarded
+        // with it), or the caller's cache directory: the home directory is read-only
+        // (see `crate::env::PRIVATE_CACHE_VARS`).
+        if policy.mode.is_confined() {
+            let tmpdir = plan.env.iter().find(|(k, _)| k == "TMPDIR").map(|(_, v)| PathBuf::from(v));
+            if let Some(base) = spec.cache_dir.clone().or(tmpdir) {
+                let private = crate::env::private_cache_env(&base, &env, &policy.writable());
+                for (k, v) in private {
+                    env.retain(|(name, _)| *name != k);
+                    env.push((k, v));
+                }
+            }
+        }
         // Network off looks like a machine without a network (ENETUNREACH); npm retries
         // that for more than a minute by default. Unless the caller chose otherwise,
         // it gives up at once (docs/denials.md).
-        if spec.policy.mode.is_confined() && !spec.policy.network {
+        if policy.mode.is_confined() && !policy.network {
             for (k, v) in OFFLINE_ENV {
                 if !env.iter().any(|(name, _)| name == k) {
                     env.push((k.into(), v.into()));
@@ -241,6 +247,7 @@ impl Executor {
         } else {
             self.start_staged(Staged {
                 spec,
+                policy,
                 plan: &plan,
                 env: &env,
                 stdio: [stdin_fd.as_raw_fd(), child_out[0].as_raw_fd(), child_out[1].as_raw_fd()],
@@ -315,6 +322,8 @@ impl Executor {
             #[cfg(target_os = "linux")]
             supervisor,
             denials,
+            // The call's own policy is what the result reports (cordon's state directory,
+            // protected above for this run only, is not a path a grant could open).
             policy: spec.policy.clone(),
             #[cfg(target_os = "linux")]
             workdir: spec.workdir.clone(),
@@ -352,6 +361,9 @@ pub(super) struct Started {
 #[cfg(target_os = "linux")]
 pub(super) struct Staged<'a> {
     pub(super) spec: &'a Spec,
+    /// The run's policy (the spec's, with cordon's state directory protected when a
+    /// writable root holds it).
+    pub(super) policy: &'a crate::policy::ExecutionPolicy,
     pub(super) plan: &'a crate::runner::LaunchPlan,
     pub(super) env: &'a [(OsString, OsString)],
     pub(super) stdio: [std::os::fd::RawFd; 3],
@@ -368,7 +380,7 @@ impl Executor {
     /// Launch through the child-side stage (`cordon_stage::spawn`): the `landlock`,
     /// `bwrap` and `passthrough` runners on Linux.
     pub(super) fn start_staged(&self, s: Staged<'_>) -> Result<Started, CordonError> {
-        let Staged { spec, plan, env, stdio, terminals, pins, limits, runner, allowed_sockets, denials } = s;
+        let Staged { spec, policy, plan, env, stdio, terminals, pins, limits, runner, allowed_sockets, denials } = s;
         // The landlock runner's stage (and the bwrap runner's stage helper) hands its
         // seccomp listener to a supervisor in this process, which records refused
         // network and process syscalls as evidence.
@@ -433,7 +445,7 @@ impl Executor {
         };
         let allowed_sockets: Arc<[crate::denials::AllowedSocket]> = allowed_sockets.into();
         let write_rules = spec.observe_writes.then(|| {
-            let mut rules = write_rules(plan, &spec.policy);
+            let mut rules = write_rules(plan, policy);
             rules.terminals = terminals;
             rules
         });
@@ -461,6 +473,39 @@ impl Executor {
             helper_status,
             supervision: source.map(|src| (src, supervision)),
         })
+    }
+}
+
+impl Executor {
+    /// The run's policy with cordon's state directory kept read-only when it lies in a
+    /// writable root (a workspace of `/tmp` holds it): it is added to the protected
+    /// paths, which the mount layer re-attaches read-only and the write judge knows.
+    /// Without a mount layer it cannot be, and the run is refused (as is a writable
+    /// root inside the state directory).
+    fn keep_state_dir_read_only(
+        &self,
+        policy: &crate::policy::ExecutionPolicy,
+        runner: RunnerKind,
+    ) -> Result<crate::policy::ExecutionPolicy, CordonError> {
+        let mut policy = policy.clone();
+        if !policy.mode.is_confined() {
+            return Ok(policy);
+        }
+        let state = &self.state_dir;
+        let refuse = |root: PathBuf| crate::error::PolicyError::StateDirWritable { state_dir: state.clone(), root };
+        if let Some(root) = policy.writable().into_iter().find(|w| w.starts_with(state)) {
+            return Err(refuse(root).into());
+        }
+        if let Some(root) = policy.writable().into_iter().find(|w| state.starts_with(w)) {
+            let mount_layer = runner == RunnerKind::Bwrap || self.host.namespaces.available();
+            if !mount_layer {
+                return Err(refuse(root).into());
+            }
+            if !policy.protected.iter().any(|p| state.starts_with(p)) {
+                policy.protected.push(state.clone());
+            }
+        }
+        Ok(policy)
     }
 }
 

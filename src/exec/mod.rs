@@ -329,6 +329,54 @@ pub(crate) fn resolve_program(argv0: &OsStr, env: &[(OsString, OsString)], cwd: 
     Ok(candidate)
 }
 
+/// Check a caller's cache directory (see [`Request::cache_dir`]) and return it
+/// canonical. The writable-root rules (system and home-configuration directories,
+/// symlinks, git directories) are applied afterwards by `resolve_policy`, where it
+/// joins the writable roots.
+fn check_cache_dir(
+    dir: &Path,
+    workdir: &Path,
+    roots: &[PathBuf],
+    euid: u32,
+    state_dir: &Path,
+) -> Result<PathBuf, CordonError> {
+    let refuse = |why: String| crate::error::PolicyError::CacheDir { path: dir.to_path_buf(), why };
+    if !dir.is_absolute() {
+        return Err(refuse("it must be an absolute path".into()).into());
+    }
+    let canon = dir.canonicalize().map_err(|e| refuse(e.to_string()))?;
+    let meta = std::fs::metadata(&canon).map_err(|e| refuse(e.to_string()))?;
+    if !meta.is_dir() {
+        return Err(refuse("not a directory".into()).into());
+    }
+    if meta.uid() != euid {
+        return Err(refuse(format!("it is owned by uid {}, not by the caller (uid {euid})", meta.uid())).into());
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(refuse("it is writable by other users".into()).into());
+    }
+    let mut writable = vec![workdir.to_path_buf()];
+    for r in roots {
+        writable.push(r.canonicalize().unwrap_or_else(|_| r.clone()));
+    }
+    if let Some(w) = writable.iter().find(|w| canon.starts_with(w) || w.starts_with(&canon)) {
+        return Err(refuse(format!(
+            "it overlaps `{}`; the cache must lie outside the workspace and the writable roots",
+            w.display()
+        ))
+        .into());
+    }
+    if canon.starts_with(state_dir) || state_dir.starts_with(&canon) {
+        return Err(refuse("it overlaps cordon's state directory".into()).into());
+    }
+    Ok(canon)
+}
+
+/// A request value above the executor's cap (`INVALID_REQUEST`, naming both).
+fn over_cap(field: &'static str, asked: String, cap: String) -> CordonError {
+    CordonError::InvalidRequest { field, why: format!("{asked} is over the cap of {cap}") }
+}
+
 impl Executor {
     /// An executor with `config`, reading the host's facts now.
     pub fn new(config: ExecutorConfig) -> Result<Executor, CordonError> {
@@ -405,14 +453,43 @@ impl Executor {
                 source: std::io::Error::from_raw_os_error(libc::ENOTDIR),
             });
         }
-        let policy = resolve_policy(&req.policy, &workdir)?;
+        let cache_dir = match &req.cache_dir {
+            Some(dir) if req.policy.mode == crate::mode::Mode::WorkspaceWrite => {
+                Some(check_cache_dir(dir, &workdir, &req.policy.writable_roots, self.host.euid, &self.state_dir)?)
+            }
+            Some(dir) if req.policy.mode == crate::mode::Mode::ReadOnly => {
+                return Err(crate::error::PolicyError::CacheDir {
+                    path: dir.clone(),
+                    why: "read-only mode has no writable directory; use workspace-write".into(),
+                }
+                .into())
+            }
+            _ => None,
+        };
+        let mut policy_req = req.policy.clone();
+        policy_req.writable_roots.extend(cache_dir.iter().cloned());
+        let policy = resolve_policy(&policy_req, &workdir)?;
         let timeout = match req.timeout {
             Some(t) if t.is_zero() => {
                 return Err(CordonError::InvalidRequest { field: "timeout", why: "must be greater than zero".into() })
             }
-            Some(t) => t.min(cfg.max_timeout),
+            // A value over a cap is an error, never silently lowered.
+            Some(t) if t > cfg.max_timeout => {
+                return Err(over_cap(
+                    "timeout",
+                    format!("{} ms", t.as_millis()),
+                    format!("{} ms", cfg.max_timeout.as_millis()),
+                ))
+            }
+            Some(t) => t,
             None => cfg.default_timeout.min(cfg.max_timeout),
         };
+        if let Some(c) = req.output_cap.filter(|&c| c > cfg.max_output_cap) {
+            return Err(over_cap("output_cap", format!("{c} bytes"), format!("{} bytes", cfg.max_output_cap)));
+        }
+        if let Some(c) = req.spill_cap.filter(|&c| c > cfg.max_spill_cap) {
+            return Err(over_cap("spill_cap", format!("{c} bytes"), format!("{} bytes", cfg.max_spill_cap)));
+        }
         let output_cap = req.output_cap.unwrap_or(cfg.default_output_cap).min(cfg.max_output_cap);
         let limits =
             crate::limits::resolve_limits(&req.limits, &cfg.default_limits, &cfg.max_limits, self.memory_budget)
@@ -455,6 +532,7 @@ impl Executor {
             runner: req.runner,
             limits,
             observe_writes: req.observe_writes,
+            cache_dir,
         })
     }
 

@@ -183,7 +183,8 @@ pub struct LimitError {
 }
 
 /// Fill and cap a limit request: an absent limit takes `defaults`' value (or the
-/// built-in default), every value is capped by `caps` (or the built-in cap). Zero
+/// built-in default), every default is capped by `caps` (or the built-in cap), and an
+/// explicit value over its cap is an error (never silently lowered). Zero
 /// and a memory limit under [`MIN_MEMORY`] are refused.
 pub fn resolve_limits(
     req: &LimitRequest,
@@ -197,6 +198,14 @@ pub fn resolve_limits(
     for (field, v) in [("limit_memory", req.memory), ("limit_pids", req.pids), ("limit_cpu", req.cpu)] {
         if v == Some(0) {
             return Err(LimitError { field, why: "must be greater than zero".into() });
+        }
+    }
+    // An explicit value over its cap is an error, never silently lowered.
+    for (field, v, cap) in
+        [("limit_memory", req.memory, max_memory), ("limit_pids", req.pids, max_pids), ("limit_cpu", req.cpu, max_cpu)]
+    {
+        if let Some(v) = v.filter(|&v| v > cap) {
+            return Err(LimitError { field, why: format!("{v} is over the cap of {cap}") });
         }
     }
     if let Some(m) = req.memory.filter(|&m| m < MIN_MEMORY) {
@@ -244,13 +253,14 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::Args)]
 pub struct LimitArgs {
     /// Memory limit of the run (processes and private tmpfs), bytes with an optional
-    /// K/M/G/T suffix (default: half of the host's RAM, at most 90%).
+    /// K/M/G/T suffix (default: half of the host's RAM, at most 90%; more is an error).
     #[arg(long = "limit-memory", value_name = "BYTES", value_parser = parse_bytes)]
     pub memory: Option<u64>,
-    /// Process (and thread) limit of the run (default 4096, at most 32768).
+    /// Process (and thread) limit of the run (default 4096, at most 32768; more is an error).
     #[arg(long = "limit-pids", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub pids: Option<u64>,
-    /// CPU seconds per process (RLIMIT_CPU; default: none, the timeout bounds the run).
+    /// CPU seconds per process (RLIMIT_CPU; default: none, the timeout bounds the run; at
+    /// most 86400, more is an error).
     #[arg(long = "limit-cpu", value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
     pub cpu: Option<u64>,
 }
@@ -536,13 +546,20 @@ mod tests {
         let l = resolve_limits(&none, &none, &none, 8 << 30).unwrap();
         assert_eq!(l, Limits { memory: 4 << 30, pids: DEFAULT_PIDS, cpu: None, explicit: vec![] });
         let req = LimitRequest { memory: Some(100 << 30), pids: Some(64), cpu: Some(1) };
+        let err = resolve_limits(&req, &none, &none, 8 << 30).unwrap_err();
+        assert_eq!(err.field, "limit_memory", "over MAX_MEMORY_PERCENT is an error, not capped");
+        let req = LimitRequest { memory: Some(2 << 30), ..req };
         let l = resolve_limits(&req, &none, &none, 8 << 30).unwrap();
-        assert_eq!(l.memory, (8u64 << 30) * 90 / 100, "capped at MAX_MEMORY_PERCENT");
-        assert_eq!((l.pids, l.cpu), (64, Some(1)));
+        assert_eq!((l.memory, l.pids, l.cpu), (2 << 30, 64, Some(1)));
         assert_eq!(l.explicit, vec![Resource::Memory, Resource::Pids, Resource::Cpu]);
-        let caps = LimitRequest { memory: Some(1 << 30), pids: Some(10), cpu: Some(5) };
-        let l = resolve_limits(&req, &none, &caps, 8 << 30).unwrap();
-        assert_eq!((l.memory, l.pids, l.cpu), (1 << 30, 10, Some(1)));
+        let caps = LimitRequest { memory: Some(4 << 30), pids: Some(10), cpu: Some(5) };
+        let err = resolve_limits(&req, &none, &caps, 8 << 30).unwrap_err();
+        assert_eq!(err.field, "limit_pids");
+        let l = resolve_limits(&LimitRequest { pids: Some(10), ..req }, &none, &caps, 8 << 30).unwrap();
+        assert_eq!((l.memory, l.pids, l.cpu), (2 << 30, 10, Some(1)));
+        // Defaults above a cap are lowered to it (they are not the caller's values).
+        let l = resolve_limits(&none, &LimitRequest { pids: Some(99), ..none }, &caps, 8 << 30).unwrap();
+        assert_eq!(l.pids, 10);
         assert!(resolve_limits(&LimitRequest { pids: Some(0), ..none }, &none, &none, 1 << 30).is_err());
         assert!(resolve_limits(&LimitRequest { memory: Some(1024), ..none }, &none, &none, 1 << 30).is_err());
     }

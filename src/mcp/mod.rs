@@ -15,6 +15,12 @@
 //! with a justification, will be added to [`BashArgs`] by the escalation work; they
 //! must go through an approver and never through the ceiling.)
 //!
+//! A server whose workspace is refused (`INVALID_POLICY`: `/`, a home directory, a
+//! system directory...) still starts: it answers `initialize` and lists its tools, and
+//! every tool call returns that typed error with a sentence for the model (ask the
+//! user to restart the server on a project directory), instead of exiting before the
+//! client could read anything.
+//!
 //! Lifecycle: when the client disconnects, every process the connection started is
 //! killed and reaped before the server exits.
 //!
@@ -91,7 +97,8 @@ pub struct HandleArgs {
 /// The MCP server: one per connection.
 #[derive(Clone)]
 pub struct CordonMcp {
-    conn: Arc<Connection>,
+    /// The connection, or why the server's own policy was refused.
+    conn: Result<Arc<Connection>, RpcError>,
     tool_router: ToolRouter<CordonMcp>,
 }
 
@@ -103,8 +110,11 @@ impl std::fmt::Debug for CordonMcp {
 
 /// Entry point of `cordon mcp`.
 pub fn main(args: CeilingArgs) -> ExitCode {
+    // A refused workspace is the caller's choice, not a broken host: the server still
+    // starts and answers every call with the error (see the module docs).
     let ceiling = match Ceiling::from_args(&args) {
-        Ok(c) => c,
+        Ok(c) => Ok(c),
+        Err(e @ crate::error::CordonError::InvalidPolicy(_)) => Err(RpcError::cordon(&e)),
         Err(e) => {
             eprintln!("cordon mcp: error[{}]: {}", e.code(), e);
             return ExitCode::from(EXIT_SETUP_FAILED);
@@ -118,15 +128,24 @@ pub fn main(args: CeilingArgs) -> ExitCode {
         }
     };
     let code = rt.block_on(async move {
-        let conn = match Connection::new(ceiling, ExecutorConfig::default()) {
-            Ok(s) => Arc::new(s),
-            Err(e) => {
-                eprintln!("cordon mcp: error[{}]: {}", e.code(), e);
-                return ExitCode::from(EXIT_SETUP_FAILED);
+        let conn = match ceiling {
+            Ok(ceiling) => match Connection::new(ceiling, ExecutorConfig::default()) {
+                Ok(s) => Ok(Arc::new(s)),
+                Err(e) => {
+                    eprintln!("cordon mcp: error[{}]: {}", e.code(), e);
+                    return ExitCode::from(EXIT_SETUP_FAILED);
+                }
+            },
+            Err(refused) => {
+                eprintln!("cordon mcp: serving errors only: error[{}]: {}", refused.name, refused.message);
+                Err(refused)
             }
         };
         let mut signals = crate::serve::signal_counter();
-        let server = CordonMcp::new(conn.clone());
+        let server = match &conn {
+            Ok(conn) => CordonMcp::new(conn.clone()),
+            Err(refused) => CordonMcp::refusing(refused.clone()),
+        };
         let code = match server.serve(rmcp::transport::stdio_pipes()).await {
             Ok(running) => {
                 tokio::select! {
@@ -147,9 +166,11 @@ pub fn main(args: CeilingArgs) -> ExitCode {
         // Graceful unless signalled (again) meanwhile; whatever is left is SIGKILLed
         // and reaped when the connection's executor is dropped.
         let seen = *signals.borrow_and_update();
-        tokio::select! {
-            _ = conn.shutdown() => {}
-            _ = signals.wait_for(|n| *n > seen) => {}
+        if let Ok(conn) = &conn {
+            tokio::select! {
+                _ = conn.shutdown() => {}
+                _ = signals.wait_for(|n| *n > seen) => {}
+            }
         }
         code
     });
@@ -170,7 +191,32 @@ impl CordonMcp {
                 route.attr.description = Some(format!("{base} {facts}").into());
             }
         }
-        CordonMcp { conn, tool_router }
+        CordonMcp { conn: Ok(conn), tool_router }
+    }
+
+    /// A server whose own policy was refused (`refused`, e.g. `INVALID_POLICY` for a
+    /// workspace of `/`): it lists its tools and answers every call with the error.
+    pub fn refusing(refused: RpcError) -> CordonMcp {
+        let mut tool_router = Self::tool_router();
+        let facts = startup_refusal_sentence(&refused);
+        for (name, route) in tool_router.map.iter_mut() {
+            let base = route.attr.description.clone().unwrap_or_default();
+            if name == "bash" || name == "bash_start" {
+                route.attr.description = Some(format!("{base} {facts}").into());
+            }
+        }
+        CordonMcp { conn: Err(refused), tool_router }
+    }
+
+    /// The connection, or the tool result every call gets when the server's policy
+    /// was refused.
+    fn ready(&self) -> Result<&Arc<Connection>, CallToolResult> {
+        self.conn.as_ref().map_err(|refused| {
+            let text = format!("Nothing ran. {}", startup_refusal_sentence(refused));
+            let mut out = CallToolResult::error(vec![ContentBlock::text(text)]);
+            out.structured_content = Some(serde_json::json!({ "error": refused.to_json() }));
+            out
+        })
     }
 
     /// Run a shell command in the sandbox and wait for it.
@@ -179,8 +225,12 @@ impl CordonMcp {
         description = "Run a shell command (bash -c) inside the cordon sandbox and wait for it. Returns the exit code, the tails of stdout and stderr, and what the sandbox allowed or refused."
     )]
     async fn bash(&self, Parameters(args): Parameters<BashArgs>) -> Result<CallToolResult, ErrorData> {
-        let ceiling = self.conn.ceiling().clone();
-        Ok(match self.conn.run(run_params(args)).await {
+        let conn = match self.ready() {
+            Ok(c) => c,
+            Err(refused) => return Ok(refused),
+        };
+        let ceiling = conn.ceiling().clone();
+        Ok(match conn.run(run_params(args)).await {
             Ok(result) => {
                 let text = describe_run(&result, &ceiling);
                 let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
@@ -197,8 +247,12 @@ impl CordonMcp {
         description = "Start a shell command (bash -c) in the background inside the cordon sandbox, for servers, watchers and long builds. Returns a handle for bash_read and bash_kill. It is stopped when its timeout passes or when this MCP session ends."
     )]
     async fn bash_start(&self, Parameters(args): Parameters<BashArgs>) -> Result<CallToolResult, ErrorData> {
-        let ceiling = self.conn.ceiling().clone();
-        Ok(match self.conn.start(run_params(args)).await {
+        let conn = match self.ready() {
+            Ok(c) => c,
+            Err(refused) => return Ok(refused),
+        };
+        let ceiling = conn.ceiling().clone();
+        Ok(match conn.start(run_params(args)).await {
             Ok(started) => {
                 let text = describe_started(&started, &ceiling);
                 let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
@@ -216,8 +270,12 @@ impl CordonMcp {
         annotations(read_only_hint = true)
     )]
     async fn bash_read(&self, Parameters(args): Parameters<HandleArgs>) -> Result<CallToolResult, ErrorData> {
-        let ceiling = self.conn.ceiling().clone();
-        Ok(match self.conn.read(args.handle).await {
+        let conn = match self.ready() {
+            Ok(c) => c,
+            Err(refused) => return Ok(refused),
+        };
+        let ceiling = conn.ceiling().clone();
+        Ok(match conn.read(args.handle).await {
             Ok(reply) => {
                 let text = describe_read(&reply, &ceiling);
                 let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
@@ -235,8 +293,12 @@ impl CordonMcp {
         annotations(idempotent_hint = true)
     )]
     async fn bash_kill(&self, Parameters(args): Parameters<HandleArgs>) -> Result<CallToolResult, ErrorData> {
-        let ceiling = self.conn.ceiling().clone();
-        Ok(match self.conn.kill(args.handle).await {
+        let conn = match self.ready() {
+            Ok(c) => c,
+            Err(refused) => return Ok(refused),
+        };
+        let ceiling = conn.ceiling().clone();
+        Ok(match conn.kill(args.handle).await {
             Ok(reply) => {
                 let text = describe_kill(&reply);
                 let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
@@ -251,16 +313,30 @@ impl CordonMcp {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for CordonMcp {
     fn get_info(&self) -> ServerConfig {
-        let ceiling = self.conn.ceiling();
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("cordon", env!("CARGO_PKG_VERSION")))
-            .with_instructions(format!(
+        let instructions = match &self.conn {
+            Ok(conn) => format!(
                 "Shell commands run under the cordon sandbox. {} The sandbox mode is fixed by the user who \
                  started this server; no tool argument can widen it. When a command is refused by the \
                  sandbox, do not try to work around it: ask the user for a wider mode.",
-                ceiling_sentence(ceiling)
-            ))
+                ceiling_sentence(conn.ceiling())
+            ),
+            Err(refused) => format!("Shell commands cannot run here. {}", startup_refusal_sentence(refused)),
+        };
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("cordon", env!("CARGO_PKG_VERSION")))
+            .with_instructions(instructions)
     }
+}
+
+/// What the model is told when the server's own policy was refused.
+fn startup_refusal_sentence(refused: &RpcError) -> String {
+    format!(
+        "This cordon server's workspace was refused when it started: {} ({}). Every tool call fails the same \
+         way until the user restarts the server with a usable workspace (`cordon mcp --cwd DIR`, a project \
+         directory); tell the user, and do not try to work around it.",
+        printable(&refused.message),
+        refused.name
+    )
 }
 
 fn run_params(args: BashArgs) -> RunParams {

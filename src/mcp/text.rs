@@ -82,6 +82,35 @@ fn sandbox_guidance(result: &RunResult, ceiling: &Ceiling) -> String {
     let net_refused = s.denials.iter().any(|d| matches!(d.kind, DenialKind::Network))
         || NETWORK_REFUSED_MARKERS.iter().any(|m| stderr.contains(m));
     let ws = ceiling.workspace.display();
+    // The one grant that would let exactly this call through, if every denial names it.
+    let policy = crate::policy::ExecutionPolicy {
+        mode: s.mode,
+        workspace: ceiling.workspace.clone(),
+        writable_roots: s.writable_roots.clone(),
+        protected: s.protected.clone(),
+        network: ceiling.network,
+        best_effort: ceiling.best_effort,
+        allow_unix_sockets: Vec::new(),
+    };
+    if let Some(grant) = crate::escalation::grant_for(&s.denials, &policy) {
+        let what = match &grant {
+            crate::escalation::Grant::Write { path } => format!(
+                "write access to {} for one retry of this exact command (still {}, network unchanged); \
+                 --writable cannot grant it",
+                printable(&path.display().to_string()),
+                s.mode
+            ),
+            crate::escalation::Grant::Network => {
+                format!("the network for one retry of this exact command (still {}, files unchanged)", s.mode)
+            }
+        };
+        let _ = write!(
+            out,
+            "\nThe narrowest grant that would let this through: {what}. Do not work around it; ask the user \
+             to approve that grant (cordon run --ask or --approver asks for exactly it), or to run it themselves."
+        );
+        return out;
+    }
     match s.mode {
         Mode::ReadOnly => {
             out.push_str(
@@ -327,6 +356,34 @@ mod tests {
                 "enforcement": {"level": "full", "gaps": []}, "runner_failed": false}
         }))
         .expect("a run result")
+    }
+
+    #[test]
+    fn a_denied_git_write_names_the_narrow_grant_not_writable() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        let ceiling = Ceiling::from_args(&CeilingArgs {
+            policy: crate::flags::PolicyArgs { cwd: Some(ws.clone()), ..Default::default() },
+            ..Default::default()
+        })
+        .unwrap();
+        let git = ws.join(".git");
+        let result: RunResult = serde_json::from_value(serde_json::json!({
+            "exit_code": 128, "signal": null, "timed_out": false, "aborted": false, "timeout_ms": 1000,
+            "stdout": {"text": "", "truncated": false, "spill_path": null},
+            "stderr": {"text": "fatal: Unable to create index.lock: Read-only file system", "truncated": false,
+                       "spill_path": null},
+            "sandbox": {"mode": "workspace-write", "runner": "landlock", "denied": true,
+                "denials": [{"kind": "file-write", "target": git.join("index.lock"),
+                             "evidence": "seccomp supervisor: openat refused with EROFS (a protected path)"}],
+                "enforcement": {"level": "full", "gaps": []}, "runner_failed": false,
+                "protected": [git]}
+        }))
+        .expect("a run result");
+        let text = describe_run(&result, &ceiling);
+        assert!(text.contains(&format!("write access to {} for one retry", git.display())), "{text}");
+        assert!(text.contains("--writable cannot grant it"), "{text}");
+        assert!(!text.contains("add a writable directory with --writable"), "{text}");
     }
 
     #[test]

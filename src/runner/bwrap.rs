@@ -83,9 +83,6 @@ pub const SECCOMP_CHILD_FD: i32 = 3;
 /// without the helper, bubblewrap's `--args` fd).
 pub const ENV_CHILD_FD: i32 = 7;
 
-/// `TMPDIR` inside the sandbox: its private tmpfs.
-pub const SANDBOX_TMPDIR: &str = "/tmp";
-
 /// Private tmpfs mounts, in the order they are mounted (mode 1777, like the host's).
 pub const PRIVATE_TMPFS: [&str; 2] = ["/tmp", "/dev/shm"];
 
@@ -147,31 +144,28 @@ fn stage_helper_plan(policy: &ExecutionPolicy, host: &HostFacts) -> Option<Stage
 ///   [`STAGE_MIN_LANDLOCK_ABI`], which `CORDON_LANDLOCK_ABI_MAX` emulates): a
 ///   read-only bind stops writes to regular files but not opening an existing FIFO
 ///   for writing, so bytes reach a host reader (as root, `/run/initctl`).
-/// - `private-tmp` when the workspace or a writable root is `/tmp`, `/dev/shm` or one
-///   of their ancestors, since binding it exposes the host's directory over the
-///   private tmpfs.
+/// - `private-tmp` when an extra writable root is `/tmp`, `/dev/shm` or one of their
+///   ancestors, since binding it exposes the host's directory over the private tmpfs
+///   (a workspace there is what the caller asked for, and `TMPDIR` moves to the other
+///   tmpfs: see `landlock::shared_private_tmpfs`).
 ///
 /// (`denial-audit` is the landlock runner's own promise and not requested here.)
 pub fn bwrap_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restriction, String)> {
     let mut gaps = Vec::new();
     for r in Restriction::requested_by(policy) {
         let gap = match r {
-            Restriction::FsWrite => match stage_unavailable(host) {
-                Some(why) => Some(format!(
+            Restriction::FsWrite => stage_unavailable(host).map(|why| {
+                format!(
                     "FIFOs outside the writable roots stay writable (read-only binds do not cover special files) \
                      because {why}"
-                )),
-                None => super::landlock::read_only_workspace_under_private_tmp(policy),
-            },
-            Restriction::PrivateTmp => exposed(policy)
-                .into_iter()
-                .find(|(p, _)| PRIVATE_TMPFS.iter().any(|t| Path::new(t).starts_with(p)))
-                .map(|(p, _)| {
-                    format!(
-                        "{} is bound into the sandbox over the private tmpfs, so the host's directory is shared",
-                        p.display()
-                    )
-                }),
+                )
+            }),
+            Restriction::PrivateTmp => super::landlock::shared_private_tmpfs(policy).map(|p| {
+                format!(
+                    "{} is bound into the sandbox over the private tmpfs, so the host's directory is shared",
+                    p.display()
+                )
+            }),
             _ => None,
         };
         if let Some(reason) = gap {
@@ -359,7 +353,7 @@ pub fn bwrap_args(input: &PlanInput<'_>) -> Result<Vec<OsString>, PlanError> {
     }
     args.push("--chdir".into());
     args.push(input.cwd.as_os_str().to_owned());
-    push(&mut args, &["--setenv", "TMPDIR", SANDBOX_TMPDIR, "--"]);
+    push(&mut args, &["--setenv", "TMPDIR", super::landlock::sandbox_tmpdir(policy), "--"]);
     match &helper {
         Some(h) => {
             push(&mut args, &[STAGE_HELPER_EXEC, STAGE_HELPER_ARG]);
@@ -427,7 +421,7 @@ impl Runner for BwrapRunner {
             runner: RunnerKind::Bwrap,
             program: bwrap,
             argv,
-            env: vec![("TMPDIR".into(), SANDBOX_TMPDIR.into())],
+            env: vec![("TMPDIR".into(), super::landlock::sandbox_tmpdir(policy).into())],
             cwd: input.cwd.clone(),
             // Cut mount propagation from the host before bubblewrap runs (see the
             // module docs); a user namespace provides the right to do so when not root.

@@ -71,7 +71,6 @@ pub fn landlock_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restric
                 "device nodes already inside the writable roots stay usable: without a mount namespace they \
                  cannot be attached nodev, and Landlock refuses only creating them: {why_ns}"
             )),
-            FsWrite if ns && abi >= 2 => read_only_workspace_under_private_tmp(policy),
             FsWrite | Network | UnixSockets | HostUnixSockets | ProcessInspection | TerminalInjection | SyscallFilter | Privileges
             | FdIsolation => None,
             FsTruncate if abi < 3 && !ns => Some(format!(
@@ -93,9 +92,7 @@ pub fn landlock_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restric
                 Some(format!("processes that leave the process group can outlive the run without a pid namespace: {why_ns}"))
             }
             Ipc if !ns => Some(format!("SysV and POSIX message queues are shared without an IPC namespace: {why_ns}")),
-            PrivateTmp => exposed_paths(policy)
-                .into_iter()
-                .find(|p| PRIVATE_TMPFS.iter().any(|t| Path::new(t).starts_with(p)))
+            PrivateTmp => shared_private_tmpfs(policy)
                 .map(|p| format!("{} is attached over the private tmpfs, so the host's directory is shared", p.display())),
             DeviceIoctl if abi < 5 => Some(format!("Landlock ABI {abi} < 5 cannot restrict device ioctls")),
             _ => None,
@@ -111,21 +108,42 @@ pub fn landlock_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restric
     gaps
 }
 
-/// The `fs-write` gap of a read-only workspace that lies under `/tmp` or `/dev/shm`
-/// (pure), for both Linux runners when they apply Landlock over private tmpfs mounts:
-/// Landlock grants writes beneath the private tmpfs and its rules accumulate across
-/// the mount attached there, so only the workspace's read-only mount stops writes,
-/// and a read-only mount does not stop opening an existing FIFO for writing.
-pub fn read_only_workspace_under_private_tmp(policy: &ExecutionPolicy) -> Option<String> {
-    if policy.mode >= crate::mode::Mode::WorkspaceWrite {
-        return None;
+/// The private temp directory a confined run's `TMPDIR` names inside the sandbox
+/// (pure), for both Linux runners with private tmpfs mounts: `/tmp`, unless the
+/// workspace is `/tmp` or lies under it. The workspace is what the caller asked for,
+/// so it is attached there as asked and the private `TMPDIR` moves to the private
+/// `/dev/shm` instead.
+pub fn sandbox_tmpdir(policy: &ExecutionPolicy) -> &'static str {
+    if policy.workspace.starts_with(PRIVATE_TMPFS[0]) {
+        PRIVATE_TMPFS[1]
+    } else {
+        PRIVATE_TMPFS[0]
     }
-    let tmpfs = PRIVATE_TMPFS.iter().find(|t| policy.workspace.starts_with(t))?;
-    Some(format!(
-        "FIFOs in the read-only workspace {} stay writable: it lies under the private {tmpfs}, where Landlock \
-         grants writes, and its read-only mount does not cover special files (move the workspace out of {tmpfs})",
-        policy.workspace.display()
-    ))
+}
+
+/// The private tmpfs mounts Landlock grants writes beneath (pure): both, except one
+/// that holds a read-only workspace. Landlock rules accumulate across mount points,
+/// so a write grant on `/tmp` would also cover a read-only workspace attached under
+/// it, leaving only its read-only mount, which does not stop opening an existing
+/// FIFO for writing. Without the grant the workspace stays read-only by both layers
+/// (the run's `TMPDIR` is the other tmpfs, see [`sandbox_tmpdir`]).
+pub fn private_tmpfs_writable(policy: &ExecutionPolicy) -> Vec<PathBuf> {
+    PRIVATE_TMPFS
+        .iter()
+        .filter(|t| policy.mode >= crate::mode::Mode::WorkspaceWrite || !policy.workspace.starts_with(t))
+        .map(PathBuf::from)
+        .collect()
+}
+
+/// An extra writable root attached over a private tmpfs (`/tmp` or `/dev/shm`
+/// itself), which leaves the host's directory shared (pure). A workspace there is
+/// not one: it is the directory the caller asked to work in, and the run's private
+/// `TMPDIR` moves to the other tmpfs (see [`sandbox_tmpdir`]).
+pub fn shared_private_tmpfs(policy: &ExecutionPolicy) -> Option<PathBuf> {
+    exposed_paths(policy)
+        .into_iter()
+        .filter(|p| *p != policy.workspace)
+        .find(|p| PRIVATE_TMPFS.iter().any(|t| Path::new(t).starts_with(p)))
 }
 
 /// The host paths attached inside the sandbox on top of the read-only tree: the
@@ -197,7 +215,7 @@ impl Runner for LandlockRunner {
                 }
             }
         }
-        let tmpdir = if ns { PathBuf::from("/tmp") } else { input.run_tmp() };
+        let tmpdir = if ns { PathBuf::from(sandbox_tmpdir(policy)) } else { input.run_tmp() };
         let private = if ns { PrivateTmp::InChild } else { PrivateTmp::Host(input.run_tmp(), input.run_shm()) };
         let landlock = landlock_plan(policy, abi, private);
         Ok(LaunchPlan {
@@ -247,7 +265,7 @@ pub fn landlock_plan(policy: &ExecutionPolicy, abi: u32, private: PrivateTmp) ->
     let mut write = policy.writable();
     let mut write_in_child = Vec::new();
     match private {
-        PrivateTmp::InChild => write_in_child.extend(PRIVATE_TMPFS.iter().map(PathBuf::from)),
+        PrivateTmp::InChild => write_in_child.extend(private_tmpfs_writable(policy)),
         PrivateTmp::Host(tmp, shm) => write.extend([tmp, shm]),
     }
     LandlockPlan {

@@ -199,7 +199,8 @@ pub fn materialize(
     };
 
     // Every clone source must be the pinned file; every attach target too, except
-    // mount points the plan itself creates inside a fresh private tmpfs.
+    // mount points the plan itself creates inside a fresh private tmpfs, or that
+    // tmpfs itself (a workspace of `/tmp` is attached over the private `/tmp`).
     let pinned = |p: &Path| pins.id(p).ok_or_else(|| MaterializeError::Unpinned { path: p.to_path_buf() });
     // A mount point the plan created in a fresh tmpfs needs no check, unless a tree
     // attached earlier covers it (then the path resolves through that tree, which a
@@ -212,7 +213,10 @@ pub fn materialize(
     let created: Vec<&Path> = plan
         .mounts
         .iter()
-        .filter_map(|m| if let MountStep::Mkdir { path } = m { Some(path.as_path()) } else { None })
+        .filter_map(|m| match m {
+            MountStep::Mkdir { path } | MountStep::Tmpfs { target: path, .. } => Some(path.as_path()),
+            _ => None,
+        })
         .filter(|p| !attach_targets.iter().any(|t| p != t && p.starts_with(t)))
         .collect();
     let attached_slot = |target: &Path| {

@@ -31,6 +31,10 @@
 //! request whose id equals one still in flight is refused (`DUPLICATE_ID`), since two
 //! answers with one id could not be told apart.
 //!
+//! A server whose workspace is refused (`INVALID_POLICY`) still starts: it answers
+//! every request line with that error (id echoed) until its input ends, so a client
+//! reads why instead of a broken pipe ([`serve_refusing`]).
+//!
 //! What it does not do: it does not decide policy (the [`Ceiling`] does) and writes
 //! nothing but protocol lines to stdout (diagnostics go to stderr).
 
@@ -99,7 +103,9 @@ const WRITER_GRACE: Duration = Duration::from_secs(5);
 /// Entry point of `cordon serve`.
 pub fn main(args: CeilingArgs) -> ExitCode {
     let ceiling = match Ceiling::from_args(&args) {
-        Ok(c) => c,
+        Ok(c) => Ok(c),
+        // A refused workspace is the caller's choice, not a broken host: answer it.
+        Err(e @ crate::error::CordonError::InvalidPolicy(_)) => Err(RpcError::cordon(&e)),
         Err(e) => {
             eprintln!("cordon serve: error[{}]: {}", e.code(), e);
             return ExitCode::from(EXIT_SETUP_FAILED);
@@ -113,6 +119,15 @@ pub fn main(args: CeilingArgs) -> ExitCode {
         }
     };
     let code = rt.block_on(async move {
+        let ceiling = match ceiling {
+            Ok(c) => c,
+            Err(refused) => {
+                eprintln!("cordon serve: serving errors only: error[{}]: {}", refused.name, refused.message);
+                let (input, output) = rmcp::transport::stdio_pipes();
+                serve_refusing(input, output, &refused).await;
+                return ExitCode::SUCCESS;
+            }
+        };
         let conn = match Connection::new(ceiling, ExecutorConfig::default()) {
             Ok(s) => Arc::new(s),
             Err(e) => {
@@ -203,6 +218,48 @@ where
     let _ = tokio::time::timeout(WRITER_GRACE, writer).await;
     // Background output whose path no written response carried reaches nobody now.
     conn.discard_undelivered_spills().await;
+}
+
+/// Answer every request line on `input` with `refused` (the server's own policy was
+/// refused), until the input ends or the output is gone. Lines that do not parse get
+/// their parse error, as in [`serve`].
+pub async fn serve_refusing<R, W>(mut input: R, mut output: W, refused: &RpcError)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut splitter = LineSplitter::new(MAX_LINE_BYTES);
+    let mut buf = vec![0u8; READ_CHUNK];
+    let mut frames = Vec::new();
+    loop {
+        let n = match input.read(&mut buf).await {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => 0,
+        };
+        if n == 0 {
+            splitter.finish(&mut frames);
+        } else {
+            splitter.push(&buf[..n], &mut frames);
+        }
+        for frame in frames.drain(..) {
+            let mut line = match frame {
+                Frame::Line(line) if is_blank(&line) => continue,
+                Frame::Line(line) => match parse_request(&line) {
+                    Ok(incoming) => response_err(&incoming.id, refused),
+                    Err(f) => response_err(&f.id, &f.error),
+                },
+                Frame::TooLong { .. } => response_err(&protocol::RequestId::null(), refused),
+            };
+            line.push(b'\n');
+            if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
+                return;
+            }
+        }
+        if n == 0 {
+            return;
+        }
+    }
 }
 
 /// The raw ids of the requests in flight.

@@ -57,6 +57,12 @@ pub enum SessionChange {
         /// The new mode.
         mode: Mode,
     },
+    /// A standing narrow grant for every later call of the session (see
+    /// [`standing_grants`]).
+    Grant {
+        /// What is granted.
+        grant: crate::escalation::Grant,
+    },
 }
 
 /// One line of a session log.
@@ -70,6 +76,11 @@ pub struct SessionEvent {
 }
 
 impl SessionEvent {
+    /// A `grant` event stamped now.
+    pub fn grant(grant: crate::escalation::Grant) -> SessionEvent {
+        SessionEvent { at: rfc3339_utc(SystemTime::now()), change: SessionChange::Grant { grant } }
+    }
+
     /// A `set-mode` event stamped now.
     pub fn set_mode(mode: Mode) -> SessionEvent {
         SessionEvent { at: rfc3339_utc(SystemTime::now()), change: SessionChange::SetMode { mode } }
@@ -80,9 +91,26 @@ impl SessionEvent {
 /// always give the same mode, and `effective_mode(d, a ++ b) ==
 /// effective_mode(effective_mode(d, a), b)`.
 pub fn effective_mode(default: Mode, events: &[SessionEvent]) -> Mode {
-    events.iter().fold(default, |_, event| match event.change {
+    events.iter().fold(default, |mode, event| match event.change {
         SessionChange::SetMode { mode } => mode,
+        SessionChange::Grant { .. } => mode,
     })
+}
+
+/// The standing narrow grants of a session (pure): every `grant` event, in order,
+/// without repeats. Each applies to confined calls only and changes only its one thing
+/// (a protected path becomes writable, or the network turns on); the mode still comes
+/// from [`effective_mode`], and a call may still only narrow it.
+pub fn standing_grants(events: &[SessionEvent]) -> Vec<crate::escalation::Grant> {
+    let mut out: Vec<crate::escalation::Grant> = Vec::new();
+    for e in events {
+        if let SessionChange::Grant { grant } = &e.change {
+            if !out.contains(grant) {
+                out.push(grant.clone());
+            }
+        }
+    }
+    out
 }
 
 /// The mode one call runs at: the session's mode, narrowed by the call's own request
@@ -259,6 +287,22 @@ pub fn rfc3339_utc(time: SystemTime) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn standing_grants_are_every_grant_once_and_leave_the_mode() {
+        use crate::escalation::Grant;
+        let git = Grant::Write { path: "/ws/.git".into() };
+        let events = vec![
+            SessionEvent::grant(git.clone()),
+            SessionEvent::set_mode(Mode::ReadOnly),
+            SessionEvent::grant(Grant::Network),
+            SessionEvent::grant(git.clone()),
+        ];
+        assert_eq!(standing_grants(&events), vec![git, Grant::Network]);
+        assert_eq!(effective_mode(Mode::WorkspaceWrite, &events), Mode::ReadOnly);
+        let line = serde_json::to_string(&events[0]).unwrap();
+        assert!(line.contains(r#""event":"grant""#) && line.contains(r#""kind":"write""#), "{line}");
+    }
+
     use super::*;
 
     fn set(mode: Mode) -> SessionEvent {

@@ -55,8 +55,8 @@ def procs_with(marker):
     return found
 
 
-async def with_session(args, flags, body):
-    params = StdioServerParameters(command=args.cordon, args=["mcp", "--cwd", args.workspace, *flags])
+async def with_session(args, flags, body, cwd=None):
+    params = StdioServerParameters(command=args.cordon, args=["mcp", "--cwd", cwd or args.workspace, *flags])
     async with stdio_client(params) as streams:
         read, write = streams[0], streams[1]
         async with ClientSession(read, write) as session:
@@ -221,6 +221,32 @@ SCENARIOS = {
     "readonly": scenario_readonly,
     "background": scenario_background,
 }
+
+
+async def scenario_refused_workspace(args):
+    # A server started on a workspace cordon refuses (the filesystem root) still
+    # initializes, lists its tools and answers every call with the typed error.
+    marker = os.path.join(args.outside, f"refused-{os.getpid()}")
+
+    async def body(session, init):
+        instructions = attr(init, "instructions", "instructions") or ""
+        assert "INVALID_POLICY" in instructions, instructions
+        tools = await asyncio.wait_for(session.list_tools(), DEADLINE)
+        assert {t.name for t in tools.tools} >= {"bash", "bash_start", "bash_read", "bash_kill"}, tools
+        ok("a server on a refused workspace initializes and lists its tools")
+        r = await call(session, "bash", {"command": f"touch {marker}"})
+        assert is_error(r), text_of(r)
+        assert structured(r)["error"]["data"]["code"] == "INVALID_POLICY", structured(r)
+        assert "restarts the server" in text_of(r) and "--cwd" in text_of(r), text_of(r)
+        assert not os.path.exists(marker), "a refused server ran the command"
+        r = await call(session, "bash_read", {"handle": 1})
+        assert is_error(r) and structured(r)["error"]["data"]["code"] == "INVALID_POLICY", text_of(r)
+        ok("every call returns INVALID_POLICY and nothing ran")
+
+    await with_session(args, [], body, cwd="/")
+
+
+SCENARIOS["refused"] = scenario_refused_workspace
 
 
 def main():

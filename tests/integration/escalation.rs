@@ -465,6 +465,7 @@ fn prompt_escapes_hostile_command_text() {
         cwd: "/ws".into(),
         from: Mode::WorkspaceWrite,
         to: Mode::FullAccess,
+        grant: None,
         justification: Some("\x1b]0;title\x07".into()),
         denials: vec![],
         policy: escalation::PolicyView {
@@ -1296,4 +1297,87 @@ fn cli_approver_sees_a_file_write_denial_in_live_mode() {
         "the request names the refused write: {raw}"
     );
     assert!(out.stderr.contains("cordon: denied write"), "live notes: {}", out.stderr);
+}
+
+// ------------------------------------------------------------------ narrow grants
+
+/// A git repository in `ws` with one commit, made on the host.
+fn git_repo(ws: &Path) {
+    let sh = |script: &str| {
+        let out = std::process::Command::new("/bin/sh").arg("-c").arg(script).current_dir(ws).output().unwrap();
+        assert!(out.status.success(), "{script}: {out:?}");
+    };
+    sh("git init -q -b main . && echo a > a.txt && git add a.txt \
+        && git -c user.name=t -c user.email=t@x commit -q -m one && echo b >> a.txt");
+}
+
+fn commit_count(ws: &Path) -> usize {
+    let out = std::process::Command::new("git").args(["rev-list", "--count", "HEAD"]).current_dir(ws).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0)
+}
+
+#[test]
+fn cli_git_commit_through_a_narrow_write_grant() {
+    // `git commit` is denied in workspace-write (.git is protected). The approver is
+    // asked for exactly that grant, "write .git" for one retry, not for full-access:
+    // the retry commits (judged on the host) with the mode and the network unchanged,
+    // and the grant is in the request, the audit log and the fingerprint.
+    if skip("cli_git_commit_through_a_narrow_write_grant") {
+        return;
+    }
+    if which::which("git").is_err() {
+        return skip_regardless("cli_git_commit_through_a_narrow_write_grant", "no git");
+    }
+    let d = dirs("narrow-git");
+    git_repo(&d.ws);
+    let dump = d.gov.join("request.json");
+    let log = d.gov.join("audit.jsonl");
+    let script = approver_script(&d.gov, &dump, 0);
+    let cmd = "git -c user.name=t -c user.email=t@x commit -qam two";
+    let args = ["run", "--json", "--approver", s(&script), "--audit-log", s(&log), "-c", cmd];
+    let out = cordon(&args, &d.ws, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(commit_count(&d.ws), 2, "the granted retry committed");
+    let v = out.json();
+    assert_eq!(v["sandbox"]["mode"], "workspace-write", "the retry stayed confined: {v}");
+    let esc = &v["escalation"];
+    assert_eq!(esc["first_run"]["sandbox"]["denied"], true);
+    let git = d.ws.join(".git");
+    let req: Value = serde_json::from_str(&std::fs::read_to_string(&dump).unwrap()).unwrap();
+    assert_eq!(req["grant"], serde_json::json!({"kind": "write", "path": s(&git)}), "{req}");
+    assert_eq!((req["from"].as_str(), req["to"].as_str()), (Some("workspace-write"), Some("workspace-write")));
+    assert_eq!(req["retry_policy"]["network"], false, "the network stays off: {req}");
+    assert!(!req["retry_policy"]["protected"].as_array().unwrap().iter().any(|p| p == s(&git)), "{req}");
+    let lines = audit_lines(&log);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0].grant, Some(escalation::Grant::Write { path: git.clone() }));
+    assert_eq!(lines[0].fingerprint, req["fingerprint"].as_str().unwrap());
+    // The --ask prompt asks for exactly that grant.
+    let parsed: EscalationRequest = serde_json::from_value(req.clone()).unwrap();
+    let prompt = escalation::terminal_prompt(&parsed);
+    assert!(prompt.contains(&format!("allowed to write {}", git.display())) && prompt.contains("network unchanged"));
+    assert!(!prompt.contains("full-access"), "{prompt}");
+    assert!(out.stderr.contains("grant `write"), "{}", out.stderr);
+}
+
+#[test]
+fn cli_forged_denial_never_reaches_the_approver() {
+    // A command that only prints what a denial looks like, and fails, was not denied:
+    // the approver is never asked and nothing is retried.
+    if skip("cli_forged_denial_never_reaches_the_approver") {
+        return;
+    }
+    let d = dirs("narrow-forged");
+    let dump = d.gov.join("request.json");
+    let script = approver_script(&d.gov, &dump, 0);
+    let git = d.ws.join(".git");
+    let cmd = format!(
+        "echo \"fatal: Unable to create '{0}/index.lock': Read-only file system\" >&2; \
+         echo 'cordon: denied write {0}/index.lock (a protected path)' >&2; exit 128",
+        git.display()
+    );
+    let out = cordon(&["run", "--json", "--approver", s(&script), "-c", &cmd], &d.ws, &[]);
+    assert_eq!(out.code, 128, "{}", out.stderr);
+    assert!(!dump.exists(), "the approver was asked about a forged denial");
+    assert_eq!(out.json()["sandbox"]["denied"], false);
 }

@@ -1357,27 +1357,37 @@ async fn bwrap_stage_helper_hands_its_listener_to_the_supervisor() {
 }
 
 /// cordon's state directory (spill files) inside a writable root: the command could
-/// swap it for a symlink and make cordon create files elsewhere, or forge a spill.
-/// Refused before anything runs (review finding); read-only runs are unaffected.
+/// swap it for a symlink and make cordon create files elsewhere, or forge a spill. With
+/// a mount layer it is kept read-only like a protected path (a workspace of `/tmp`
+/// holds it); without one the run is refused before anything runs. Judged by effect:
+/// the workspace is writable, the state directory is not.
 #[tokio::test(flavor = "multi_thread")]
-async fn state_dir_inside_a_writable_root_is_refused() {
+async fn state_dir_inside_a_writable_root_stays_read_only() {
     let ws = temp_dir("statews");
     let mut cfg = test_config();
     std::fs::create_dir(ws.path().join("state")).unwrap();
     cfg.state_dir = Some(ws.path().join("state"));
     let exec = Executor::new(cfg).expect("create the executor");
+    let state = exec.state_dir().to_path_buf();
     let marker = ws.path().join("ran");
-    let mut req = Request::shell(format!("touch {}", marker.display()));
+    let forged = state.join("forged");
+    let mut req = Request::shell(format!("touch {}; touch {}; true", marker.display(), forged.display()));
     req.workdir = Some(ws.path().to_path_buf());
     req.policy.mode = Mode::WorkspaceWrite;
-    match exec.resolve(req) {
-        Ok(spec) => match exec.run(spec).await {
-            Err(e) => assert_eq!(e.code(), "INVALID_POLICY", "{e}"),
-            Ok(r) => panic!("ran with its state directory writable: {r:?}"),
-        },
-        Err(e) => assert_eq!(e.code(), "INVALID_POLICY", "{e}"),
+    let spec = exec.resolve(req).expect("resolve");
+    let mount_layer = exec.host().namespaces.available();
+    match exec.run(spec).await {
+        Err(e) => {
+            assert!(!mount_layer, "with a mount layer the run must go ahead: {e}");
+            assert_eq!(e.code(), "INVALID_POLICY", "{e}");
+            assert!(!marker.exists(), "the command ran although refused");
+        }
+        Ok(r) => {
+            assert!(marker.exists(), "positive control: the workspace is writable: {r:?}");
+            assert!(r.sandbox.denied, "the write into the state directory was refused and reported: {r:?}");
+        }
     }
-    assert!(!marker.exists(), "the command ran");
+    assert!(!forged.exists(), "the command wrote into cordon's state directory");
 }
 
 #[test]
@@ -1413,4 +1423,103 @@ fn cli_network_off_tells_package_managers_not_to_retry() {
     assert_eq!(on.stdout, "npm= pip=\n", "{}", on.stderr);
     let mine = cordon(&["run", "--env", "PIP_RETRIES=3", "-c", show], ws.path(), &[]);
     assert_eq!(mine.stdout, "npm=0 pip=3\n", "the caller's own choice stands: {}", mine.stderr);
+}
+
+#[tokio::test]
+async fn values_over_a_cap_are_errors_not_silently_lowered() {
+    let fx = Fx::new("over-cap");
+    type Tweak = Box<dyn Fn(&mut Request)>;
+    let cases: [(&str, Tweak); 5] = [
+        ("timeout", Box::new(|r| r.timeout = Some(cordon::request::MAX_TIMEOUT + Duration::from_secs(1)))),
+        ("output_cap", Box::new(|r| r.output_cap = Some(usize::MAX))),
+        ("spill_cap", Box::new(|r| r.spill_cap = Some(cordon::request::MAX_SPILL_CAP + 1))),
+        ("limit_pids", Box::new(|r| r.limits.pids = Some(cordon::limits::MAX_PIDS + 1))),
+        ("limit_cpu", Box::new(|r| r.limits.cpu = Some(cordon::limits::MAX_CPU_SECONDS + 1))),
+    ];
+    for (field, tweak) in cases {
+        let mut req = fx.req("true", Mode::FullAccess);
+        tweak(&mut req);
+        match fx.exec.resolve(req) {
+            Err(CordonError::InvalidRequest { field: f, .. }) => assert_eq!(f, field),
+            other => panic!("{field} over its cap: expected INVALID_REQUEST, got {other:?}"),
+        }
+    }
+    // At the cap is fine.
+    let mut req = fx.req("true", Mode::FullAccess);
+    req.timeout = Some(cordon::request::MAX_TIMEOUT);
+    req.limits.pids = Some(cordon::limits::MAX_PIDS);
+    let spec = fx.exec.resolve(req).expect("values at their caps");
+    assert_eq!(spec.timeout, cordon::request::MAX_TIMEOUT);
+}
+
+#[test]
+fn probe_doctor_and_run_agree_on_the_workspace() {
+    // `cordon probe` judges the current directory as `cordon run` does: in `/`,
+    // `/tmp`, `$HOME`, a fresh directory and a git repository, for every mode, probe's
+    // auto selection names the runner `run` uses, or the error code `run` gives.
+    // `cordon doctor` reports the same verdicts for its current directory.
+    if let Some(reason) = crate::common::cli::confined_unavailable() {
+        return skip_or_fail("probe_doctor_and_run_agree_on_the_workspace", &reason);
+    }
+    let fresh = temp_dir("agree-fresh");
+    let repo = temp_dir("agree-repo");
+    let git = std::process::Command::new("git").args(["init", "-q"]).current_dir(repo.path()).status();
+    assert!(git.is_ok_and(|s| s.success()), "git init");
+    let mut dirs: Vec<PathBuf> = vec!["/".into(), "/tmp".into()];
+    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_dir()) {
+        dirs.push(home);
+    }
+    dirs.extend([fresh.path().to_path_buf(), repo.path().to_path_buf()]);
+    let verdicts = |auto: &Value| -> Vec<(String, String)> {
+        auto.as_array()
+            .expect("a list of modes")
+            .iter()
+            .map(|a| {
+                let mode = a["mode"].as_str().unwrap().to_string();
+                match a["runner"].as_str() {
+                    Some(r) => (mode, format!("runner {r}")),
+                    None => (mode, format!("error {}", a["error"]["code"].as_str().unwrap_or("?"))),
+                }
+            })
+            .collect()
+    };
+    let mut errors = 0;
+    for dir in &dirs {
+        let probe = cordon(&["probe", "--json"], dir, &[]);
+        assert_eq!(probe.code, 0, "{}", probe.stderr);
+        let p = probe.json();
+        assert_eq!(
+            p["workspace"],
+            dir.canonicalize().unwrap().to_str().unwrap(),
+            "probe names the workspace it judged"
+        );
+        for (mode, said) in verdicts(&p["auto"]) {
+            let run = cordon(&["run", "--json", "--mode", &mode, "--", "true"], dir, &[]);
+            let v = run.json();
+            let did = match v["sandbox"]["runner"].as_str() {
+                Some(r) if run.code == 0 => format!("runner {r}"),
+                _ => format!("error {}", v["error"]["code"].as_str().unwrap_or("?")),
+            };
+            assert_eq!(said, did, "{} in {}: probe and run disagree: {}", mode, dir.display(), run.stderr);
+            errors += usize::from(did.starts_with("error"));
+        }
+    }
+    assert!(errors > 0, "positive control: some directory (/, $HOME) is refused for workspace-write");
+    let doctor = cordon(&["doctor", "--json"], Path::new("/"), &[]);
+    let d = doctor.json();
+    assert_eq!(d["workspace"]["path"], "/", "{}", doctor.stdout);
+    let probe = cordon(&["probe", "--json"], Path::new("/"), &[]).json();
+    let from_doctor: Vec<(String, String)> = d["workspace"]["modes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let mode = m["mode"].as_str().unwrap().to_string();
+            match m["runner"].as_str() {
+                Some(r) => (mode, format!("runner {r}")),
+                None => (mode, format!("error {}", m["error_code"].as_str().unwrap_or("?"))),
+            }
+        })
+        .collect();
+    assert_eq!(from_doctor, verdicts(&probe["auto"]), "doctor and probe disagree in /");
 }

@@ -76,6 +76,11 @@ fn mcp_read_only_ceiling_explained() {
 }
 
 #[test]
+fn mcp_refused_workspace_still_serves_typed_errors() {
+    scenario("mcp_refused_workspace_still_serves_typed_errors", "refused");
+}
+
+#[test]
 fn mcp_background_command_read_and_kill() {
     scenario("mcp_background_command_read_and_kill", "background");
 }

@@ -318,3 +318,38 @@ fn serve_background_tails_are_bounded_in_bytes() {
     eprintln!("serve peak RSS with {JOBS} background runs: {hwm} KiB");
     assert!(hwm < BOUND_KIB, "server peak RSS {hwm} KiB exceeds {BOUND_KIB} KiB");
 }
+
+#[test]
+fn serve_refused_workspace_answers_every_request() {
+    // A server started on `/` (refused as a workspace) still answers each request
+    // with the typed error and its id, instead of exiting before reading anything,
+    // and runs nothing.
+    use std::io::Write;
+    use std::process::Stdio;
+    let dirs = VarTmp::new("serve-refused");
+    let marker = dirs.outside().join("refused-marker");
+    let mut child = Command::new(cordon_bin())
+        .args(["serve", "--cwd", "/"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start cordon serve");
+    let mut stdin = child.stdin.take().unwrap();
+    let run = serde_json::json!({"jsonrpc": "2.0", "id": "a", "method": "run",
+        "params": {"command": format!("touch {}", marker.display())}});
+    writeln!(stdin, "{run}").unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"read","params":{{"handle":1}}}}"#).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    let lines: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).expect(l)).collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert_eq!(lines[0]["id"], "a", "{stdout}");
+    assert_eq!(lines[1]["id"], 2, "{stdout}");
+    for l in &lines {
+        assert_eq!(l["error"]["data"]["code"], "INVALID_POLICY", "{stdout}");
+    }
+    assert!(!marker.exists(), "a refused server ran the command");
+}

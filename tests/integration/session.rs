@@ -66,10 +66,10 @@ fn fold_is_the_last_set_mode_or_the_default() {
         let expected = events
             .iter()
             .rev()
-            .map(|e| match e.change {
-                SessionChange::SetMode { mode } => mode,
+            .find_map(|e| match e.change {
+                SessionChange::SetMode { mode } => Some(mode),
+                SessionChange::Grant { .. } => None,
             })
-            .next()
             .unwrap_or(default);
         assert_eq!(session::effective_mode(default, &events), expected, "seed {seed}");
         assert_eq!(session::effective_mode(default, &events), session::effective_mode(default, &events.clone()));
