@@ -55,6 +55,12 @@ pub fn bound_text(d: &mut Denial) {
 /// Where the supervisor records what it saw.
 pub type DenialSink = Arc<Mutex<Vec<Denial>>>;
 
+/// Record a denial (once per kind and target; at most [`MAX_DENIALS`]). Also used by
+/// cordon's egress proxy (`crate::proxy`), whose refusals are denials of the same run.
+pub(crate) fn record(sink: &DenialSink, d: Denial) {
+    push(sink, d)
+}
+
 fn push(sink: &DenialSink, d: Denial) {
     let mut v = sink.lock().unwrap_or_else(|p| p.into_inner());
     if v.iter().any(|e| e.kind == d.kind && e.target == d.target) {
