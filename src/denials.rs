@@ -165,6 +165,7 @@ fn plan_connect(
     observed: &Observed,
     listener: &OwnedFd,
     allowed: &[AllowedSocket],
+    proxy: Option<std::net::SocketAddr>,
     sink: &DenialSink,
 ) -> ConnectPlan {
     let raw = read_raw_sockaddr(n.pid, n.args[1], n.args[2]);
@@ -188,10 +189,54 @@ fn plan_connect(
         }
         return ConnectPlan::Refuse(handle(n, observed, listener, sink));
     }
+    if observed.filter == crate::runner::seccomp::PROXY_FILTER {
+        if let Some(addr) = proxy.and_then(|p| proxy_sockaddr(&raw, p)) {
+            return ConnectPlan::Perform(addr);
+        }
+        return ConnectPlan::Refuse(handle(n, observed, listener, sink));
+    }
     if network_on {
         return ConnectPlan::Perform(raw);
     }
     ConnectPlan::Refuse(handle(n, observed, listener, sink))
+}
+
+/// The proxy's address as a `sockaddr` of the family the command asked in, when the
+/// command asked for exactly the proxy (`127.0.0.1:port`, or `::ffff:127.0.0.1:port`
+/// on an IPv6 socket); `None` for any other address. The bytes are built from the
+/// policy's address: only the comparison reads what the command wrote.
+fn proxy_sockaddr(raw: &[u8], proxy: std::net::SocketAddr) -> Option<Vec<u8>> {
+    let std::net::SocketAddr::V4(p) = proxy else { return None };
+    let family = i32::from(u16::from_ne_bytes([raw[0], raw[1]]));
+    let port = p.port().to_be_bytes();
+    match family {
+        libc::AF_INET if raw.len() >= 8 => {
+            let asked_port = [raw[2], raw[3]];
+            let asked_ip = std::net::Ipv4Addr::new(raw[4], raw[5], raw[6], raw[7]);
+            (asked_port == port && asked_ip == *p.ip()).then(|| {
+                let mut a = vec![0u8; std::mem::size_of::<libc::sockaddr_in>()];
+                a[..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+                a[2..4].copy_from_slice(&port);
+                a[4..8].copy_from_slice(&p.ip().octets());
+                a
+            })
+        }
+        libc::AF_INET6 if raw.len() >= 24 => {
+            let asked_port = [raw[2], raw[3]];
+            let mut ip = [0u8; 16];
+            ip.copy_from_slice(&raw[8..24]);
+            let asked_ip = std::net::Ipv6Addr::from(ip);
+            let mapped = p.ip().to_ipv6_mapped();
+            (asked_port == port && asked_ip == mapped).then(|| {
+                let mut a = vec![0u8; std::mem::size_of::<libc::sockaddr_in6>()];
+                a[..2].copy_from_slice(&(libc::AF_INET6 as u16).to_ne_bytes());
+                a[2..4].copy_from_slice(&port);
+                a[8..24].copy_from_slice(&mapped.octets());
+                a
+            })
+        }
+        _ => None,
+    }
 }
 
 /// Read a `sockaddr` from the task's memory and render it (`unix:/path`,
@@ -259,6 +304,7 @@ fn filter_reason(filter: &str) -> &'static str {
         crate::runner::seccomp::NETWORK_OFF_FILTER => "network off",
         crate::runner::seccomp::HOST_UNIX_FILTER => "network on, unix sockets to the host closed",
         crate::runner::seccomp::HOST_UNIX_ALLOW_FILTER => "network on, only the allowed unix sockets",
+        crate::runner::seccomp::PROXY_FILTER => "network by name: only cordon's proxy",
         _ => "sandbox rule",
     }
 }
@@ -422,6 +468,11 @@ pub struct Supervision {
     pub allowed: Arc<[AllowedSocket]>,
     /// The judge of write-intent syscalls (when the run observes writes).
     pub writes: Option<crate::writes::WriteJudge>,
+    /// cordon's egress proxy for this run (`--allow-host`): under the proxy filter,
+    /// a `connect()` to exactly this address is performed by the supervisor, to this
+    /// address (from the policy, not from the command's memory); every other IP
+    /// `connect()` is refused and recorded.
+    pub proxy: Option<std::net::SocketAddr>,
 }
 
 /// Start supervising: a thread that serves seccomp notifications until the sandbox
@@ -537,9 +588,11 @@ fn serve(listener: OwnedFd, stop: &OwnedFd, mut s: Supervision) {
             continue;
         }
         let allow_list = o.name == "connect"
-            && (o.filter == crate::runner::seccomp::HOST_UNIX_ALLOW_FILTER || !s.allowed.is_empty());
+            && (o.filter == crate::runner::seccomp::HOST_UNIX_ALLOW_FILTER
+                || o.filter == crate::runner::seccomp::PROXY_FILTER
+                || !s.allowed.is_empty());
         let errno = if allow_list {
-            match plan_connect(&n, o, &listener, &s.allowed, &s.sink) {
+            match plan_connect(&n, o, &listener, &s.allowed, s.proxy, &s.sink) {
                 ConnectPlan::Refuse(errno) => errno,
                 ConnectPlan::Perform(addr) => {
                     // Answered from its own thread once the connect is done.
@@ -618,6 +671,40 @@ mod tests {
 
     fn denial(kind: DenialKind, target: &str) -> Denial {
         Denial { kind, target: Some(target.into()), evidence: "seccomp supervisor".into(), line: None }
+    }
+
+    #[test]
+    fn only_the_proxy_address_is_performed_and_from_the_policy() {
+        let proxy: std::net::SocketAddr = "127.0.0.1:4321".parse().unwrap();
+        let v4 = |ip: [u8; 4], port: u16| {
+            let mut a = vec![0u8; 16];
+            a[..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+            a[2..4].copy_from_slice(&port.to_be_bytes());
+            a[4..8].copy_from_slice(&ip);
+            a
+        };
+        let asked = v4([127, 0, 0, 1], 4321);
+        assert_eq!(proxy_sockaddr(&asked, proxy), Some(asked.clone()));
+        // Trailing bytes the command wrote are not passed on.
+        let mut noisy = asked.clone();
+        noisy[8..].fill(0xaa);
+        assert_eq!(proxy_sockaddr(&noisy, proxy), Some(asked));
+        for other in [v4([127, 0, 0, 1], 4322), v4([127, 0, 0, 2], 4321), v4([10, 0, 0, 1], 4321), v4([0; 4], 4321)] {
+            assert_eq!(proxy_sockaddr(&other, proxy), None);
+        }
+        let v6 = |ip: std::net::Ipv6Addr, port: u16| {
+            let mut a = vec![0u8; 28];
+            a[..2].copy_from_slice(&(libc::AF_INET6 as u16).to_ne_bytes());
+            a[2..4].copy_from_slice(&port.to_be_bytes());
+            a[8..24].copy_from_slice(&ip.octets());
+            a
+        };
+        let mapped = std::net::Ipv4Addr::LOCALHOST.to_ipv6_mapped();
+        assert_eq!(proxy_sockaddr(&v6(mapped, 4321), proxy), Some(v6(mapped, 4321)));
+        assert_eq!(proxy_sockaddr(&v6(std::net::Ipv6Addr::LOCALHOST, 4321), proxy), None);
+        let mut unix = vec![0u8; 16];
+        unix[..2].copy_from_slice(&(libc::AF_UNIX as u16).to_ne_bytes());
+        assert_eq!(proxy_sockaddr(&unix, proxy), None);
     }
 
     #[test]

@@ -310,6 +310,7 @@ mod tests {
                 network: false,
                 best_effort: false,
                 allow_unix_sockets: Vec::new(),
+                allow_hosts: Default::default(),
             },
             runner: RunnerChoice::Auto,
             limits: crate::limits::Limits { memory: 1 << 30, pids: 64, cpu: None, explicit: vec![] },

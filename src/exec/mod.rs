@@ -392,6 +392,8 @@ struct Launched {
     exit_status: Option<OwnedFd>,
     supervisor: Option<crate::denials::Supervisor>,
     denials: crate::denials::DenialSink,
+    /// cordon's egress proxy (`--allow-host` runs) and where it records refusals.
+    proxy: Option<(crate::proxy::Proxy, crate::denials::DenialSink)>,
     policy: crate::policy::ExecutionPolicy,
     workdir: PathBuf,
     pidfd: AsyncFd<OwnedFd>,
@@ -652,6 +654,7 @@ impl Executor {
             env.retain(|(name, _)| name != k.as_str());
             env.push((k.into(), v.into()));
         }
+        let proxy = start_proxy(&plan, spec, selection.runner, &mut env)?;
         // Network off looks like a machine without a network (ENETUNREACH); npm retries
         // that for more than a minute by default. Unless the caller chose otherwise,
         // it gives up at once (docs/denials.md).
@@ -777,6 +780,7 @@ impl Executor {
             observed,
             sink: denials.clone(),
             allowed: allowed_sockets.clone(),
+            proxy: proxy.as_ref().map(|(p, _)| p.addr()),
             writes: write_rules.map(crate::writes::WriteJudge::new),
         };
         let source = match listener {
@@ -825,6 +829,7 @@ impl Executor {
             exit_status: exit_status_fd,
             supervisor,
             denials,
+            proxy,
             policy: spec.policy.clone(),
             workdir: spec.workdir.clone(),
             pidfd,
@@ -839,6 +844,38 @@ impl Executor {
             guard,
         })
     }
+}
+
+/// Start cordon's egress proxy when the plan routes the network through it
+/// (`--allow-host`), and point the command at it (replacing any proxy settings of the
+/// caller: nothing else is reachable). The channel is the supervised `connect()`; a
+/// plan without a supervisor has none, and nothing runs (fail closed).
+fn start_proxy(
+    plan: &crate::runner::LaunchPlan,
+    spec: &Spec,
+    runner: RunnerKind,
+    env: &mut Vec<(OsString, OsString)>,
+) -> Result<Option<(crate::proxy::Proxy, crate::denials::DenialSink)>, CordonError> {
+    let Some(seccomp) = plan.seccomp.filter(|s| s.proxy) else { return Ok(None) };
+    if !seccomp.supervise {
+        let reason = "--allow-host needs cordon's seccomp supervisor, which this runner's plan lacks".to_string();
+        return Err(CordonError::SandboxUnavailable {
+            mode: spec.policy.mode,
+            reasons: vec![crate::error::RunnerReason { runner, reason }],
+        });
+    }
+    let sink: crate::denials::DenialSink = Arc::default();
+    let config = crate::proxy::ProxyConfig {
+        allow: spec.policy.allow_hosts.clone(),
+        test_resolve: crate::proxy::TestResolver::from_env(),
+    };
+    let proxy = crate::proxy::Proxy::start(config, sink.clone())
+        .map_err(|e| CordonError::io("starting the egress proxy", e))?;
+    for (k, v) in crate::proxy::client_env(proxy.addr()) {
+        env.retain(|(name, _)| name.as_os_str() != k.as_str());
+        env.push((k.into(), v.into()));
+    }
+    Ok(Some((proxy, sink)))
 }
 
 /// Variables set for a confined run with the network off, unless the caller set them.
@@ -972,6 +1009,14 @@ async fn finish(
     if let Some(s) = l.supervisor.take() {
         s.finish();
     }
+    let network_log = l.proxy.take().map(|(proxy, sink)| {
+        let log = proxy.finish();
+        let refused = std::mem::take(&mut *sink.lock().unwrap_or_else(|p| p.into_inner()));
+        for d in refused {
+            crate::denials::record(&l.denials, d);
+        }
+        log
+    });
     let mut denials: Vec<Denial> = std::mem::take(&mut *l.denials.lock().unwrap_or_else(|p| p.into_inner()));
     // Every entry comes from the supervisor's own observations; the command's stderr
     // only links its lines to them (docs/denials.md).
@@ -1015,6 +1060,7 @@ async fn finish(
             writable_roots: if mode.is_confined() { l.policy.writable() } else { vec![PathBuf::from("/")] },
             protected: l.policy.protected.clone(),
             skipped: l.selection.skipped,
+            network_log,
         },
         limit,
         limits: Some(limits),
