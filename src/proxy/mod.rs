@@ -338,6 +338,26 @@ fn open(s: &Shared, host: &str, port: u16, via: Via) -> Result<TcpStream, NotOpe
     Err(NotOpened::Unreachable)
 }
 
+/// The relay buffer: `std::io::copy` between two sockets moves 8 KiB per call (its
+/// splice fast path needs a pipe); 64 KiB per call costs fewer syscalls per megabyte.
+const RELAY_BUFFER: usize = 64 * 1024;
+
+/// Copy until `from` ends, [`RELAY_BUFFER`] bytes at a time.
+fn pump(from: &mut impl Read, to: &mut impl Write) -> io::Result<u64> {
+    let mut buf = vec![0u8; RELAY_BUFFER];
+    let mut total = 0u64;
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        to.write_all(&buf[..n])?;
+        total += n as u64;
+    }
+}
+
 /// Relay both ways until each side has finished; `pending` (bytes the client sent
 /// after its head) goes to the origin first.
 fn relay(client: BufReader<TcpStream>, up: TcpStream) {
@@ -347,12 +367,12 @@ fn relay(client: BufReader<TcpStream>, up: TcpStream) {
     let (Ok(mut c_read), Ok(mut u_write)) = (client.try_clone(), up.try_clone()) else { return };
     let to_up = std::thread::Builder::new().name("cordon-proxy-up".into()).spawn(move || {
         if u_write.write_all(&pending).is_ok() {
-            let _ = io::copy(&mut c_read, &mut u_write);
+            let _ = pump(&mut c_read, &mut u_write);
         }
         let _ = u_write.shutdown(Shutdown::Write);
     });
     let (mut u_read, mut c_write) = (up, client);
-    let _ = io::copy(&mut u_read, &mut c_write);
+    let _ = pump(&mut u_read, &mut c_write);
     let _ = c_write.shutdown(Shutdown::Write);
     if let Ok(t) = to_up {
         let _ = t.join();
@@ -508,7 +528,7 @@ fn http(mut reader: BufReader<TcpStream>, s: &Shared) {
     let sender = std::thread::Builder::new().name("cordon-proxy-body".into()).spawn(move || {
         let _ = forward_body(&mut reader, &mut up, body);
     });
-    let _ = io::copy(&mut back, &mut client_out);
+    let _ = pump(&mut back, &mut client_out);
     let _ = client_out.shutdown(Shutdown::Both);
     let _ = back.shutdown(Shutdown::Both);
     if let Ok(t) = sender {

@@ -205,6 +205,37 @@ fn socks5_names_are_decided_like_connect() {
 }
 
 #[test]
+fn socks5_offers_connect_without_credentials_only() {
+    let o = Origin::start();
+    let (p, sink) = proxy(&[format!("allowed.test:{}", o.port)], MAP);
+    // Credentials only (a client configured for another proxy): no method accepted.
+    let mut c = TcpStream::connect(p.addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    c.write_all(&[5, 1, 2]).unwrap();
+    let mut reply = Vec::new();
+    let _ = c.read_to_end(&mut reply);
+    assert_eq!(reply, [5, 0xff]);
+    // BIND (2) and UDP ASSOCIATE (3) are refused and reported.
+    for cmd in [2u8, 3] {
+        let mut c = TcpStream::connect(p.addr()).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c.write_all(&[5, 1, 0]).unwrap();
+        let mut hello = [0u8; 2];
+        c.read_exact(&mut hello).unwrap();
+        let mut req = vec![5, cmd, 0, 3, 12];
+        req.extend_from_slice(b"allowed.test");
+        req.extend_from_slice(&o.port.to_be_bytes());
+        c.write_all(&req).unwrap();
+        let mut reply = [0u8; 10];
+        c.read_exact(&mut reply).unwrap();
+        assert_eq!(reply[1], 7, "command {cmd}");
+    }
+    assert!(denials(&sink).iter().any(|(_, e)| e.contains("BIND and UDP ASSOCIATE")));
+    assert!(o.heads().is_empty());
+    assert!(p.finish().entries.is_empty());
+}
+
+#[test]
 fn loopback_needs_the_test_map_even_for_an_exact_name() {
     let o = Origin::start();
     let port = o.port;

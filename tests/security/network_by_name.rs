@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 /// metadata address (which must be refused after resolution even when listed).
 const TEST_MAP: &str = "allowed.test=127.0.0.1,other.test=127.0.0.1,meta.test=169.254.169.254";
 
-/// A loopback HTTP origin serving the files under `root`; records `METHOD PATH host=HOST`
+/// A loopback HTTP origin serving the files under `root` (`index.html` for a
+/// directory); records `METHOD PATH host=HOST`
 /// for every request it gets.
 struct Origin {
     port: u16,
@@ -55,12 +56,19 @@ impl Origin {
                         .unwrap_or("");
                     log.lock().unwrap().push(format!("{method} {target} host={host}"));
                     let path = target.split(['?', '#']).next().unwrap_or("/").trim_start_matches('/');
-                    let file = root.join(path);
+                    let mut file = root.join(path);
+                    if file.is_dir() {
+                        file = file.join("index.html");
+                    }
                     let body = (!path.contains("..")).then(|| fs::read(&file).ok()).flatten();
                     let _ = match body {
                         Some(b) => conn
                             .write_all(
-                                format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", b.len())
+                                format!(
+                                    "HTTP/1.1 200 OK\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                                    if file.extension().is_some_and(|e| e == "html") { "text/html" } else { "application/octet-stream" },
+                                    b.len()
+                                )
                                     .as_bytes(),
                             )
                             .and_then(|_| conn.write_all(&b)),
@@ -289,4 +297,56 @@ case!(net_by_name_git_clone_and_https, |c| {
     let log = out.j()["sandbox"]["network_log"]["entries"].as_array().cloned().unwrap_or_default();
     assert!(log.iter().any(|e| e["via"] == "connect" && e["port"] == tls_port), "{out:?}");
     assert!(log.iter().any(|e| e["via"] == "http" && e["port"] == port), "{out:?}");
+});
+
+// pip against a local index through the proxy: the allowed index name serves the
+// project page and the wheel; the same index under another name is refused.
+case!(net_by_name_pip_download, |c| {
+    let py = Path::new("/usr/bin/python3");
+    let has_pip = py.exists()
+        && std::process::Command::new(py).args(["-m", "pip", "--version"]).output().is_ok_and(|o| o.status.success());
+    if !has_pip {
+        return Err(Skip("no /usr/bin/python3 with pip".into()));
+    }
+    let files = c.root.join("origin");
+    let project = files.join("simple/tinypkg");
+    fs::create_dir_all(&project).unwrap();
+    fs::create_dir_all(files.join("files")).unwrap();
+    let wheel = "tinypkg-0.1-py3-none-any.whl";
+    // A minimal valid wheel (metadata only).
+    let build = format!(
+        "import zipfile\nz = zipfile.ZipFile({:?}, 'w')\n\
+         z.writestr('tinypkg/__init__.py', '')\n\
+         z.writestr('tinypkg-0.1.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: tinypkg\\nVersion: 0.1\\n')\n\
+         z.writestr('tinypkg-0.1.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n\
+         z.writestr('tinypkg-0.1.dist-info/RECORD', '')\nz.close()\n",
+        s(&files.join("files").join(wheel))
+    );
+    let st = std::process::Command::new(py).args(["-c", &build]).output().unwrap();
+    assert!(st.status.success(), "building the wheel: {st:?}");
+    fs::write(
+        project.join("index.html"),
+        format!("<!DOCTYPE html><html><body><a href=\"../../files/{wheel}\">{wheel}</a></body></html>"),
+    )
+    .unwrap();
+    let origin = Origin::start(files);
+    let port = origin.port;
+    let o = by_name(c, &[format!("allowed.test:{port}")]);
+    let pip = |name: &str, dest: &str| {
+        format!(
+            "/usr/bin/python3 -m pip download --no-cache-dir --disable-pip-version-check --retries 0 --timeout 20 \
+             --no-deps -d {dest} --trusted-host {name} --index-url http://{name}:{port}/simple/ tinypkg; echo {dest}=$?"
+        )
+    };
+    let script = format!("{}\n{}", pip("allowed.test", "dl"), pip("other.test", "dl2"));
+    let out = c.sh(&o, &script)?;
+    assert!(out.out().contains("dl=0"), "pip download through the proxy failed: {out:?}");
+    assert!(c.ws.join("dl").join(wheel).is_file(), "the wheel did not arrive: {out:?}");
+    assert!(!out.out().contains("dl2=0"), "pip reached the index under another name: {out:?}");
+    assert!(!c.ws.join("dl2").join(wheel).exists());
+    let reqs = origin.requests();
+    assert!(reqs.iter().all(|r| r.ends_with(&format!("host=allowed.test:{port}"))), "{reqs:?}");
+    assert!(reqs.iter().any(|r| r.contains(wheel)), "{reqs:?}");
+    let d = denials(&out);
+    assert!(d.iter().any(|(t, e)| *t == format!("other.test:{port}") && e.starts_with("proxy refused: ")), "{d:?}");
 });
