@@ -350,3 +350,37 @@ case!(net_by_name_pip_download, |c| {
     let d = denials(&out);
     assert!(d.iter().any(|(t, e)| *t == format!("other.test:{port}") && e.starts_with("proxy refused: ")), "{d:?}");
 });
+
+// npm against a local registry stand-in (a packument served by the origin): the
+// allowed registry name answers, the same registry under another name is refused.
+case!(net_by_name_npm_registry, |c| {
+    need("npm")?;
+    let files = c.root.join("origin");
+    fs::create_dir_all(&files).unwrap();
+    let origin = Origin::start(files.clone());
+    let port = origin.port;
+    let version = format!("0.1.{}", std::process::id() % 1000);
+    fs::write(
+        files.join("tinypkg"),
+        format!(
+            "{{\"name\":\"tinypkg\",\"dist-tags\":{{\"latest\":\"{version}\"}},\"versions\":{{\"{version}\":\
+             {{\"name\":\"tinypkg\",\"version\":\"{version}\",\"dist\":{{\"tarball\":\
+             \"http://allowed.test:{port}/tinypkg.tgz\"}}}}}}}}"
+        ),
+    )
+    .unwrap();
+    let o = by_name(c, &[format!("allowed.test:{port}")]);
+    let npm = |name: &str, tag: &str| {
+        format!(
+            "npm view tinypkg version --registry http://{name}:{port}/ --cache ./npmcache-{tag} --fetch-retries 0 \
+             --fetch-timeout 20000; echo {tag}=$?"
+        )
+    };
+    let out = c.sh(&o, &format!("{}\n{}", npm("allowed.test", "allowed"), npm("other.test", "other")))?;
+    assert!(out.out().contains("allowed=0") && out.out().contains(&version), "npm through the proxy: {out:?}");
+    assert!(!out.out().contains("other=0"), "npm reached the registry under another name: {out:?}");
+    let reqs = origin.requests();
+    assert!(!reqs.is_empty() && reqs.iter().all(|r| r.ends_with(&format!("host=allowed.test:{port}"))), "{reqs:?}");
+    let d = denials(&out);
+    assert!(d.iter().any(|(t, e)| *t == format!("other.test:{port}") && e.starts_with("proxy refused: ")), "{d:?}");
+});
