@@ -328,7 +328,9 @@ mod tests {
         s.env.reverse();
         s.env[0].1 = "other value".into();
         assert_eq!(fingerprint(&s), base, "env order and values do not matter");
-        let variants: [fn(&mut Spec); 9] = [
+        let variants: [fn(&mut Spec); 11] = [
+            |s| s.policy.allow_hosts = crate::proxy::AllowList::parse(&["pypi.org"]).unwrap(),
+            |s| s.policy.allow_hosts = crate::proxy::AllowList::parse(&["pypi.org:8443"]).unwrap(),
             |s| s.policy.mode = Mode::WorkspaceWrite,
             |s| s.policy.network = true,
             |s| s.policy.best_effort = true,
