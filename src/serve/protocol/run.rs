@@ -286,4 +286,17 @@ mod tests {
         let _ = err(json!({"mode": 1}));
         assert_eq!(err(json!({"bogus": 1})).data["field"], "bogus");
     }
+
+    #[test]
+    fn allow_hosts_are_parsed_strictly() {
+        let Value::Object(m) = json!({"command": "true", "allow_hosts": ["PyPI.org", "*.pythonhosted.org:443"]}) else {
+            panic!()
+        };
+        let hosts: Vec<String> = parse_run(m).unwrap().allow_hosts.unwrap().iter().map(|h| h.to_string()).collect();
+        assert_eq!(hosts, ["pypi.org", "*.pythonhosted.org:443"]);
+        for bad in [json!("pypi.org"), json!([1]), json!(["*.com"]), json!(["user@pypi.org"]), json!(["pypi.org:0"])] {
+            let e = err(json!({"command": "x", "allow_hosts": bad}));
+            assert!(e.data["field"].as_str().is_some_and(|f| f.starts_with("allow_hosts")), "{bad}: {}", e.message);
+        }
+    }
 }
