@@ -148,6 +148,8 @@ pub struct Clamped {
     mut_arg("allow_host", |a| a.help(
         "A host requests may reach by name through cordon's proxy (repeatable; `pypi.org`, `*.example.org`, \
          optional `:port`); every request gets these unless it names fewer (`allow_hosts`)")),
+    mut_arg("allow_hosts", |a| a.help(
+        "A named list of hosts requests may reach (repeatable; python, node, rust, go, github; see --allow-host)")),
     mut_arg("best_effort", |a| a.help(
         "Run even where the host cannot enforce every restriction (gaps are reported)")),
 )]

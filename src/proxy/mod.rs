@@ -33,10 +33,12 @@
 //! supervisor make the proxy the only address a command can connect to (see
 //! `crate::denials`).
 
+pub mod presets;
 pub mod rules;
 
 use crate::denials::DenialSink;
 use crate::result::{Denial, DenialKind};
+pub use presets::Preset;
 pub use rules::{AllowList, HostPattern, PatternError, Via};
 use rules::{Grant, Target};
 use std::io::{self, BufRead, BufReader, Read, Write};
