@@ -182,7 +182,9 @@ pub struct Ceiling {
     /// Canonical host unix sockets requests may connect to (inherited, not settable).
     pub allow_unix_sockets: Vec<PathBuf>,
     /// Hosts requests may reach by name through cordon's proxy (`--allow-host`; the
-    /// default of every request, which may name fewer).
+    /// default of every request, which may name fewer). Shown in `hello` only when set,
+    /// so a server without it answers as before.
+    #[serde(skip_serializing_if = "crate::proxy::AllowList::is_empty")]
     pub allow_hosts: crate::proxy::AllowList,
     /// Limits every request gets by default and may only lower.
     pub limits: crate::limits::LimitRequest,
