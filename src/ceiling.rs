@@ -49,6 +49,9 @@ pub struct RunParams {
     pub writable_roots: Option<Vec<PathBuf>>,
     /// Network, only if the ceiling allows it.
     pub network: Option<bool>,
+    /// Hosts reachable by name through cordon's proxy, each within the ceiling's
+    /// `--allow-host` patterns (default: the ceiling's).
+    pub allow_hosts: Option<Vec<crate::proxy::HostPattern>>,
     /// Resource limits, each at or below the ceiling's (`limit_memory` bytes,
     /// `limit_pids`, `limit_cpu` seconds).
     pub limits: crate::limits::LimitRequest,
@@ -142,6 +145,11 @@ pub struct Clamped {
     mut_arg("allow_unix_socket", |a| a.help(
         "A host unix socket every request may connect to by path (absolute; repeatable; requests inherit the \
          list and cannot set it)")),
+    mut_arg("allow_host", |a| a.help(
+        "A host requests may reach by name through cordon's proxy (repeatable; `pypi.org`, `*.example.org`, \
+         optional `:port`); every request gets these unless it names fewer (`allow_hosts`)")),
+    mut_arg("allow_hosts", |a| a.help(
+        "A named list of hosts requests may reach (repeatable; python, node, rust, go, github; see --allow-host)")),
     mut_arg("best_effort", |a| a.help(
         "Run even where the host cannot enforce every restriction (gaps are reported)")),
 )]
@@ -173,6 +181,11 @@ pub struct Ceiling {
     pub allow_system_root: bool,
     /// Canonical host unix sockets requests may connect to (inherited, not settable).
     pub allow_unix_sockets: Vec<PathBuf>,
+    /// Hosts requests may reach by name through cordon's proxy (`--allow-host`; the
+    /// default of every request, which may name fewer). Shown in `hello` only when set,
+    /// so a server without it answers as before.
+    #[serde(skip_serializing_if = "crate::proxy::AllowList::is_empty")]
+    pub allow_hosts: crate::proxy::AllowList,
     /// Limits every request gets by default and may only lower.
     pub limits: crate::limits::LimitRequest,
 }
@@ -193,6 +206,7 @@ impl Ceiling {
             best_effort: policy.best_effort,
             allow_system_root: args.policy.allow_system_root,
             allow_unix_sockets: policy.allow_unix_sockets,
+            allow_hosts: policy.allow_hosts,
             limits: args.limits.request(),
         })
     }
@@ -300,6 +314,21 @@ impl Ceiling {
         if network && !self.allows_network() {
             return Err(CeilingError::exceeded("network", "the server was started without --network"));
         }
+        let allow_hosts = match params.allow_hosts {
+            None => self.allow_hosts.patterns().to_vec(),
+            Some(asked) => {
+                let list = crate::proxy::AllowList::new(asked.clone());
+                if let Some(p) =
+                    asked.iter().find(|p| !crate::proxy::AllowList::new(vec![(*p).clone()]).within(&self.allow_hosts))
+                {
+                    return Err(CeilingError::exceeded(
+                        "allow_hosts",
+                        format!("`{p}` is not within the server's --allow-host patterns"),
+                    ));
+                }
+                list.patterns().to_vec()
+            }
+        };
         let writable_roots = match params.writable_roots {
             // By default the whole writable set of the ceiling stays writable, also
             // when the working directory is a subdirectory of the workspace.
@@ -355,6 +384,7 @@ impl Ceiling {
             best_effort: self.best_effort,
             allow_system_root: self.allow_system_root,
             allow_unix_sockets: self.allow_unix_sockets.clone(),
+            allow_hosts,
             ..PolicyRequest::default()
         };
         req.limits = self.clamp_limits(params.limits)?;
@@ -389,6 +419,9 @@ impl Ceiling {
         }
         if p.best_effort && !self.best_effort {
             return Err(CeilingError::exceeded("best_effort", "resolved as best effort"));
+        }
+        if !p.allow_hosts.within(&self.allow_hosts) {
+            return Err(CeilingError::exceeded("allow_hosts", "resolved with hosts the server does not allow"));
         }
         if let Some(s) = p.allow_unix_sockets.iter().find(|s| !self.allow_unix_sockets.contains(s)) {
             return Err(CeilingError::exceeded(
@@ -517,6 +550,8 @@ mod tests {
         let field = |p: RunParams| c.clamp(p).unwrap_err().field().unwrap().to_string();
         assert_eq!(field(RunParams { mode: Some(Mode::FullAccess), ..params("x") }), "mode");
         assert_eq!(field(RunParams { network: Some(true), ..params("x") }), "network");
+        let host = |h: &str| Some(vec![h.parse().unwrap()]);
+        assert_eq!(field(RunParams { allow_hosts: host("pypi.org"), ..params("x") }), "allow_hosts");
         assert_eq!(field(RunParams { workdir: Some("/".into()), ..params("x") }), "workdir");
         assert_eq!(field(RunParams { workdir: Some("escape".into()), ..params("x") }), "workdir");
         assert_eq!(field(RunParams { workdir: Some("..".into()), ..params("x") }), "workdir");

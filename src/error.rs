@@ -135,6 +135,10 @@ pub enum PolicyError {
         /// The writable root.
         root: PathBuf,
     },
+    /// `--allow-host` with `--network`: the network is either open or reachable by
+    /// name through cordon's proxy, not both.
+    #[error("`--allow-host` cannot be combined with `--network` (which already opens every host)")]
+    AllowHostsWithNetwork,
     /// An allowed unix socket is not usable as one.
     #[error("unix socket `{path}` cannot be allowed: {why}")]
     UnixSocket {

@@ -34,6 +34,17 @@ pub struct PolicyArgs {
     /// every other unix socket to the host stays closed, with or without --network).
     #[arg(long = "allow-unix-socket", value_name = "PATH")]
     pub allow_unix_socket: Vec<PathBuf>,
+    /// Let the command reach this host by name through cordon's own proxy, and nothing
+    /// else (repeatable; `pypi.org`, `*.pythonhosted.org`, optional `:port`; the
+    /// network stays off otherwise; docs/network.md).
+    #[arg(long = "allow-host", value_name = "PATTERN")]
+    pub allow_host: Vec<crate::proxy::HostPattern>,
+    /// Like --allow-host for each host of a named list (repeatable): python (pypi.org,
+    /// files.pythonhosted.org), node (registry.npmjs.org), rust (crates.io,
+    /// index.crates.io, static.crates.io), go (proxy.golang.org, sum.golang.org), github
+    /// (github.com, codeload.github.com, objects/raw.githubusercontent.com).
+    #[arg(long = "allow-hosts", value_name = "PRESET", value_enum)]
+    pub allow_hosts: Vec<crate::proxy::Preset>,
     /// Run even if the host cannot enforce every restriction; gaps are reported.
     #[arg(long)]
     pub best_effort: bool,
@@ -49,6 +60,12 @@ impl PolicyArgs {
             best_effort: self.best_effort,
             allow_system_root: self.allow_system_root,
             allow_unix_sockets: self.allow_unix_socket.clone(),
+            allow_hosts: self
+                .allow_host
+                .iter()
+                .cloned()
+                .chain(self.allow_hosts.iter().flat_map(|p| p.patterns()))
+                .collect(),
             ..PolicyRequest::default()
         }
     }

@@ -49,6 +49,7 @@ pub mod mcp; // binary: `cordon mcp`
 pub mod mode; // API: the mode ladder
 mod pin; // crate: checked paths pinned as open files
 pub mod policy; // API: policy request and resolution
+pub mod proxy; // API: the egress proxy of `--allow-host` (its allow-list and network log)
 pub mod request; // API: Request, Spec, ExecutorConfig
 pub mod result; // API: RunResult and the sandbox facts
 pub mod runner; // API: runners, selection, the pure planners (golden-tested); its landlock,

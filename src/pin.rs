@@ -160,6 +160,7 @@ mod tests {
             network: false,
             best_effort: false,
             allow_unix_sockets: Vec::new(),
+            allow_hosts: Default::default(),
         }
     }
 

@@ -152,6 +152,12 @@ pub struct PolicyRequest {
     /// this call write after all: each is taken out of the protected set, exactly, if
     /// it is in it (a standing `write` grant of a session, see [`crate::session`]).
     pub unprotected: Vec<PathBuf>,
+    /// Hosts the command may reach by name (`--allow-host`: `pypi.org`,
+    /// `*.pythonhosted.org`, optional `:port`), in confined modes with the network off:
+    /// through cordon's own proxy only, never directly (docs/network.md). Empty:
+    /// nothing (the network stays off).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_hosts: Vec<crate::proxy::HostPattern>,
 }
 
 impl Default for PolicyRequest {
@@ -165,6 +171,7 @@ impl Default for PolicyRequest {
             allow_system_root: false,
             allow_unix_sockets: Vec::new(),
             unprotected: Vec::new(),
+            allow_hosts: Vec::new(),
         }
     }
 }
@@ -189,6 +196,10 @@ pub struct ExecutionPolicy {
     /// Host unix sockets the command may connect to by path (canonical socket files;
     /// confined modes; see [`PolicyRequest::allow_unix_sockets`]).
     pub allow_unix_sockets: Vec<PathBuf>,
+    /// Hosts reachable through cordon's proxy (confined modes with the network off;
+    /// empty otherwise; see [`PolicyRequest::allow_hosts`]).
+    #[serde(skip_serializing_if = "crate::proxy::AllowList::is_empty")]
+    pub allow_hosts: crate::proxy::AllowList,
 }
 
 impl ExecutionPolicy {
@@ -203,6 +214,12 @@ impl ExecutionPolicy {
     /// Whether network restrictions apply.
     pub fn network_restricted(&self) -> bool {
         self.mode.is_confined() && !self.network
+    }
+
+    /// Whether the command reaches some hosts by name through cordon's proxy (and
+    /// nothing else on the network).
+    pub fn network_by_proxy(&self) -> bool {
+        self.network_restricted() && !self.allow_hosts.is_empty()
     }
 }
 
@@ -475,6 +492,15 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
         }
     }
     allow_unix_sockets.sort();
+    // Hosts by name only make sense where the network is otherwise off.
+    if !req.allow_hosts.is_empty() && req.network && req.mode.is_confined() {
+        return Err(PolicyError::AllowHostsWithNetwork);
+    }
+    let allow_hosts = if req.mode.is_confined() {
+        crate::proxy::AllowList::new(req.allow_hosts.clone())
+    } else {
+        crate::proxy::AllowList::default()
+    };
 
     Ok(ExecutionPolicy {
         mode: req.mode,
@@ -484,6 +510,7 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
         network: req.network,
         best_effort: req.best_effort,
         allow_unix_sockets: if req.mode.is_confined() { allow_unix_sockets } else { Vec::new() },
+        allow_hosts,
     })
 }
 

@@ -184,4 +184,8 @@ pub struct SandboxFacts {
     /// Stronger runners passed over during selection, with reasons.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<SkippedRunner>,
+    /// The connections cordon's proxy made for the command (`--allow-host` runs only;
+    /// bounded, see [`crate::proxy::MAX_NETWORK_LOG`]). Its refusals are `denials`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_log: Option<crate::proxy::NetworkLog>,
 }

@@ -3560,3 +3560,7 @@ case!(net_allow_unix_socket_review_findings, |c| {
     assert!(ok.touched_within(1000), "a thread's connect to the allowed socket did not arrive: {out:?}");
     out.assert_success();
 });
+
+// ---------------------------------------------------------------- hosts by name
+#[path = "security/network_by_name.rs"]
+mod network_by_name;

@@ -49,6 +49,7 @@ pub(crate) fn sample_policy(mode: Mode) -> ExecutionPolicy {
         network: false,
         best_effort: false,
         allow_unix_sockets: Vec::new(),
+        allow_hosts: Default::default(),
     }
 }
 

@@ -29,6 +29,7 @@ mod record;
 pub use net::AllowedSocket;
 use net::{handle, plan_connect, ConnectPlan};
 use record::push;
+pub(crate) use record::record;
 pub use record::{bound_text, link_lines, DenialSink, MAX_DENIALS};
 
 /// Where the supervisor gets its listener from.
@@ -76,6 +77,11 @@ pub struct Supervision {
     pub allowed: Arc<[AllowedSocket]>,
     /// The judge of write-intent syscalls (when the run observes writes).
     pub writes: Option<crate::writes::WriteJudge>,
+    /// cordon's egress proxy for this run (`--allow-host`): under the proxy filter,
+    /// a `connect()` to exactly this address is performed by the supervisor, to this
+    /// address (from the policy, not from the command's memory); every other IP
+    /// `connect()` is refused and recorded.
+    pub proxy: Option<std::net::SocketAddr>,
 }
 
 /// Start supervising: a thread that serves seccomp notifications until the sandbox
@@ -195,9 +201,11 @@ fn serve(listener: OwnedFd, stop: &OwnedFd, mut s: Supervision) {
             continue;
         }
         let allow_list = o.name == "connect"
-            && (o.filter == crate::runner::seccomp::HOST_UNIX_ALLOW_FILTER || !s.allowed.is_empty());
+            && (o.filter == crate::runner::seccomp::HOST_UNIX_ALLOW_FILTER
+                || o.filter == crate::runner::seccomp::PROXY_FILTER
+                || !s.allowed.is_empty());
         let errno = if allow_list {
-            match plan_connect(&n, o, &listener, &s.allowed, &s.sink) {
+            match plan_connect(&n, o, &listener, &s.allowed, s.proxy, &s.sink) {
                 ConnectPlan::Refuse(errno) => errno,
                 ConnectPlan::Perform(addr) => {
                     // Answered from its own thread once the connect is done.
@@ -233,13 +241,47 @@ fn serve(listener: OwnedFd, stop: &OwnedFd, mut s: Supervision) {
 
 #[cfg(test)]
 mod tests {
-    use super::net::is_name_service_probe;
+    use super::net::{is_name_service_probe, proxy_sockaddr};
     use super::record::{names_path, Recorded};
     use super::*;
     use std::path::Path;
 
     fn denial(kind: DenialKind, target: &str) -> Denial {
         Denial { kind, target: Some(target.into()), evidence: "seccomp supervisor".into(), line: None }
+    }
+
+    #[test]
+    fn only_the_proxy_address_is_performed_and_from_the_policy() {
+        let proxy: std::net::SocketAddr = "127.0.0.1:4321".parse().unwrap();
+        let v4 = |ip: [u8; 4], port: u16| {
+            let mut a = vec![0u8; 16];
+            a[..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+            a[2..4].copy_from_slice(&port.to_be_bytes());
+            a[4..8].copy_from_slice(&ip);
+            a
+        };
+        let asked = v4([127, 0, 0, 1], 4321);
+        assert_eq!(proxy_sockaddr(&asked, proxy), Some(asked.clone()));
+        // Trailing bytes the command wrote are not passed on.
+        let mut noisy = asked.clone();
+        noisy[8..].fill(0xaa);
+        assert_eq!(proxy_sockaddr(&noisy, proxy), Some(asked));
+        for other in [v4([127, 0, 0, 1], 4322), v4([127, 0, 0, 2], 4321), v4([10, 0, 0, 1], 4321), v4([0; 4], 4321)] {
+            assert_eq!(proxy_sockaddr(&other, proxy), None);
+        }
+        let v6 = |ip: std::net::Ipv6Addr, port: u16| {
+            let mut a = vec![0u8; 28];
+            a[..2].copy_from_slice(&(libc::AF_INET6 as u16).to_ne_bytes());
+            a[2..4].copy_from_slice(&port.to_be_bytes());
+            a[8..24].copy_from_slice(&ip.octets());
+            a
+        };
+        let mapped = std::net::Ipv4Addr::LOCALHOST.to_ipv6_mapped();
+        assert_eq!(proxy_sockaddr(&v6(mapped, 4321), proxy), Some(v6(mapped, 4321)));
+        assert_eq!(proxy_sockaddr(&v6(std::net::Ipv6Addr::LOCALHOST, 4321), proxy), None);
+        let mut unix = vec![0u8; 16];
+        unix[..2].copy_from_slice(&(libc::AF_UNIX as u16).to_ne_bytes());
+        assert_eq!(proxy_sockaddr(&unix, proxy), None);
     }
 
     #[test]

@@ -106,6 +106,7 @@ pub(super) fn plan_connect(
     observed: &Observed,
     listener: &OwnedFd,
     allowed: &[AllowedSocket],
+    proxy: Option<std::net::SocketAddr>,
     sink: &DenialSink,
 ) -> ConnectPlan {
     let raw = read_raw_sockaddr(n.pid, n.args[1], n.args[2]);
@@ -126,6 +127,12 @@ pub(super) fn plan_connect(
                     return ConnectPlan::Perform(addr);
                 }
             }
+        }
+        return ConnectPlan::Refuse(handle(n, observed, listener, sink));
+    }
+    if observed.filter == crate::runner::seccomp::PROXY_FILTER {
+        if let Some(addr) = proxy.and_then(|p| proxy_sockaddr(&raw, p)) {
+            return ConnectPlan::Perform(addr);
         }
         return ConnectPlan::Refuse(handle(n, observed, listener, sink));
     }
@@ -204,6 +211,7 @@ pub(super) fn filter_reason(filter: &str) -> &'static str {
         crate::runner::seccomp::NETWORK_OFF_FILTER => "network off",
         crate::runner::seccomp::HOST_UNIX_FILTER => "network on, unix sockets to the host closed",
         crate::runner::seccomp::HOST_UNIX_ALLOW_FILTER => "network on, only the allowed unix sockets",
+        crate::runner::seccomp::PROXY_FILTER => "network by name: only cordon's proxy",
         _ => "sandbox rule",
     }
 }
@@ -324,5 +332,43 @@ pub(super) fn host_refuses_unprivileged(name: &str, args: &[u64; 6]) -> bool {
         "bpf" => sysctl("/proc/sys/kernel/unprivileged_bpf_disabled").unwrap_or(1) != 0,
         "perf_event_open" => sysctl("/proc/sys/kernel/perf_event_paranoid").unwrap_or(3) > 2,
         _ => false,
+    }
+}
+
+/// The proxy's address as a `sockaddr` of the family the command asked in, when the
+/// command asked for exactly the proxy (`127.0.0.1:port`, or `::ffff:127.0.0.1:port`
+/// on an IPv6 socket); `None` for any other address. The bytes are built from the
+/// policy's address: only the comparison reads what the command wrote.
+pub(super) fn proxy_sockaddr(raw: &[u8], proxy: std::net::SocketAddr) -> Option<Vec<u8>> {
+    let std::net::SocketAddr::V4(p) = proxy else { return None };
+    let family = i32::from(u16::from_ne_bytes([raw[0], raw[1]]));
+    let port = p.port().to_be_bytes();
+    match family {
+        libc::AF_INET if raw.len() >= 8 => {
+            let asked_port = [raw[2], raw[3]];
+            let asked_ip = std::net::Ipv4Addr::new(raw[4], raw[5], raw[6], raw[7]);
+            (asked_port == port && asked_ip == *p.ip()).then(|| {
+                let mut a = vec![0u8; std::mem::size_of::<libc::sockaddr_in>()];
+                a[..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+                a[2..4].copy_from_slice(&port);
+                a[4..8].copy_from_slice(&p.ip().octets());
+                a
+            })
+        }
+        libc::AF_INET6 if raw.len() >= 24 => {
+            let asked_port = [raw[2], raw[3]];
+            let mut ip = [0u8; 16];
+            ip.copy_from_slice(&raw[8..24]);
+            let asked_ip = std::net::Ipv6Addr::from(ip);
+            let mapped = p.ip().to_ipv6_mapped();
+            (asked_port == port && asked_ip == mapped).then(|| {
+                let mut a = vec![0u8; std::mem::size_of::<libc::sockaddr_in6>()];
+                a[..2].copy_from_slice(&(libc::AF_INET6 as u16).to_ne_bytes());
+                a[2..4].copy_from_slice(&port);
+                a[8..24].copy_from_slice(&mapped.octets());
+                a
+            })
+        }
+        _ => None,
     }
 }

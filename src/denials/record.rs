@@ -63,6 +63,12 @@ impl Recorded {
         self.latest.push_back(d);
     }
 
+    /// A copy of what is recorded so far (without the count of the dropped).
+    #[cfg(test)]
+    pub(crate) fn snapshot(&self) -> Vec<Denial> {
+        self.first.iter().chain(self.latest.iter()).cloned().collect()
+    }
+
     /// The denials in the order seen (the first ones, then the latest), with one last
     /// entry counting those dropped in between.
     pub fn into_vec(self) -> Vec<Denial> {
@@ -86,6 +92,12 @@ impl Recorded {
 
 /// Where the supervisor records what it saw.
 pub type DenialSink = Arc<Mutex<Recorded>>;
+
+/// Record a denial (once per kind and target; bounded, see [`MAX_DENIALS`]). Also used by
+/// cordon's egress proxy (`crate::proxy`), whose refusals are denials of the same run.
+pub(crate) fn record(sink: &DenialSink, d: Denial) {
+    push(sink, d)
+}
 
 pub(super) fn push(sink: &DenialSink, d: Denial) {
     sink.lock().unwrap_or_else(|p| p.into_inner()).push(d);

@@ -12,8 +12,8 @@ pub(super) struct BoundFile {
 
 /// A stable identifier of one call under one policy: FNV-1a 128 over a canonical,
 /// length-prefixed encoding of the mode, workspace, writable roots, protected paths,
-/// network and best-effort flags, argv (exact bytes), cwd and the sorted environment
-/// variable names. Printed as `fnv1a128:` and 32 hex digits. Not a MAC.
+/// network and best-effort flags, the `--allow-host` patterns (when there are any),
+/// argv (exact bytes), cwd and the sorted environment variable names. Printed as `fnv1a128:` and 32 hex digits. Not a MAC.
 pub fn fingerprint(spec: &Spec) -> String {
     fingerprint_with(spec, &[])
 }
@@ -31,6 +31,13 @@ pub(super) fn fingerprint_with(spec: &Spec, bound: &[BoundFile]) -> String {
     enc.list(b"protected", p.protected.iter().map(|r| r.as_os_str().as_bytes()));
     enc.field(b"network", if p.network { b"1" } else { b"0" });
     enc.field(b"best_effort", if p.best_effort { b"1" } else { b"0" });
+    // Hosts by name (`--allow-host`) widen what a run reaches: an approval for one list
+    // is not an approval for another. Encoded only when present, so fingerprints of
+    // calls without them are unchanged.
+    if !p.allow_hosts.is_empty() {
+        let hosts: Vec<String> = p.allow_hosts.patterns().iter().map(ToString::to_string).collect();
+        enc.list(b"allow_hosts", hosts.iter().map(String::as_bytes));
+    }
     enc.list(b"argv", spec.argv.iter().map(|a| a.as_bytes()));
     enc.field(b"cwd", spec.workdir.as_os_str().as_bytes());
     let mut names: Vec<&[u8]> = spec.env.iter().map(|(k, _)| k.as_bytes()).collect();

@@ -356,6 +356,7 @@ mod tests {
                 network: false,
                 best_effort: false,
                 allow_unix_sockets: Vec::new(),
+                allow_hosts: Default::default(),
             },
             runner: RunnerChoice::Auto,
             limits: crate::limits::Limits { memory: 1 << 30, pids: 64, cpu: None, explicit: vec![] },
@@ -432,7 +433,9 @@ mod tests {
         s.env.reverse();
         s.env[0].1 = "other value".into();
         assert_eq!(fingerprint(&s), base, "env order and values do not matter");
-        let variants: [fn(&mut Spec); 9] = [
+        let variants: [fn(&mut Spec); 11] = [
+            |s| s.policy.allow_hosts = crate::proxy::AllowList::parse(&["pypi.org"]).unwrap(),
+            |s| s.policy.allow_hosts = crate::proxy::AllowList::parse(&["pypi.org:8443"]).unwrap(),
             |s| s.policy.mode = Mode::WorkspaceWrite,
             |s| s.policy.network = true,
             |s| s.policy.best_effort = true,

@@ -140,6 +140,18 @@ pub(super) async fn finish(
     if let Some(s) = l.supervisor.take() {
         s.finish();
     }
+    // The proxy's refusals are denials of the same run; what it let through is listed.
+    #[cfg(target_os = "linux")]
+    let network_log = l.proxy.take().map(|(proxy, sink)| {
+        let log = proxy.finish();
+        let refused = std::mem::take(&mut *sink.lock().unwrap_or_else(|p| p.into_inner())).into_vec();
+        for d in refused {
+            crate::denials::record(&l.denials, d);
+        }
+        log
+    });
+    #[cfg(not(target_os = "linux"))]
+    let network_log = None;
     #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
     let mut denials: Vec<Denial> = super::launch::take_denials(&l.denials);
     // Every entry comes from the supervisor's own observations; the command's stderr
@@ -189,6 +201,7 @@ pub(super) async fn finish(
             writable_roots: if mode.is_confined() { l.policy.writable() } else { vec![PathBuf::from("/")] },
             protected: l.policy.protected.clone(),
             skipped: l.selection.skipped,
+            network_log,
         },
         limit,
         limits: Some(limits),

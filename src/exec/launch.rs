@@ -72,6 +72,9 @@ pub(super) fn above_stdio(fd: OwnedFd) -> Result<OwnedFd, CordonError> {
 
 /// Everything a started process needs to finish its run.
 pub(super) struct Launched {
+    /// cordon's egress proxy (`--allow-host` runs) and where it records refusals.
+    #[cfg(target_os = "linux")]
+    pub(super) proxy: Option<(crate::proxy::Proxy, crate::denials::DenialSink)>,
     pub(super) pid: i32,
     /// The bwrap stage helper's status pipe (see `cordon_stage::helper`).
     #[cfg(target_os = "linux")]
@@ -193,13 +196,16 @@ impl Executor {
         // Network off looks like a machine without a network (ENETUNREACH); npm retries
         // that for more than a minute by default. Unless the caller chose otherwise,
         // it gives up at once (docs/denials.md).
-        if policy.mode.is_confined() && !policy.network {
+        if policy.mode.is_confined() && !policy.network && policy.allow_hosts.is_empty() {
             for (k, v) in OFFLINE_ENV {
                 if !env.iter().any(|(name, _)| name == k) {
                     env.push((k.into(), v.into()));
                 }
             }
         }
+        // cordon's egress proxy for `--allow-host` (the command reaches nothing else).
+        #[cfg(target_os = "linux")]
+        let proxy = start_proxy(&plan, spec, selection.runner, &mut env)?;
 
         // Streams.
         let (stdin_fd, stdin_writer_fd): (OwnedFd, Option<OwnedFd>) = match &spec.stdin {
@@ -248,6 +254,7 @@ impl Executor {
             self.start_staged(Staged {
                 spec,
                 policy,
+                proxy: proxy.as_ref().map(|(p, _)| p.addr()),
                 plan: &plan,
                 env: &env,
                 stdio: [stdin_fd.as_raw_fd(), child_out[0].as_raw_fd(), child_out[1].as_raw_fd()],
@@ -317,6 +324,8 @@ impl Executor {
         Ok(Launched {
             pid,
             #[cfg(target_os = "linux")]
+            proxy,
+            #[cfg(target_os = "linux")]
             helper_status: started.helper_status,
             exit_status: started.exit_status,
             #[cfg(target_os = "linux")]
@@ -364,6 +373,8 @@ pub(super) struct Staged<'a> {
     /// The run's policy (the spec's, with cordon's state directory protected when a
     /// writable root holds it).
     pub(super) policy: &'a crate::policy::ExecutionPolicy,
+    /// The run's egress proxy address (`--allow-host`), for the supervisor.
+    pub(super) proxy: Option<std::net::SocketAddr>,
     pub(super) plan: &'a crate::runner::LaunchPlan,
     pub(super) env: &'a [(OsString, OsString)],
     pub(super) stdio: [std::os::fd::RawFd; 3],
@@ -380,7 +391,8 @@ impl Executor {
     /// Launch through the child-side stage (`cordon_stage::spawn`): the `landlock`,
     /// `bwrap` and `passthrough` runners on Linux.
     pub(super) fn start_staged(&self, s: Staged<'_>) -> Result<Started, CordonError> {
-        let Staged { spec, policy, plan, env, stdio, terminals, pins, limits, runner, allowed_sockets, denials } = s;
+        let Staged { spec, policy, proxy, plan, env, stdio, terminals, pins, limits, runner, allowed_sockets, denials } =
+            s;
         // The landlock runner's stage (and the bwrap runner's stage helper) hands its
         // seccomp listener to a supervisor in this process, which records refused
         // network and process syscalls as evidence.
@@ -454,6 +466,7 @@ impl Executor {
             sink: denials.clone(),
             allowed: allowed_sockets,
             writes: write_rules.map(crate::writes::WriteJudge::new),
+            proxy,
         };
         let source = match listener {
             Some(Ok(l)) => Some(crate::denials::ListenerSource::Listener(l)),
@@ -569,4 +582,37 @@ pub(super) fn spawn_error(e: SpawnError, runner: RunnerKind, argv0: &OsStr) -> C
         SpawnError::Stage(f) => CordonError::runner_failed(runner, crate::runner::RunnerFailure::Stage(f)),
         SpawnError::Parent { what, source } => CordonError::io(what, source),
     }
+}
+
+/// Start cordon's egress proxy when the plan routes the network through it
+/// (`--allow-host`), and point the command at it (replacing any proxy settings of the
+/// caller: nothing else is reachable). The channel is the supervised `connect()`; a
+/// plan without a supervisor has none, and nothing runs (fail closed).
+#[cfg(target_os = "linux")]
+pub(super) fn start_proxy(
+    plan: &crate::runner::LaunchPlan,
+    spec: &Spec,
+    runner: RunnerKind,
+    env: &mut Vec<(OsString, OsString)>,
+) -> Result<Option<(crate::proxy::Proxy, crate::denials::DenialSink)>, CordonError> {
+    let Some(seccomp) = plan.seccomp.filter(|s| s.proxy) else { return Ok(None) };
+    if !seccomp.supervise {
+        let reason = "--allow-host needs cordon's seccomp supervisor, which this runner's plan lacks".to_string();
+        return Err(CordonError::SandboxUnavailable {
+            mode: spec.policy.mode,
+            reasons: vec![crate::error::RunnerReason { runner, reason }],
+        });
+    }
+    let sink: crate::denials::DenialSink = Arc::default();
+    let config = crate::proxy::ProxyConfig {
+        allow: spec.policy.allow_hosts.clone(),
+        test_resolve: crate::proxy::TestResolver::from_env(),
+    };
+    let proxy = crate::proxy::Proxy::start(config, sink.clone())
+        .map_err(|e| CordonError::io("starting the egress proxy", e))?;
+    for (k, v) in crate::proxy::client_env(proxy.addr()) {
+        env.retain(|(name, _)| name.as_os_str() != k.as_str());
+        env.push((k.into(), v.into()));
+    }
+    Ok(Some((proxy, sink)))
 }

@@ -91,6 +91,7 @@ fn sandbox_guidance(result: &RunResult, ceiling: &Ceiling) -> String {
         network: ceiling.network,
         best_effort: ceiling.best_effort,
         allow_unix_sockets: Vec::new(),
+        allow_hosts: Default::default(),
     };
     if let Some(grant) = crate::escalation::grant_for(&s.denials, &policy) {
         let what = match &grant {

@@ -27,7 +27,8 @@
 //!   Landlock (it refuses mount operations to a restricted task) nor installs
 //!   seccomp (the filter refuses the `mount`/`unshare` calls bubblewrap makes).
 //! - **bubblewrap**: `--unshare-all` (user, ipc, pid, net, uts, cgroup namespaces;
-//!   `--share-net` keeps the network only when the policy allows it), the whole tree
+//!   `--share-net` keeps the network only when the policy allows it, or reaches hosts
+//!   by name through cordon's proxy), the whole tree
 //!   read-only (`--ro-bind / /`, every bind `nodev`), a minimal `/dev`, a fresh
 //!   read-only `/proc`, private tmpfs on `/tmp` and `/dev/shm`, the workspace and writable roots
 //!   bound writable on top (shallow first), protected paths re-bound read-only last,
@@ -272,7 +273,7 @@ pub fn binds(policy: &ExecutionPolicy) -> Vec<(PathBuf, i32, bool)> {
 /// with `--`, the program and its arguments. Order matters, as bubblewrap applies
 /// its mount operations in argument order:
 ///
-/// 1. namespaces and process options (`--unshare-all`, `--share-net` with network,
+/// 1. namespaces and process options (`--unshare-all`, `--share-net` with network or hosts by name,
 ///    `--die-with-parent`, `--new-session` unless the caller keeps its session,
 ///    `--cap-drop ALL`, and `--seccomp 3` only without the stage helper);
 /// 2. `--ro-bind / /`, `--dev /dev`, `--proc /proc`, `--remount-ro /proc` (see
@@ -325,7 +326,12 @@ pub fn bwrap_args(input: &PlanInput<'_>) -> Result<Vec<OsString>, PlanError> {
 
     let mut args: Vec<OsString> = Vec::new();
     push(&mut args, &["--unshare-all"]);
-    if policy.network {
+    // With hosts by name (`--allow-host`) the command's sockets must be in cordon's
+    // network namespace, where the supervisor connects them to cordon's proxy on
+    // loopback; the `proxy_only` seccomp filter (no UDP, raw, bind, listen; every
+    // connect() supervised) and the stage helper's Landlock TCP rules are the
+    // barrier then, as on the landlock runner, which has no network namespace.
+    if policy.network || policy.network_by_proxy() {
         push(&mut args, &["--share-net"]);
     }
     push(&mut args, &["--die-with-parent"]);
@@ -442,6 +448,7 @@ impl Runner for BwrapRunner {
             seccomp: Some(SeccompPlan {
                 network: policy.network,
                 unix_allowlist: !policy.allow_unix_sockets.is_empty(),
+                proxy: policy.network_by_proxy(),
                 delivery: SeccompDelivery::Fd { child_fd: SECCOMP_CHILD_FD },
                 // The stage helper hands its listener over; bubblewrap itself does not.
                 supervise: stage_helper.as_ref().is_some_and(|h| h.supervised),
@@ -591,6 +598,7 @@ mod tests {
             network: false,
             best_effort: false,
             allow_unix_sockets: Vec::new(),
+            allow_hosts: Default::default(),
         };
         let input = PlanInput {
             policy: &policy,

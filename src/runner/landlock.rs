@@ -230,6 +230,7 @@ impl Runner for LandlockRunner {
             seccomp: Some(SeccompPlan {
                 network: policy.network || !policy.mode.is_confined(),
                 unix_allowlist: !policy.allow_unix_sockets.is_empty(),
+                proxy: policy.network_by_proxy(),
                 delivery: SeccompDelivery::Stage,
                 supervise: true,
             }),
@@ -394,6 +395,7 @@ mod tests {
             network: false,
             best_effort: false,
             allow_unix_sockets: Vec::new(),
+            allow_hosts: Default::default(),
         }
     }
 

@@ -198,6 +198,11 @@ pub struct SeccompPlan {
     /// Some host unix sockets are allowed by path: the filters route every
     /// `connect()` to the supervisor (see `seccomp::HOST_UNIX_ALLOW_FILTER`).
     pub unix_allowlist: bool,
+    /// The command reaches the network through cordon's proxy only (`--allow-host`):
+    /// the filters are `seccomp::PROXY_FILTER`'s, whatever `network` and
+    /// `unix_allowlist` say (see `crate::proxy`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub proxy: bool,
     /// How the program reaches the command.
     pub delivery: SeccompDelivery,
     /// The observed syscalls are routed to cordon's supervisor, which records them as

@@ -282,9 +282,10 @@ pub fn materialize(
     // cordon's seccomp program: installed by the stage itself, or passed in a sealed
     // memfd to the helper that installs it (see `SeccompPlan`).
     let (seccomp, observed) = match plan.seccomp {
-        Some(SeccompPlan { network, unix_allowlist, delivery: SeccompDelivery::Stage, .. }) => {
+        Some(SeccompPlan { network, unix_allowlist, proxy, delivery: SeccompDelivery::Stage, .. }) => {
+            let supervised = notify_socket.is_some();
             let program =
-                super::seccomp::compile_observing(network, unix_allowlist, notify_socket.is_some(), observe_writes)?;
+                super::seccomp::compile_observing_with(network, unix_allowlist, proxy, supervised, observe_writes)?;
             (vec![program.insns], program.observed)
         }
         _ => (Vec::new(), Default::default()),
@@ -305,11 +306,12 @@ pub fn materialize(
     // when the plan supervises (the stage helper inside bubblewrap).
     let mut observed = observed;
     let mut helper_notify = false;
-    if let Some(SeccompPlan { network, unix_allowlist, delivery: SeccompDelivery::Fd { child_fd }, supervise }) =
+    if let Some(SeccompPlan { network, unix_allowlist, proxy, delivery: SeccompDelivery::Fd { child_fd }, supervise }) =
         plan.seccomp
     {
         helper_notify = supervise;
-        let program = super::seccomp::compile_observing(network, unix_allowlist, supervise, observe_writes)?;
+        let program =
+            super::seccomp::compile_observing_with(network, unix_allowlist, proxy, supervise, observe_writes)?;
         if supervise {
             observed = program.observed.clone();
         }

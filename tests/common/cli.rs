@@ -117,6 +117,7 @@ pub fn confined_unavailable() -> Option<String> {
             network: false,
             best_effort: false,
             allow_unix_sockets: Vec::new(),
+            allow_hosts: Default::default(),
         };
         cordon::runner::select(&policy, &host, RunnerChoice::Auto)
             .err()

@@ -353,3 +353,77 @@ fn serve_refused_workspace_answers_every_request() {
     }
     assert!(!marker.exists(), "a refused server ran the command");
 }
+
+/// `cordon serve --allow-host`: a request gets the server's hosts by default and runs
+/// through cordon's proxy (loopback origin, test-only names); a request naming a host
+/// outside the ceiling is refused with `CEILING_EXCEEDED` for `allow_hosts`; a request
+/// naming fewer hosts (one under the server's wildcard) reaches only those.
+#[test]
+fn serve_allow_hosts_follow_the_ceiling() {
+    use std::io::{BufRead, BufReader, Write};
+    let dirs = VarTmp::new("serve-allow-hosts");
+    if let Err(reason) = confined_works(&dirs.ws()) {
+        return skip_or_fail("serve_allow_hosts_follow_the_ceiling", &reason);
+    }
+    if !Path::new("/usr/bin/curl").exists() {
+        return skip_or_fail("serve_allow_hosts_follow_the_ceiling", "no /usr/bin/curl");
+    }
+    // A loopback origin answering every request with "hello".
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            let mut r = BufReader::new(c.try_clone().unwrap());
+            let mut line = String::new();
+            while r.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
+        }
+    });
+    let url = |name: &str| format!("curl -sS -f http://{name}:{port}/");
+    let requests = [
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "run", "params": {"command": url("allowed.test")}}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "run",
+            "params": {"command": "true", "allow_hosts": [format!("other.test:{port}")]}}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "run",
+            "params": {"command": url("allowed.test"), "allow_hosts": [format!("a.sub.test:{port}")]}}),
+    ];
+    let mut child = Command::new(cordon_bin())
+        .args(["serve", "--mode", "workspace-write", "--cwd"])
+        .arg(dirs.ws())
+        .args(["--allow-host", &format!("allowed.test:{port}"), "--allow-host", &format!("*.sub.test:{port}")])
+        .env("CORDON_TEST_RESOLVE", "allowed.test=127.0.0.1,other.test=127.0.0.1,a.sub.test=127.0.0.1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        for r in &requests {
+            writeln!(stdin, "{r}").unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let answers: std::collections::BTreeMap<u64, serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| Some((v["id"].as_u64()?, v)))
+        .collect();
+    let one = &answers[&1]["result"];
+    assert_eq!(one["stdout"]["text"], "hello", "{text}");
+    assert_eq!(one["sandbox"]["network_log"]["entries"][0]["host"], "allowed.test", "{text}");
+    let two = &answers[&2]["error"];
+    assert_eq!(two["data"]["code"], "CEILING_EXCEEDED", "{text}");
+    assert_eq!(two["data"]["field"], "allow_hosts", "{text}");
+    let three = &answers[&3]["result"];
+    assert_ne!(three["exit_code"], 0, "a narrowed request reached a host it did not name: {text}");
+    let denials = three["sandbox"]["denials"].as_array().cloned().unwrap_or_default();
+    assert!(
+        denials.iter().any(|d| d["target"] == format!("allowed.test:{port}")
+            && d["evidence"].as_str().is_some_and(|e| e.starts_with("proxy refused: "))),
+        "{text}"
+    );
+}

@@ -86,6 +86,7 @@ impl Case {
                 network: false,
                 best_effort: false,
                 allow_unix_sockets: Vec::new(),
+                allow_hosts: Default::default(),
             },
             program: "/usr/bin/bash".into(),
             argv: vec!["bash".into(), "-c".into(), "make test".into()],
@@ -141,6 +142,15 @@ fn planned_cases() -> Vec<Case> {
     c.policy.network = true;
     c.program = "/usr/bin/curl".into();
     c.argv = vec!["curl".into(), "-fsS".into(), "https://example.com/".into()];
+    cases.push(c);
+
+    // Hosts by name: the network namespace is shared (the supervisor connects the
+    // command's socket to cordon's proxy on loopback) and the plan asks for the
+    // proxy_only filter.
+    let mut c = Case::new("allow_host", Mode::WorkspaceWrite);
+    c.policy.allow_hosts = cordon::proxy::AllowList::parse(&["pypi.org", "*.pythonhosted.org"]).unwrap();
+    c.program = "/usr/bin/pip".into();
+    c.argv = vec!["pip".into(), "download".into(), "requests".into()];
     cases.push(c);
 
     // Nested roots and protected paths: shallow first, protected after every bind.
@@ -390,7 +400,10 @@ fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
     assert_eq!(has("--args", &["7"]), !helper, "{name}: --args 7 iff no helper");
     let format = if helper { EnvFdFormat::Entries } else { EnvFdFormat::BwrapSetenv };
     assert_eq!(plan.env_fd, Some(EnvFd { child_fd: 7, format }), "{name}");
-    assert_eq!(has("--share-net", &[]), case.policy.network, "{name}: --share-net iff network");
+    let shares_net = case.policy.network || case.policy.network_by_proxy();
+    assert_eq!(has("--share-net", &[]), shares_net, "{name}: --share-net iff network or hosts by name");
+    let proxy = plan.seccomp.is_some_and(|s| s.proxy);
+    assert_eq!(proxy, case.policy.network_by_proxy(), "{name}: the proxy_only filter iff hosts by name");
     assert_eq!(has("--new-session", &[]), case.new_session, "{name}: --new-session iff a new session");
     assert!(!has("--as-pid-1", &[]), "{name}: bubblewrap's pid 1 reaps");
 

@@ -431,6 +431,18 @@ static void op_stream_connect(const char *host, const char *port, int proto) {
     succeed();
 }
 
+/* TCP Fast Open: connect and send in one sendto(), with no connect() call at all. */
+static void op_tcp_fastopen(const char *host, const char *port) {
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int fam = sockaddr_of(host, port, &ss, &len);
+    int s = socket(fam, SOCK_STREAM, 0);
+    TRY(s, "socket");
+    TRY(sendto(s, "X", 1, MSG_FASTOPEN | MSG_NOSIGNAL, (struct sockaddr *)&ss, len), "sendto(MSG_FASTOPEN)");
+    close(s);
+    succeed();
+}
+
 static void op_udp_send(const char *host, const char *port, const char *payload,
                         size_t plen) {
     struct sockaddr_storage ss;
@@ -1269,6 +1281,7 @@ int main(int argc, char **argv) {
 
     /* network */
     if (!strcmp(op, "tcp")) { NEED(2, "tcp HOST PORT"); op_stream_connect(a[0], a[1], 0); }
+    if (!strcmp(op, "tfo")) { NEED(2, "tfo HOST PORT"); op_tcp_fastopen(a[0], a[1]); }
     if (!strcmp(op, "mptcp")) { NEED(2, "mptcp HOST PORT"); op_stream_connect(a[0], a[1], IPPROTO_MPTCP); }
     if (!strcmp(op, "udp")) { NEED(2, "udp HOST PORT"); op_udp_send(a[0], a[1], "X", 1); }
     if (!strcmp(op, "dns")) { NEED(2, "dns HOST PORT"); op_dns(a[0], a[1]); }

@@ -22,15 +22,19 @@
 //! 1. ABI guard: kill the process on any architecture other than the native one
 //!    (e.g. 32-bit `int 0x80` entry on x86_64) and on x32 syscall numbers, so foreign
 //!    entry points cannot bypass the rules.
-//! 2. Argument-free rules: `jeq nr → return its errno`.
-//! 3. Rules with argument checks (per syscall: all conditions of a rule must hold).
+//! 2. Rules with argument checks (per syscall: all conditions of a rule must hold).
+//! 3. Argument-free rules: `jeq nr → return its errno`.
 //! 4. Allow.
 //!
 //! Filters used: `deny_eperm` and `deny_enosys` always; `network_off` when the network
 //! is off (`socket()` refused with `EACCES`); `host_unix_closed` when it is on
 //! (`socket(AF_UNIX, …)` and datagram `socketpair()` refused with `EACCES`: `connect()`
 //! must stay open for IP, and the filter cannot read the address it is given, so a
-//! unix socket that could reach a host daemon must not exist at all).
+//! unix socket that could reach a host daemon must not exist at all); `proxy_only`
+//! instead of either when the run reaches some hosts by name through cordon's proxy
+//! (`--allow-host`; TCP stream sockets may exist, every `connect()` goes to the
+//! supervisor, which connects only to the proxy; no UDP, raw, SCTP, `bind`, `listen`
+//! or TCP Fast Open).
 //!
 //! What it does not do: it does not restrict paths (Landlock and the mount layer do),
 //! and argument checks cannot see memory (so `clone3` is answered `ENOSYS`).
@@ -55,6 +59,12 @@ pub const HOST_UNIX_FILTER: &str = "host_unix_closed";
 /// path: unix stream sockets may exist, and every `connect()` goes to the supervisor,
 /// which performs it itself (see `crate::denials`); without one, `connect()` fails.
 pub const HOST_UNIX_ALLOW_FILTER: &str = "host_unix_allowlist";
+
+/// The filter used instead of the network ones when the command may reach some hosts
+/// by name through cordon's egress proxy (`crate::proxy`): TCP stream sockets may
+/// exist, and every `connect()` goes to the supervisor, which performs it itself only
+/// to the proxy's address (see `crate::denials`); without one, `connect()` fails.
+pub const PROXY_FILTER: &str = "proxy_only";
 
 /// One classic BPF instruction (`struct sock_filter`).
 pub type Insn = libc::sock_filter;
@@ -269,8 +279,8 @@ fn ret_insn(r: Ret) -> Insn {
     }
 }
 
-/// Compiled programs by `[network_allowed][unix_allowlist][supervised][writes]`.
-type ProgramCache = [[[[std::sync::OnceLock<Result<Program, SeccompError>>; 2]; 2]; 2]; 2];
+/// Compiled programs by `[proxy][network_allowed][unix_allowlist][supervised][writes]`.
+type ProgramCache = [[[[[std::sync::OnceLock<Result<Program, SeccompError>>; 2]; 2]; 2]; 2]; 2];
 
 /// The profile's filters that a confined run installs, in installation order (the
 /// order matters only to a kernel that runs them as separate programs; cordon merges
@@ -283,8 +293,16 @@ pub fn filter_names(network_allowed: bool) -> Vec<&'static str> {
 /// (`unix_allowlist`; only changes the network-on filter: with the network off,
 /// `connect()` is supervised already).
 pub fn filter_names_for(network_allowed: bool, unix_allowlist: bool) -> Vec<&'static str> {
+    filter_names_with(network_allowed, unix_allowlist, false)
+}
+
+/// Like [`filter_names_for`]; with `proxy`, the network filter is [`PROXY_FILTER`]
+/// whatever the other two say (the command reaches the network through cordon's proxy
+/// only; allowed host unix sockets are decided by the same supervised `connect()`).
+pub fn filter_names_with(network_allowed: bool, unix_allowlist: bool, proxy: bool) -> Vec<&'static str> {
     let mut names: Vec<&'static str> = ALWAYS_FILTERS.to_vec();
     names.push(match (network_allowed, unix_allowlist) {
+        _ if proxy => PROXY_FILTER,
         (false, _) => NETWORK_OFF_FILTER,
         (true, false) => HOST_UNIX_FILTER,
         (true, true) => HOST_UNIX_ALLOW_FILTER,
@@ -323,23 +341,35 @@ pub fn compile_observing(
     supervised: bool,
     writes: bool,
 ) -> Result<Program, SeccompError> {
+    compile_observing_with(network_allowed, unix_allowlist, false, supervised, writes)
+}
+
+/// Like [`compile_observing`], with [`filter_names_with`]'s proxy variant.
+pub fn compile_observing_with(
+    network_allowed: bool,
+    unix_allowlist: bool,
+    proxy: bool,
+    supervised: bool,
+    writes: bool,
+) -> Result<Program, SeccompError> {
     let writes = writes && supervised;
     // The profile is embedded, so each variant compiles to the same program every time:
     // compile it once per process (a long-lived `cordon serve` spawns thousands).
     static CACHE: std::sync::OnceLock<ProgramCache> = std::sync::OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
-    cache[network_allowed as usize][unix_allowlist as usize][supervised as usize][writes as usize]
-        .get_or_init(|| compile_program_uncached(network_allowed, unix_allowlist, supervised, writes))
+    cache[proxy as usize][network_allowed as usize][unix_allowlist as usize][supervised as usize][writes as usize]
+        .get_or_init(|| compile_program_uncached(network_allowed, unix_allowlist, proxy, supervised, writes))
         .clone()
 }
 
 fn compile_program_uncached(
     network_allowed: bool,
     unix_allowlist: bool,
+    proxy: bool,
     supervised: bool,
     writes: bool,
 ) -> Result<Program, SeccompError> {
-    let names = filter_names_for(network_allowed, unix_allowlist);
+    let names = filter_names_with(network_allowed, unix_allowlist, proxy);
     let observe: Vec<(String, ObservedKind)> = if supervised {
         let f: ObserveFile = serde_json::from_str(OBSERVE_PROFILE).map_err(|e| SeccompError::Profile(e.to_string()))?;
         f.observe.into_iter().map(|r| (r.syscall, r.kind)).collect()
@@ -477,8 +507,8 @@ fn compile(
         prog.push(insn(JGE_K, X32_SYSCALL_BIT, 0, 1));
         prog.push(insn(RET_K, foreign, 0, 0));
     }
-    // Argument-free rules: one jeq each to a shared return placed after the
-    // argument-checked section.
+    // Argument-free rules: one jeq each to a shared return at the end of the program
+    // (after the argument-checked section, which comes first; see below).
     let jumps_total: usize = simple.values().map(Vec::len).sum();
     let mut checked_code: Vec<Insn> = Vec::new();
     for (nr, rules) in &checked {
@@ -521,6 +551,12 @@ fn compile(
         checked_code.push(insn(JEQ_K, *nr as u32, 0, jump(group.len())?));
         checked_code.extend(group);
     }
+    // The argument-checked groups come first (each header jumps over its own group
+    // only), then the argument-free jeqs, which jump over the rest of the jeqs to the
+    // shared returns: no jump spans the whole program, so it may outgrow 255
+    // instructions (the proxy filter with the write-intent rules does). Each syscall is
+    // in one section only (checked above), so the order does not change any verdict.
+    prog.extend(checked_code);
     let shared_returns: Vec<Ret> = simple.keys().copied().collect();
     let mut idx = 0usize;
     for (ret, nrs) in &simple {
@@ -528,12 +564,16 @@ fn compile(
         for nr in nrs {
             // Distance from the instruction after this jeq to the shared return.
             let remaining_jumps = jumps_total - idx - 1;
-            let dist = remaining_jumps + checked_code.len() + 1 + ret_pos;
+            let dist = remaining_jumps + 1 + ret_pos;
+            // Reload the number: the last checked group's test left it in place, but
+            // say so rather than rely on it.
+            if idx == 0 {
+                prog.push(insn(LD_W_ABS, OFFSET_NR, 0, 0));
+            }
             prog.push(insn(JEQ_K, *nr as u32, jump(dist)?, 0));
             idx += 1;
         }
     }
-    prog.extend(checked_code);
     prog.push(insn(RET_K, libc::SECCOMP_RET_ALLOW, 0, 0));
     for ret in shared_returns {
         prog.push(ret_insn(ret));
@@ -695,6 +735,50 @@ mod tests {
     }
 
     #[test]
+    fn proxy_mode_keeps_tcp_streams_and_supervises_every_connect() {
+        let allow = libc::SECCOMP_RET_ALLOW;
+        let eacces = libc::SECCOMP_RET_ERRNO | 13;
+        let flags = (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u64;
+        for (network, unix) in [(false, false), (true, false), (true, true)] {
+            assert_eq!(filter_names_with(network, unix, true), ["deny_eperm", "deny_enosys", PROXY_FILTER]);
+            let p = compile_observing_with(network, unix, true, false, false).unwrap().insns;
+            // TCP stream sockets (with flags, protocol 0 or IPPROTO_TCP) may exist.
+            for fam in [2u64, 10] {
+                assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [fam, 1 | flags, 0, 0, 0, 0]), allow);
+                assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [fam, 1, 6, 0, 0, 0]), allow);
+                // UDP, raw, SCTP, MPTCP and unknown types are refused.
+                for ty in [2u64, 3, 4, 5, 6, 7, 9, 10, 11, 13, 15] {
+                    assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [fam, ty | flags, 0, 0, 0, 0]), eacces, "{ty}");
+                }
+                for proto in [17u64, 132, 262, 255] {
+                    assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [fam, 1, proto, 0, 0, 0]), eacces, "{proto}");
+                }
+            }
+            // Other families refused; unix sockets as with the network off.
+            for fam in [16u64, 17, 40, 0, 3] {
+                assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [fam, 1, 0, 0, 0, 0]), eacces, "family {fam}");
+            }
+            assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [1, 1, 0, 0, 0, 0]), allow);
+            assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [1, 2, 0, 0, 0, 0]), eacces);
+            assert_eq!(run(&p, NATIVE, libc::SYS_socketpair as u32, [2, 1, 0, 0, 0, 0]), eacces);
+            // Without a supervisor no connect, bind or listen; no TCP Fast Open.
+            for nr in [libc::SYS_connect, libc::SYS_bind, libc::SYS_listen] {
+                assert_eq!(run(&p, NATIVE, nr as u32, [3, 0, 0, 0, 0, 0]), eacces, "{nr}");
+            }
+            let fastopen = libc::MSG_FASTOPEN as u64;
+            assert_eq!(run(&p, NATIVE, libc::SYS_sendto as u32, [3, 0, 0, fastopen, 0, 0]), eacces);
+            assert_eq!(run(&p, NATIVE, libc::SYS_sendto as u32, [3, 0, 0, libc::MSG_NOSIGNAL as u64, 0, 0]), allow);
+            assert_eq!(run(&p, NATIVE, libc::SYS_sendmsg as u32, [3, 0, fastopen | 0x4000, 0, 0, 0]), eacces);
+            assert_eq!(run(&p, NATIVE, libc::SYS_sendmsg as u32, [3, 0, 0, 0, 0, 0]), allow);
+            assert_eq!(run(&p, NATIVE, libc::SYS_sendmmsg as u32, [3, 0, 1, fastopen, 0, 0]), eacces);
+            // Supervised, connect() goes to the supervisor, named by the proxy filter.
+            let sup = compile_observing_with(network, unix, true, true, false).unwrap();
+            assert_eq!(run(&sup.insns, NATIVE, libc::SYS_connect as u32, [3, 0, 0, 0, 0, 0]), RET_USER_NOTIF);
+            assert_eq!(sup.observed[&libc::SYS_connect].filter, PROXY_FILTER);
+        }
+    }
+
+    #[test]
     fn every_rule_has_a_reason_and_seccompiler_accepts_the_profile() {
         let json: serde_json::Value = serde_json::from_str(CONFINED_PROFILE).unwrap();
         for (name, filter) in json.as_object().unwrap() {
@@ -730,6 +814,8 @@ mod tests {
         assert!(compile(profile, &["b"], &[], &[]).is_ok());
         for network_allowed in [false, true] {
             compile_program(network_allowed, true).expect("the real profile names each syscall in one filter");
+            compile_observing_with(network_allowed, false, true, true, true)
+                .expect("the proxy variant names each syscall in one filter, with the write rules too");
         }
     }
 

@@ -81,6 +81,10 @@ pub fn syscall_number(name: &str) -> Option<i64> {
         "unshare" => libc::SYS_unshare,
         "userfaultfd" => libc::SYS_userfaultfd,
         "memfd_secret" => libc::SYS_memfd_secret,
+        "listen" => libc::SYS_listen,
+        "sendto" => libc::SYS_sendto,
+        "sendmsg" => libc::SYS_sendmsg,
+        "sendmmsg" => libc::SYS_sendmmsg,
         "vhangup" => libc::SYS_vhangup,
         #[cfg(target_arch = "x86_64")]
         "open" => libc::SYS_open,

@@ -21,7 +21,8 @@ use std::path::PathBuf;
 
 /// The known fields, in the order error messages list them.
 const RUN_FIELDS: &str = "command, argv, workdir, timeout_ms, output_cap, spill_cap, stdin, env, mode, \
-                          writable_roots, network, limit_memory, limit_pids, limit_cpu, observe_writes";
+                          writable_roots, network, allow_hosts, limit_memory, limit_pids, limit_cpu, \
+                          observe_writes";
 
 thread_local! {
     /// The typed error of the field whose check failed inside `serde_json::from_value`
@@ -66,6 +67,9 @@ pub struct RunParamsWire {
     /// Network on or off.
     #[serde(default, deserialize_with = "de_network")]
     pub network: Option<bool>,
+    /// Hosts reachable by name through cordon's proxy, within the ceiling's.
+    #[serde(default, deserialize_with = "de_allow_hosts")]
+    pub allow_hosts: Option<Vec<crate::proxy::HostPattern>>,
     /// Memory limit: bytes, as a number or with a K/M/G/T suffix.
     #[serde(default, deserialize_with = "de_limit_memory")]
     pub limit_memory: Option<u64>,
@@ -166,6 +170,10 @@ de_field!(de_writable_roots, Vec<PathBuf>, |v| {
     Ok(roots.into_iter().map(PathBuf::from).collect())
 });
 de_field!(de_network, bool, |v| want_bool("network", v));
+de_field!(de_allow_hosts, Vec<crate::proxy::HostPattern>, |v| {
+    let patterns = want_strings("allow_hosts", v)?;
+    patterns.iter().map(|p| p.parse().map_err(|e| RpcError::invalid_params("allow_hosts", e))).collect()
+});
 de_field!(de_observe_writes, bool, |v| want_bool("observe_writes", v));
 
 /// The field serde named as unknown, recovered from its message (whose shape serde
@@ -190,6 +198,7 @@ const RUN_WIRE_FIELDS: &[&str] = &[
     "mode",
     "writable_roots",
     "network",
+    "allow_hosts",
     "limit_memory",
     "limit_pids",
     "limit_cpu",
@@ -237,6 +246,7 @@ impl RunParamsWire {
             mode: self.mode,
             writable_roots: self.writable_roots,
             network: self.network,
+            allow_hosts: self.allow_hosts,
             limits: crate::limits::LimitRequest {
                 memory: self.limit_memory,
                 pids: self.limit_pids,
@@ -275,5 +285,18 @@ mod tests {
         // A failed field does not leak into the next parse.
         let _ = err(json!({"mode": 1}));
         assert_eq!(err(json!({"bogus": 1})).data["field"], "bogus");
+    }
+
+    #[test]
+    fn allow_hosts_are_parsed_strictly() {
+        let Value::Object(m) = json!({"command": "true", "allow_hosts": ["PyPI.org", "*.pythonhosted.org:443"]}) else {
+            panic!()
+        };
+        let hosts: Vec<String> = parse_run(m).unwrap().allow_hosts.unwrap().iter().map(|h| h.to_string()).collect();
+        assert_eq!(hosts, ["pypi.org", "*.pythonhosted.org:443"]);
+        for bad in [json!("pypi.org"), json!([1]), json!(["*.com"]), json!(["user@pypi.org"]), json!(["pypi.org:0"])] {
+            let e = err(json!({"command": "x", "allow_hosts": bad}));
+            assert!(e.data["field"].as_str().is_some_and(|f| f.starts_with("allow_hosts")), "{bad}: {}", e.message);
+        }
     }
 }

@@ -1,0 +1,271 @@
+//! The proxy against a local origin (loopback only; names through the test resolver).
+
+use super::*;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+
+/// A local HTTP origin: answers every request `200 hello` and records the heads it got.
+struct Origin {
+    port: u16,
+    heads: Arc<Mutex<Vec<String>>>,
+}
+
+impl Origin {
+    fn start() -> Origin {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let h = heads.clone();
+        std::thread::spawn(move || {
+            for c in l.incoming() {
+                let Ok(c) = c else { continue };
+                let h = h.clone();
+                std::thread::spawn(move || {
+                    let mut r = BufReader::new(c.try_clone().unwrap());
+                    let mut c = c;
+                    // Record every request head until the client closes (keep-alive,
+                    // to show the proxy does not pass a second request on); after a
+                    // `Connection: close` request, answer and end the answers only.
+                    while let Some(head) = read_head(&mut r) {
+                        let close = head.iter().any(|l| l.eq_ignore_ascii_case("connection: close"));
+                        h.lock().unwrap().push(head.join("\n"));
+                        let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello");
+                        if close {
+                            let _ = c.shutdown(std::net::Shutdown::Write);
+                        }
+                    }
+                });
+            }
+        });
+        Origin { port, heads }
+    }
+
+    fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
+    }
+}
+
+fn proxy(allow: &[String], resolve: &str) -> (Proxy, DenialSink) {
+    let sink: DenialSink = Arc::default();
+    let config =
+        ProxyConfig { allow: AllowList::parse(allow).unwrap(), test_resolve: Some(TestResolver::parse(resolve)) };
+    (Proxy::start(config, sink.clone()).unwrap(), sink)
+}
+
+fn exchange(p: &Proxy, bytes: &[u8]) -> String {
+    let mut c = TcpStream::connect(p.addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    c.write_all(bytes).unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn denials(sink: &DenialSink) -> Vec<(String, String)> {
+    sink.lock().unwrap().snapshot().iter().map(|d| (d.target.clone().unwrap_or_default(), d.evidence.clone())).collect()
+}
+
+const MAP: &str = "allowed.test=127.0.0.1,other.test=127.0.0.1,meta.test=169.254.169.254";
+
+#[test]
+fn connect_to_an_allowed_name_is_relayed_and_logged() {
+    let o = Origin::start();
+    let (p, sink) = proxy(&[format!("allowed.test:{}", o.port)], MAP);
+    let req = format!("CONNECT allowed.test:{0} HTTP/1.1\r\nHost: allowed.test:{0}\r\n\r\nGET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", o.port);
+    let out = exchange(&p, req.as_bytes());
+    assert!(out.starts_with("HTTP/1.1 200 Connection established\r\n\r\nHTTP/1.1 200 OK"), "{out}");
+    assert!(out.ends_with("hello"), "{out}");
+    assert!(denials(&sink).is_empty());
+    let log = p.finish();
+    assert_eq!(log.entries.len(), 1);
+    assert_eq!(log.entries[0].host, "allowed.test");
+    assert_eq!(log.entries[0].via, Via::Connect);
+}
+
+#[test]
+fn refusals_are_answered_and_recorded_without_touching_the_origin() {
+    let o = Origin::start();
+    let port = o.port;
+    let (p, sink) = proxy(&[format!("allowed.test:{port}"), "meta.test".into()], MAP);
+    let cases = [
+        (
+            format!("CONNECT other.test:{port} HTTP/1.1\r\n\r\n"),
+            format!("other.test:{port}"),
+            "host not in the allow-list",
+        ),
+        (format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n"), format!("127.0.0.1:{port}"), "IP address not in"),
+        (format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n"), format!("localhost:{port}"), "host not in"),
+        ("CONNECT 169.254.169.254:443 HTTP/1.1\r\n\r\n".into(), "169.254.169.254:443".into(), "IP address not in"),
+        ("CONNECT [fd00:ec2::254]:443 HTTP/1.1\r\n\r\n".into(), "[fd00:ec2::254]:443".into(), "IP address not in"),
+        ("CONNECT allowed.test:22 HTTP/1.1\r\n\r\n".into(), "allowed.test:22".into(), "port 22 is not allowed"),
+        ("CONNECT meta.test:443 HTTP/1.1\r\n\r\n".into(), "meta.test:443".into(), "resolves to a metadata address"),
+        ("CONNECT allowed.test.evil:443 HTTP/1.1\r\n\r\n".into(), "allowed.test.evil:443".into(), "host not in"),
+        (
+            format!("CONNECT x@allowed.test:{port} HTTP/1.1\r\n\r\n"),
+            format!("x@allowed.test:{port}"),
+            "not a host name",
+        ),
+        (format!("CONNECT 127.1:{port} HTTP/1.1\r\n\r\n"), format!("127.1:{port}"), "not a host name"),
+        (
+            format!("CONNECT allowed.test:{port} HTTP/1.1\r\nProxy-Authorization: Basic eDp5\r\n\r\n"),
+            format!("allowed.test:{port}"),
+            "proxy credentials",
+        ),
+        (format!("GET http://other.test:{port}/ HTTP/1.1\r\n\r\n"), format!("other.test:{port}"), "host not in"),
+        ("GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n".into(), "/".into(), "not an absolute http://"),
+        (format!("GET https://allowed.test:{port}/ HTTP/1.1\r\n\r\n"), "https://".into(), "not an absolute http://"),
+        (format!("GET http://{}/ HTTP/1.1\r\n\r\n", p.addr()), p.addr().to_string(), "IP address not in"),
+    ];
+    for (req, target, why) in &cases {
+        let out = exchange(&p, req.as_bytes());
+        assert!(out.starts_with("HTTP/1.1 403 "), "{req:?}: {out}");
+        let d = denials(&sink);
+        assert!(
+            d.iter()
+                .any(|(t, e)| t.starts_with(target.as_str()) && e.starts_with("proxy refused: ") && e.contains(why)),
+            "{req:?}: no denial for {target} with {why:?} in {d:?}"
+        );
+    }
+    assert!(o.heads().is_empty(), "the origin was reached: {:?}", o.heads());
+    assert!(p.finish().entries.is_empty());
+}
+
+#[test]
+fn plain_http_goes_to_the_decided_authority_only() {
+    let o = Origin::start();
+    let port = o.port;
+    let (p, sink) = proxy(&[format!("allowed.test:{port}")], MAP);
+    // A Host header naming another site, and a second request that would reach it:
+    // the origin sees the decided authority once.
+    let req = format!(
+        "GET http://allowed.test:{port}/simple/?q=1 HTTP/1.1\r\nHost: other.test\r\nProxy-Connection: keep-alive\r\n\r\n\
+         GET /second HTTP/1.1\r\nHost: other.test\r\n\r\n"
+    );
+    let out = exchange(&p, req.as_bytes());
+    assert!(out.starts_with("HTTP/1.1 200 OK") && out.ends_with("hello"), "{out}");
+    let heads = o.heads();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    assert!(heads[0].starts_with("GET /simple/?q=1 HTTP/1.1\nHost: allowed.test:"), "{}", heads[0]);
+    assert!(!heads[0].to_ascii_lowercase().contains("proxy-connection"), "{}", heads[0]);
+    assert!(!heads[0].contains("other.test"), "{}", heads[0]);
+    assert!(denials(&sink).is_empty());
+    assert_eq!(p.finish().entries[0].via, Via::Http);
+}
+
+#[test]
+fn a_body_is_forwarded_by_its_framing_and_nothing_after_it() {
+    let o = Origin::start();
+    let port = o.port;
+    let (p, _sink) = proxy(&[format!("allowed.test:{port}")], MAP);
+    let req = format!(
+        "POST http://allowed.test:{port}/up HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n\
+         GET /smuggled HTTP/1.1\r\nHost: other.test\r\n\r\n"
+    );
+    let out = exchange(&p, req.as_bytes());
+    assert!(out.ends_with("hello"), "{out}");
+    let heads = o.heads();
+    assert!(heads.iter().all(|h| !h.contains("smuggled")), "{heads:?}");
+}
+
+#[test]
+fn socks5_names_are_decided_like_connect() {
+    let o = Origin::start();
+    let port = o.port;
+    let (p, sink) = proxy(&[format!("allowed.test:{port}")], MAP);
+    let socks = |host: &[u8], atyp: u8| {
+        let mut c = TcpStream::connect(p.addr()).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c.write_all(&[5, 1, 0]).unwrap();
+        let mut hello = [0u8; 2];
+        c.read_exact(&mut hello).unwrap();
+        assert_eq!(hello, [5, 0]);
+        let mut req = vec![5, 1, 0, atyp];
+        if atyp == 3 {
+            req.push(host.len() as u8);
+        }
+        req.extend_from_slice(host);
+        req.extend_from_slice(&port.to_be_bytes());
+        c.write_all(&req).unwrap();
+        let mut reply = [0u8; 10];
+        c.read_exact(&mut reply).unwrap();
+        (c, reply[1])
+    };
+    let (mut c, code) = socks(b"allowed.test", 3);
+    assert_eq!(code, 0);
+    c.write_all(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    let _ = c.read_to_string(&mut out);
+    assert!(out.ends_with("hello"), "{out}");
+    assert_eq!(socks(b"other.test", 3).1, 2);
+    assert_eq!(socks(&[127, 0, 0, 1], 1).1, 2);
+    let d = denials(&sink);
+    assert!(d.iter().any(|(t, _)| *t == format!("other.test:{port}")), "{d:?}");
+    assert!(d.iter().any(|(t, _)| *t == format!("127.0.0.1:{port}")), "{d:?}");
+    assert_eq!(p.finish().entries.len(), 1);
+}
+
+#[test]
+fn socks5_offers_connect_without_credentials_only() {
+    let o = Origin::start();
+    let (p, sink) = proxy(&[format!("allowed.test:{}", o.port)], MAP);
+    // Credentials only (a client configured for another proxy): no method accepted.
+    let mut c = TcpStream::connect(p.addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    c.write_all(&[5, 1, 2]).unwrap();
+    let mut reply = Vec::new();
+    let _ = c.read_to_end(&mut reply);
+    assert_eq!(reply, [5, 0xff]);
+    // BIND (2) and UDP ASSOCIATE (3) are refused and reported.
+    for cmd in [2u8, 3] {
+        let mut c = TcpStream::connect(p.addr()).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c.write_all(&[5, 1, 0]).unwrap();
+        let mut hello = [0u8; 2];
+        c.read_exact(&mut hello).unwrap();
+        let mut req = vec![5, cmd, 0, 3, 12];
+        req.extend_from_slice(b"allowed.test");
+        req.extend_from_slice(&o.port.to_be_bytes());
+        c.write_all(&req).unwrap();
+        let mut reply = [0u8; 10];
+        c.read_exact(&mut reply).unwrap();
+        assert_eq!(reply[1], 7, "command {cmd}");
+    }
+    assert!(denials(&sink).iter().any(|(_, e)| e.contains("BIND and UDP ASSOCIATE")));
+    assert!(o.heads().is_empty());
+    assert!(p.finish().entries.is_empty());
+}
+
+#[test]
+fn loopback_needs_the_test_map_even_for_an_exact_name() {
+    let o = Origin::start();
+    let port = o.port;
+    let sink: DenialSink = Arc::default();
+    let config = ProxyConfig { allow: AllowList::parse(&[format!("localhost:{port}")]).unwrap(), test_resolve: None };
+    let p = Proxy::start(config, sink.clone()).unwrap();
+    let out = exchange(&p, format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n").as_bytes());
+    assert!(out.starts_with("HTTP/1.1 403 "), "{out}");
+    let d = denials(&sink);
+    assert!(d.iter().any(|(_, e)| e.contains("resolves to a loopback address")), "{d:?}");
+    assert!(o.heads().is_empty());
+}
+
+#[test]
+fn the_test_map_holds_strict_names_only() {
+    let t = TestResolver::parse("a.test=127.0.0.1, b.test=169.254.169.254,bad name=127.0.0.1,c.test=::1,d.test=x");
+    assert_eq!(t.lookup("a.test"), Some("127.0.0.1".parse().unwrap()));
+    assert_eq!(t.lookup("b.test"), Some("169.254.169.254".parse().unwrap()));
+    assert_eq!(t.lookup("c.test"), Some("::1".parse().unwrap()));
+    assert_eq!(t.map.len(), 3);
+}
+
+#[test]
+fn the_client_environment_names_the_proxy_everywhere() {
+    let env = client_env("127.0.0.1:4000".parse().unwrap());
+    let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    assert_eq!(get("HTTPS_PROXY"), Some("http://127.0.0.1:4000"));
+    assert_eq!(get("http_proxy"), Some("http://127.0.0.1:4000"));
+    assert_eq!(get("ALL_PROXY"), Some("socks5h://127.0.0.1:4000"));
+    assert_eq!(get("no_proxy"), Some(""));
+    assert_eq!(get("npm_config_https_proxy"), Some("http://127.0.0.1:4000"));
+    assert_eq!(get("GIT_CONFIG_KEY_0"), Some("http.proxy"));
+}
