@@ -5,6 +5,8 @@
 //! Linux).
 
 use super::finish::ExitWatch;
+#[cfg(target_os = "linux")]
+use super::supervision::{start_proxy, write_rules};
 use super::*;
 
 /// Where a run's denials are recorded (the seccomp supervisor's sink on Linux).
@@ -525,33 +527,6 @@ impl Executor {
 /// Variables set for a confined run with the network off, unless the caller set them.
 pub(super) const OFFLINE_ENV: [(&str, &str); 2] = [("npm_config_fetch_retries", "0"), ("PIP_RETRIES", "0")];
 
-/// The rules the supervisor judges write-intent syscalls against: the run's own
-/// Landlock ruleset (the landlock runner's, or the one the bwrap runner's stage helper
-/// applies) and its mount layer.
-#[cfg(target_os = "linux")]
-pub(super) fn write_rules(
-    plan: &crate::runner::LaunchPlan,
-    policy: &crate::policy::ExecutionPolicy,
-) -> crate::writes::WriteRules {
-    let landlock = plan.landlock.as_ref().or(plan.stage_helper.as_ref().map(|h| &h.landlock));
-    let mut rules = crate::writes::WriteRules {
-        landlock_abi: landlock.map(|l| l.abi),
-        protected: policy.protected.clone(),
-        // bubblewrap always builds a mount namespace, read-only outside the binds.
-        mount_layer: plan.namespaces.mount || plan.runner == RunnerKind::Bwrap,
-        read_only_mode: policy.mode == Mode::ReadOnly,
-        // The landlock runner drops them in its stage; the bwrap runner's stage helper
-        // verifies they are empty.
-        capabilities_dropped: plan.drop_capabilities || plan.stage_helper.is_some(),
-        ..Default::default()
-    };
-    if let Some(l) = landlock {
-        rules.write = l.write.clone();
-        rules.write_in_view = l.write_in_child.iter().chain(l.devices.iter()).cloned().collect();
-    }
-    rules
-}
-
 /// A random number for unique names (not a secret: names are created exclusively).
 pub(super) fn random_u32() -> u32 {
     let mut b = [0u8; 4];
@@ -582,37 +557,4 @@ pub(super) fn spawn_error(e: SpawnError, runner: RunnerKind, argv0: &OsStr) -> C
         SpawnError::Stage(f) => CordonError::runner_failed(runner, crate::runner::RunnerFailure::Stage(f)),
         SpawnError::Parent { what, source } => CordonError::io(what, source),
     }
-}
-
-/// Start cordon's egress proxy when the plan routes the network through it
-/// (`--allow-host`), and point the command at it (replacing any proxy settings of the
-/// caller: nothing else is reachable). The channel is the supervised `connect()`; a
-/// plan without a supervisor has none, and nothing runs (fail closed).
-#[cfg(target_os = "linux")]
-pub(super) fn start_proxy(
-    plan: &crate::runner::LaunchPlan,
-    spec: &Spec,
-    runner: RunnerKind,
-    env: &mut Vec<(OsString, OsString)>,
-) -> Result<Option<(crate::proxy::Proxy, crate::denials::DenialSink)>, CordonError> {
-    let Some(seccomp) = plan.seccomp.filter(|s| s.proxy) else { return Ok(None) };
-    if !seccomp.supervise {
-        let reason = "--allow-host needs cordon's seccomp supervisor, which this runner's plan lacks".to_string();
-        return Err(CordonError::SandboxUnavailable {
-            mode: spec.policy.mode,
-            reasons: vec![crate::error::RunnerReason { runner, reason }],
-        });
-    }
-    let sink: crate::denials::DenialSink = Arc::default();
-    let config = crate::proxy::ProxyConfig {
-        allow: spec.policy.allow_hosts.clone(),
-        test_resolve: crate::proxy::TestResolver::from_env(),
-    };
-    let proxy = crate::proxy::Proxy::start(config, sink.clone())
-        .map_err(|e| CordonError::io("starting the egress proxy", e))?;
-    for (k, v) in crate::proxy::client_env(proxy.addr()) {
-        env.retain(|(name, _)| name.as_os_str() != k.as_str());
-        env.push((k.into(), v.into()));
-    }
-    Ok(Some((proxy, sink)))
 }

@@ -27,6 +27,8 @@ pub mod capture;
 mod direct;
 mod finish;
 mod launch;
+#[cfg(target_os = "linux")]
+mod supervision;
 
 use finish::finish;
 
