@@ -370,6 +370,11 @@ pub(crate) fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitC
                 match grant {
                     esc::Grant::Network => req.policy.network = true,
                     esc::Grant::Write { path } => req.policy.unprotected.push(path),
+                    esc::Grant::Host { host } => {
+                        if let Ok(p) = host.parse() {
+                            req.policy.allow_hosts.push(p);
+                        }
+                    }
                 }
             }
         }

@@ -28,6 +28,9 @@ pub(crate) fn session_cmd(cmd: SessionCmd) -> ExitCode {
             use cordon::escalation::Grant;
             let grant = match (what.as_str(), path) {
                 ("network", None) => Grant::Network,
+                ("host", Some(h)) if h.to_str().is_some_and(|h| h.parse::<cordon::proxy::HostPattern>().is_ok()) => {
+                    Grant::Host { host: h.to_string_lossy().into_owned() }
+                }
                 ("write", Some(p)) if p.is_absolute() => Grant::Write { path: p.canonicalize().unwrap_or(p) },
                 ("write", _) => {
                     errln!("cordon: error[INVALID_REQUEST]: `session grant FILE write PATH` needs an absolute PATH");

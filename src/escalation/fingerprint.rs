@@ -65,6 +65,7 @@ pub(super) fn fingerprint_granting(spec: &Spec, bound: &[BoundFile], grant: Opti
     match grant {
         Grant::Write { path } => enc.field(b"grant-write", path.as_os_str().as_bytes()),
         Grant::Network => enc.field(b"grant-network", b"1"),
+        Grant::Host { host } => enc.field(b"grant-host", host.as_bytes()),
     }
     fnv1a128(&enc.0)
 }

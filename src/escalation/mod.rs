@@ -213,6 +213,12 @@ pub fn narrow_grant(first: &RunResult, spec: &Spec) -> Option<(Grant, Spec)> {
     match &grant {
         Grant::Network => wide.policy.network = true,
         Grant::Write { path } => wide.policy.protected.retain(|p| p != path),
+        Grant::Host { host } => {
+            let pattern = host.parse().ok()?;
+            let mut patterns = wide.policy.allow_hosts.patterns().to_vec();
+            patterns.push(pattern);
+            wide.policy.allow_hosts = crate::proxy::AllowList::new(patterns);
+        }
     }
     Some((grant, wide))
 }
@@ -225,6 +231,18 @@ pub fn grant_for(denials: &[Denial], policy: &ExecutionPolicy) -> Option<Grant> 
     use crate::result::DenialKind;
     if denials.is_empty() || !policy.mode.is_confined() {
         return None;
+    }
+    // Under `--allow-host`, every denial a refusal of cordon's proxy for the same
+    // `host:port`: that one host, for one retry.
+    fn proxy_host(d: &Denial) -> Option<&str> {
+        let refused = d.kind == DenialKind::Network && d.evidence.starts_with("proxy refused");
+        refused.then_some(d.target.as_deref()).flatten()
+    }
+    if !policy.allow_hosts.is_empty() {
+        let host = proxy_host(&denials[0])?;
+        let same = denials.iter().all(|d| proxy_host(d) == Some(host));
+        let valid = host.parse::<crate::proxy::HostPattern>().is_ok();
+        return (same && valid).then(|| Grant::Host { host: host.to_string() });
     }
     if denials.iter().all(|d| d.kind == DenialKind::Network) {
         return (!policy.network).then_some(Grant::Network);
@@ -419,6 +437,30 @@ mod tests {
         let (g, wide) = narrow_grant(&run(vec![denial(DenialKind::Network, "1.2.3.4:443")]), &s).unwrap();
         assert_eq!(g, Grant::Network);
         assert!(wide.policy.network && wide.policy.protected == s.policy.protected);
+        // Under --allow-host: one host the proxy refused, for one retry; anything else
+        // (two hosts, a direct attempt) no narrow grant.
+        let mut proxied = s.clone();
+        proxied.policy.allow_hosts = crate::proxy::AllowList::parse(&["pypi.org"]).unwrap();
+        let refused = |host: &str| Denial {
+            kind: DenialKind::Network,
+            target: Some(host.into()),
+            evidence: "proxy refused: not in the allow-list".into(),
+            line: None,
+        };
+        let (g, wide) = narrow_grant(&run(vec![refused("files.example:443")]), &proxied).unwrap();
+        assert_eq!(g, Grant::Host { host: "files.example:443".into() });
+        let hosts: Vec<String> = wide.policy.allow_hosts.patterns().iter().map(|p| p.to_string()).collect();
+        assert!(
+            hosts.contains(&"files.example:443".to_string()) && hosts.contains(&"pypi.org".to_string()),
+            "{hosts:?}"
+        );
+        assert!(!wide.policy.network, "the network stays off");
+        for ds in [
+            vec![refused("a.example:443"), refused("b.example:443")],
+            vec![refused("a.example:443"), denial(DenialKind::Network, "socket(AF_INET, SOCK_DGRAM)")],
+        ] {
+            assert!(narrow_grant(&run(ds.clone()), &proxied).is_none(), "{ds:?}");
+        }
         s.policy.mode = Mode::FullAccess;
         assert!(narrow_grant(&run(vec![denial(DenialKind::Network, "x")]), &s).is_none());
     }

@@ -98,6 +98,12 @@ pub fn terminal_prompt(req: &EscalationRequest) -> String {
             "Run this exact command once more with the network on (still {}, files unchanged)? [y/N] ",
             req.to
         )),
+        Some(Grant::Host { host }) => t.push_str(&format!(
+            "Run this exact command once more, allowed to reach {} through cordon's proxy (still {}, nothing \
+             else)? [y/N] ",
+            clip(&printable(host), PROMPT_LINE),
+            req.to
+        )),
         None => t.push_str(&format!("Run this exact command once at {}? [y/N] ", req.to)),
     }
     t

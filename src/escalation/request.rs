@@ -51,6 +51,12 @@ pub enum Grant {
     },
     /// Let the retry reach the network (IP); every other restriction stays.
     Network,
+    /// Let the retry reach one more host through cordon's proxy (`--allow-host` runs:
+    /// the exact `host:port` the proxy refused); every other restriction stays.
+    Host {
+        /// The host and port, as the proxy refused them (`pypi.org:443`).
+        host: String,
+    },
 }
 
 impl std::fmt::Display for Grant {
@@ -58,6 +64,7 @@ impl std::fmt::Display for Grant {
         match self {
             Grant::Write { path } => write!(f, "write {}", path.display()),
             Grant::Network => f.write_str("network"),
+            Grant::Host { host } => write!(f, "host {host}"),
         }
     }
 }

@@ -104,6 +104,11 @@ fn sandbox_guidance(result: &RunResult, ceiling: &Ceiling) -> String {
             crate::escalation::Grant::Network => {
                 format!("the network for one retry of this exact command (still {}, files unchanged)", s.mode)
             }
+            crate::escalation::Grant::Host { host } => format!(
+                "the host {} through cordon's proxy for one retry of this exact command (still {}, nothing else)",
+                printable(host),
+                s.mode
+            ),
         };
         let _ = write!(
             out,
