@@ -384,3 +384,57 @@ case!(net_by_name_npm_registry, |c| {
     let d = denials(&out);
     assert!(d.iter().any(|(t, e)| *t == format!("other.test:{port}") && e.starts_with("proxy refused: ")), "{d:?}");
 });
+
+// Escalation asks for exactly one host: a name the proxy refused is granted for one
+// retry (through `--approver`), and the retry reaches that name through the proxy —
+// with the network still off (a direct connection in the same retry gets nothing) and
+// the grant in the audit log.
+case!(net_by_name_approver_grants_exactly_one_host, |c| {
+    need("curl")?;
+    let files = c.root.join("origin-grant");
+    fs::create_dir_all(&files).unwrap();
+    let tag = format!("granted-{}", c.unique());
+    fs::write(files.join("hello.txt"), &tag).unwrap();
+    let origin = Origin::start(files);
+    let port = origin.port;
+    let trap = TcpTrap::v4();
+    let gov = c.root.join("gov-grant");
+    c.mkdir(&gov);
+    let dump = gov.join("request.json");
+    let approver = c.file(&gov.join("approve.sh"), &format!("#!/bin/sh\ncat > '{}'\nexit 0\n", dump.display()));
+    set_mode(&approver, 0o755);
+    let log = gov.join("audit.jsonl");
+    let mut o = by_name(c, &[format!("allowed.test:{port}")]);
+    o.extra_args.extend([
+        "--approver".into(),
+        approver.display().to_string(),
+        "--audit-log".into(),
+        log.display().to_string(),
+    ]);
+    let t = trap.port_s();
+    // The direct attempt runs only in the retry (once the granted fetch worked): in the
+    // first run it would be a second, different denial, and no narrow grant covers two.
+    let script = format!(
+        "curl -sS -f -o got.txt http://other.test:{port}/hello.txt; echo other=$?
+         if [ \"$(cat got.txt 2>/dev/null)\" = {tag} ]; then
+             (exec 3<>/dev/tcp/127.0.0.1/{t}) 2>/dev/null; echo direct=$?
+         fi"
+    );
+    let out = c.cordon(&o, &["/bin/bash", "-c", &script])?;
+    let text = out.out();
+    assert_eq!(fs::read_to_string(c.ws.join("got.txt")).unwrap_or_default(), tag, "the retry did not fetch: {out:?}");
+    assert!(text.contains("other=0"), "{out:?}");
+    assert!(!text.contains("direct=0"), "a direct connection succeeded: {out:?}");
+    trap.assert_untouched("direct connection in the granted retry");
+    assert!(
+        origin.requests().iter().any(|r| r == &format!("GET /hello.txt host=other.test:{port}")),
+        "the origin never saw the granted name: {:?}",
+        origin.requests()
+    );
+    let req: serde_json::Value =
+        serde_json::from_str(fs::read_to_string(&dump).unwrap_or_default().trim()).unwrap_or_default();
+    assert_eq!(req["grant"]["kind"], "host", "the request asks for one host: {req}");
+    assert_eq!(req["grant"]["host"], format!("other.test:{port}"), "the request names the host: {req}");
+    assert!(fs::read_to_string(&log).unwrap_or_default().contains(&format!("other.test:{port}")), "audit log");
+    assert_eq!(out.j()["sandbox"]["mode"], "workspace-write", "still confined: {out:?}");
+});
