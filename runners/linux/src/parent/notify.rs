@@ -308,9 +308,10 @@ pub fn respond_continue(listener: BorrowedFd<'_>, id: u64) -> io::Result<()> {
 /// the same CPU): several times cheaper per notification when one supervisor thread
 /// answers one task at a time. Fails harmlessly (`EINVAL`) before Linux 6.6.
 pub fn set_sync_wakeup(listener: BorrowedFd<'_>) -> io::Result<()> {
-    let mut flags: u64 = FD_SYNC_WAKE_UP;
-    // SAFETY: ioctl(NOTIF_SET_FLAGS) reads a u64.
-    let r = unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_SET_FLAGS as _, &mut flags as *mut u64) };
+    // The kernel takes the flags as the ioctl's argument itself, not through a pointer
+    // (a pointer's value is refused as unknown flags: EINVAL).
+    // SAFETY: ioctl(NOTIF_SET_FLAGS) with an integer argument.
+    let r = unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_SET_FLAGS as _, FD_SYNC_WAKE_UP as libc::c_ulong) };
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
