@@ -146,18 +146,8 @@ fn wait_for_listener(sock: &OwnedFd, stop: &OwnedFd) -> Option<OwnedFd> {
     }
 }
 
-/// The native `AUDIT_ARCH_*` (notifications of other architectures are foreign).
-fn native_arch() -> u32 {
-    match std::env::consts::ARCH {
-        "x86_64" => 0xC000_003E,
-        "aarch64" => 0xC000_00B7,
-        "riscv64" => 0xC000_00F3,
-        _ => 0,
-    }
-}
-
 fn serve(listener: OwnedFd, stop: &OwnedFd, mut s: Supervision) {
-    let native = native_arch();
+    let native = crate::runner::seccomp::native_audit_arch().unwrap_or(0);
     while wait(&listener, stop).is_some() {
         let n = match cordon_stage::notify::recv(listener.as_fd()) {
             Ok(n) => n,
@@ -166,7 +156,8 @@ fn serve(listener: OwnedFd, stop: &OwnedFd, mut s: Supervision) {
             Err(_) => return,
         };
         let l = listener.as_fd();
-        let foreign = n.arch != native || (cfg!(target_arch = "x86_64") && (n.nr as u32) & 0x4000_0000 != 0);
+        let foreign = n.arch != native
+            || (cfg!(target_arch = "x86_64") && (n.nr as u32) & crate::runner::seccomp::X32_SYSCALL_BIT != 0);
         if foreign {
             push(
                 &s.sink,

@@ -5,7 +5,6 @@ use super::record::{push, DenialSink};
 use crate::result::{Denial, DenialKind};
 use crate::runner::seccomp::{Observed, ObservedKind};
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// Name-service sockets that glibc and systemd probe on every user lookup; refusing
@@ -40,9 +39,8 @@ pub(super) fn read_raw_sockaddr(pid: u32, addr: u64, len: u64) -> Option<Vec<u8>
         return None;
     }
     let len = len.min(128) as usize;
-    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
     let mut buf = vec![0u8; len];
-    let n = mem.read_at(&mut buf, addr).ok()?;
+    let n = cordon_stage::notify::read_memory(pid, addr, &mut buf).ok()?;
     buf.truncate(n);
     (buf.len() >= 2).then_some(buf)
 }
@@ -149,17 +147,7 @@ pub(super) fn plan_connect(
 /// Read a `sockaddr` from the task's memory and render it (`unix:/path`,
 /// `unix:@abstract`, `inet:1.2.3.4:80`).
 pub(super) fn read_sockaddr(pid: u32, addr: u64, len: u64) -> Option<String> {
-    if addr == 0 || len < 2 {
-        return None;
-    }
-    let len = len.min(128) as usize;
-    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
-    let mut buf = vec![0u8; len];
-    let n = mem.read_at(&mut buf, addr).ok()?;
-    buf.truncate(n);
-    if buf.len() < 2 {
-        return None;
-    }
+    let buf = read_raw_sockaddr(pid, addr, len)?;
     let family = u16::from_ne_bytes([buf[0], buf[1]]) as i32;
     let rest = &buf[2..];
     match family {

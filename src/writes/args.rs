@@ -30,6 +30,18 @@ pub(super) enum Role {
     Meta(bool),
 }
 
+impl Role {
+    /// Whether the kernel follows a symbolic link in the last component for this use.
+    pub(super) fn follows_last(self) -> bool {
+        match self {
+            Role::Open(flags) => flags & (libc::O_NOFOLLOW | libc::O_EXCL) as u64 == 0,
+            Role::Content => true,
+            Role::Meta(nofollow) => !nofollow,
+            Role::Create | Role::Remove(_) | Role::Replace => false,
+        }
+    }
+}
+
 /// The path arguments of a write-intent syscall: (dirfd, pointer, role).
 pub(super) fn path_args(name: &str, a: [u64; 6], pid: u32) -> Option<Vec<(i64, u64, Role)>> {
     let cwd = libc::AT_FDCWD as i64;

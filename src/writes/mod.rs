@@ -258,12 +258,7 @@ impl WriteJudge {
         if !v.granted || v.protected {
             return false;
         }
-        let follow_last = match role {
-            Role::Open(flags) => flags & (libc::O_NOFOLLOW | libc::O_EXCL) as u64 == 0,
-            Role::Content => true,
-            Role::Meta(nofollow) => !nofollow,
-            Role::Create | Role::Remove(_) | Role::Replace => false,
-        };
+        let follow_last = role.follows_last();
         let root_bits = self.uid == 0 && self.rules.capabilities_dropped;
         use nix::unistd::AccessFlags;
         if root_bits && dac_refuses(at, &dir_path, AccessFlags::W_OK | AccessFlags::X_OK, true) {
@@ -340,12 +335,7 @@ impl WriteJudge {
             Some(l) => std::fs::read_link(l).unwrap_or_default(),
             None => PathBuf::from("/"),
         };
-        let follow_last = match role {
-            Role::Open(flags) => flags & (libc::O_NOFOLLOW | libc::O_EXCL) as u64 == 0,
-            Role::Content => true,
-            Role::Meta(nofollow) => !nofollow,
-            Role::Create | Role::Remove(_) | Role::Replace => false,
-        };
+        let follow_last = role.follows_last();
         let root_id = self.root_id?;
         let r = resolve(root, root_id, base, base_shown, path, follow_last)?;
         let proc_dev = self.in_view.as_ref().and_then(|(_, d)| *d);

@@ -139,3 +139,30 @@ pub fn confined_works(ws: &Path) -> Result<(), String> {
         Err(format!("cordon run cannot confine here: {}", String::from_utf8_lossy(&out.stdout)))
     }
 }
+
+/// Run one scenario of a Python client under `tests/clients/` (`client`, e.g.
+/// `serve_client.py`) with `py` against this cordon, in `dirs`' workspace and outside
+/// directory; the scenario must succeed and check something (print a line `ok ...`).
+/// Skips (loudly) where the confined modes cannot run.
+pub fn client_scenario(test: &str, py: &Path, client: &str, dirs: &crate::common::VarTmp, name: &str) {
+    if let Err(reason) = confined_works(&dirs.ws()) {
+        return crate::common::skip_or_fail(test, &reason);
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients").join(client);
+    let out = Command::new(py)
+        .arg(script)
+        .arg("--cordon")
+        .arg(cordon_bin())
+        .arg("--workspace")
+        .arg(dirs.ws())
+        .arg("--outside")
+        .arg(dirs.outside())
+        .arg(name)
+        .output()
+        .unwrap_or_else(|e| panic!("running {client}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    print!("{stdout}");
+    assert!(out.status.success(), "scenario {name} failed ({}):\n{stdout}\n{stderr}", out.status);
+    assert!(stdout.lines().any(|l| l.starts_with("ok ")), "scenario {name} checked nothing:\n{stdout}");
+}

@@ -7,10 +7,10 @@
 //! that cannot run confined modes, each test prints `SKIP <test>: <reason>` (a panic
 //! with `CORDON_MUST_ENFORCE=1`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
-use crate::common::cli::{confined_works, cordon_bin};
+use crate::common::cli::client_scenario;
 use crate::common::{skip_or_fail, VarTmp};
 
 /// A Python that can import the MCP SDK, or why there is none.
@@ -38,26 +38,7 @@ fn scenario(test: &str, name: &str) {
         Ok(p) => p,
         Err(reason) => return skip_or_fail(test, &reason),
     };
-    if let Err(reason) = confined_works(&dirs.ws()) {
-        return skip_or_fail(test, &reason);
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_client.py");
-    let out = Command::new(py)
-        .arg(script)
-        .arg("--cordon")
-        .arg(cordon_bin())
-        .arg("--workspace")
-        .arg(dirs.ws())
-        .arg("--outside")
-        .arg(dirs.outside())
-        .arg(name)
-        .output()
-        .expect("running the MCP client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    print!("{stdout}");
-    assert!(out.status.success(), "scenario {name} failed ({}):\n{stdout}\n{stderr}", out.status);
-    assert!(stdout.lines().any(|l| l.starts_with("ok ")), "scenario {name} checked nothing:\n{stdout}");
+    client_scenario(test, &py, "mcp_client.py", &dirs, name);
 }
 
 #[test]

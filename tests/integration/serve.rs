@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::common::cli::{confined_works, cordon_bin};
+use crate::common::cli::{client_scenario, confined_works, cordon_bin};
 use crate::common::{skip_or_fail, VarTmp};
 
 fn python() -> Option<PathBuf> {
@@ -23,26 +23,7 @@ fn scenario(test: &str, name: &str) {
     let Some(py) = python() else {
         return skip_or_fail(test, "no Python (set CORDON_TEST_PYTHON or install python3)");
     };
-    if let Err(reason) = confined_works(&dirs.ws()) {
-        return skip_or_fail(test, &reason);
-    }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/serve_client.py");
-    let out = Command::new(py)
-        .arg(script)
-        .arg("--cordon")
-        .arg(cordon_bin())
-        .arg("--workspace")
-        .arg(dirs.ws())
-        .arg("--outside")
-        .arg(dirs.outside())
-        .arg(name)
-        .output()
-        .expect("running the Python client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    print!("{stdout}");
-    assert!(out.status.success(), "scenario {name} failed ({}):\n{stdout}\n{stderr}", out.status);
-    assert!(stdout.lines().any(|l| l.starts_with("ok ")), "scenario {name} checked nothing:\n{stdout}");
+    client_scenario(test, &py, "serve_client.py", &dirs, name);
 }
 
 #[test]

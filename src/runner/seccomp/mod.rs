@@ -148,7 +148,7 @@ enum JsonOp {
 }
 
 /// `AUDIT_ARCH_*` of the native architecture.
-fn native_audit_arch() -> Result<u32, SeccompError> {
+pub(crate) fn native_audit_arch() -> Result<u32, SeccompError> {
     match std::env::consts::ARCH {
         "x86_64" => Ok(0xC000_003E),
         "aarch64" => Ok(0xC000_00B7),
@@ -158,7 +158,7 @@ fn native_audit_arch() -> Result<u32, SeccompError> {
 }
 
 /// The x32 ABI marks its syscall numbers with this bit (x86_64 only).
-const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+pub(crate) const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
 const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
 const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
