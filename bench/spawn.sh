@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# Spawn cost, side by side: what each way of starting `/bin/true` adds over starting it
+# bare, measured in one interleaved run (so machine noise hits every row alike), as
+# median added milliseconds and as a ratio. Rows: cordon (CLI: --version alone,
+# full-access, workspace-write with the landlock runner, the bwrap runner), the library
+# (a warm Executor against std::process::Command in the same process), `cordon serve`
+# (sequential and 64 in flight), and the peers installed here: bubblewrap alone with
+# cordon's bwrap policy, a minimal Landlock wrapper (bench/landlock_floor.c: the kernel
+# work alone), Anthropic's sandbox-runtime (`srt`) and OpenAI's Codex sandbox
+# (`codex sandbox`). A missing peer is skipped and said so. Also measured: what one
+# cgroup attach costs on this host (docs/performance.md says why it matters).
+#
+# Usage: bench/spawn.sh [--quick] [--no-build] [--runs N] [--rounds N]
+#   --quick     40 runs per command in 2 rounds (default 200 in 4)
+#   --no-build  use the existing target/release binaries
+# Peers are looked up on PATH and in $SPAWN_PEERS/node_modules/.bin (e.g. after
+# `npm install --prefix DIR @anthropic-ai/sandbox-runtime @openai/codex`; both need
+# ripgrep and socat). Needs hyperfine (>= 1.13), jq, python3; cc for the floor row.
+# Results: printed, and written to bench/spawn-latest.txt. A benchmark, not a test: it
+# exits 0 whatever the figures say.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+runs=200 rounds=4 build=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --quick) runs=40 rounds=2 ;;
+        --no-build) build=0 ;;
+        --runs) runs=$2; shift ;;
+        --rounds) rounds=$2; shift ;;
+        -h|--help) sed -n 2,21p "$0"; exit 0 ;;
+        *) echo "spawn.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+for t in hyperfine jq python3; do
+    command -v "$t" >/dev/null 2>&1 || { echo "spawn.sh: $t is needed (apt-get install $t)" >&2; exit 2; }
+done
+target=${CARGO_TARGET_DIR:-$here/target}
+if [ "$build" = 1 ]; then
+    (cd "$here" && cargo build -q --release --bin cordon --example spawn_bench)
+fi
+cordon=$target/release/cordon
+libbench=$target/release/examples/spawn_bench
+[ -x "$cordon" ] && [ -x "$libbench" ] || { echo "spawn.sh: build first (cargo build --release --example spawn_bench)" >&2; exit 2; }
+
+work=$(mktemp -d /var/tmp/cordon-spawn-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+ws=$work/ws
+mkdir -p "$ws" && git -C "$ws" init -q . 2>/dev/null || mkdir -p "$ws/.git"
+out=$work/out.txt
+say() { printf '%s\n' "$*" | tee -a "$out"; }
+q() { printf '%q' "$1"; }
+
+say "cordon spawn cost — $(date -u +%Y-%m-%dT%H:%M:%SZ)  commit $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')"
+say "host: $(uname -sr), $(nproc) CPUs, uid $(id -u), load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# --- one cgroup attach (the per-run cost of cordon's default limits; see docs/performance.md)
+attach=$(python3 - <<'EOF' 2>/dev/null || true
+import os, statistics, time
+def own(ctrl):
+    for line in open("/proc/self/cgroup"):
+        _, ctrls, path = line.rstrip("\n").split(":", 2)
+        if ctrl in ctrls.split(","):
+            return f"/sys/fs/cgroup/{ctrl}{path}".rstrip("/")
+    return None
+base = own("pids") or own("memory")
+if base is None and os.path.exists("/sys/fs/cgroup/cgroup.procs"):
+    base = "/sys/fs/cgroup"
+probe, times = f"{base}/cordon-spawn-probe-{os.getpid()}", []
+os.mkdir(probe)
+try:
+    for _ in range(5):
+        time.sleep(0.05)
+        t = time.perf_counter()
+        with open(f"{probe}/cgroup.procs", "w") as f: f.write("0")
+        times.append((time.perf_counter() - t) * 1e3)
+        with open(f"{base}/cgroup.procs", "w") as f: f.write("0")
+finally:
+    os.rmdir(probe)
+print(f"{statistics.median(times):.3f} ms (median of 5, {base})")
+EOF
+)
+say "one cgroup attach on this host: ${attach:-not measured (needs root and a writable cgroup)}"
+
+# --- the CLI rows and the peers (hyperfine -N, interleaved rounds, pooled)
+names=() cmds=()
+row() { names+=("$1"); cmds+=("$2"); }
+Q=$(q "$cordon")
+row bare "/bin/true"
+row cordon-version "$Q --version"
+row cordon-full-access "$Q run --mode full-access -- /bin/true"
+row cordon-landlock "$Q run --mode workspace-write --runner landlock -- /bin/true"
+if "$cordon" run -q --mode workspace-write --runner bwrap -- /bin/true >/dev/null 2>&1; then
+    row cordon-bwrap "$Q run --mode workspace-write --runner bwrap -- /bin/true"
+else
+    say "skip cordon-bwrap: the bwrap runner does not run here"
+fi
+if command -v bwrap >/dev/null 2>&1; then
+    row bwrap-alone "$(q "$(command -v bwrap)") --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --tmpfs /dev/shm --bind $(q "$ws") $(q "$ws") --ro-bind $(q "$ws/.git") $(q "$ws/.git") --unshare-all --new-session --die-with-parent --cap-drop ALL -- /bin/true"
+else
+    say "skip bwrap-alone: bubblewrap not installed"
+fi
+if command -v cc >/dev/null 2>&1 && cc -O2 -o "$work/landlock_floor" "$here/bench/landlock_floor.c" 2>/dev/null \
+    && "$work/landlock_floor" "$ws" /bin/true; then
+    row landlock-floor "$(q "$work/landlock_floor") $(q "$ws") /bin/true"
+else
+    say "skip landlock-floor: no C compiler, or Landlock unavailable"
+fi
+peer() { # NAME: the first of PATH and $SPAWN_PEERS/node_modules/.bin that has it
+    if command -v "$1" >/dev/null 2>&1; then command -v "$1"
+    elif [ -n "${SPAWN_PEERS:-}" ] && [ -x "$SPAWN_PEERS/node_modules/.bin/$1" ]; then echo "$SPAWN_PEERS/node_modules/.bin/$1"
+    fi
+}
+srt=$(peer srt || true)
+if [ -n "$srt" ] && (cd "$ws" && timeout 60 "$srt" /bin/true) >/dev/null 2>&1; then
+    row sandbox-runtime "$(q "$srt") /bin/true"
+else
+    say "skip sandbox-runtime: srt not installed or not working here${srt:+ ($srt)}"
+fi
+codex=$(peer codex || true)
+if [ -n "$codex" ] && (cd "$ws" && timeout 60 "$codex" sandbox -c 'sandbox_mode="workspace-write"' /bin/true) >/dev/null 2>&1; then
+    row codex-sandbox "$(q "$codex") sandbox -c sandbox_mode=\"workspace-write\" /bin/true"
+else
+    say "skip codex-sandbox: codex not installed or not working here${codex:+ ($codex)}"
+fi
+
+per_round=$(( (runs + rounds - 1) / rounds ))
+n=${#names[@]}
+for r in $(seq "$rounds"); do
+    args=(-N --warmup 5 --runs "$per_round" --style none --export-json "$work/hf-$r.json")
+    for k in $(seq 0 $((n - 1))); do
+        i=$(( (r - 1 + k) % n ))
+        args+=(-n "${names[$i]}" "${cmds[$i]}")
+    done
+    (cd "$ws" && hyperfine "${args[@]}" >/dev/null)
+done
+declare -A med
+while IFS=$'\t' read -r name m; do med[$name]=$m; done < <(jq -rs '
+    [.[].results[]] | group_by(.command)[]
+    | (map(.times) | add | map(. * 1000) | sort) as $t | ($t | length) as $n
+    | [.[0].command, (if $n % 2 == 1 then $t[($n - 1) / 2] else ($t[$n / 2 - 1] + $t[$n / 2]) / 2 end)] | @tsv' "$work"/hf-*.json)
+bare=${med[bare]}
+say ""
+say "CLI and peers: whole process, hyperfine -N, $((per_round * rounds)) runs each ($rounds interleaved rounds), median ms"
+say "$(printf '  %-20s %9s %10s %8s' row median 'added' 'x bare')"
+for name in "${names[@]}"; do
+    m=${med[$name]}
+    say "$(printf '  %-20s %9.3f %+10.3f %8.2f' "$name" "$m" "$(echo "$m - $bare" | bc -l)" "$(echo "$m / $bare" | bc -l)")"
+done
+
+# --- the library, warm (in-process baseline)
+say ""
+say "library, warm executor, sequential (/bin/true vs std::process::Command in the same process)"
+for mode in full-access workspace-write; do
+    j=$(cd "$ws" && "$libbench" "$runs" "$mode")
+    say "$(jq -r '"  \(.mode) (\(.runner)): median \(.cordon_ms.median*1000|round/1000) ms vs \(.bare_ms.median*1000|round/1000) ms bare, added \(.added_ms.median*1000|round/1000) ms"' <<<"$j")"
+done
+
+# --- serve: sequential and 64 in flight
+say ""
+say "cordon serve, workspace-write, echo per run"
+for inflight in 1 64; do
+    total=$(( inflight == 1 ? runs : runs * 2 ))
+    python3 "$here/bench/serve_load.py" --cordon "$cordon" --serve-only --runs "$total" --inflight "$inflight" \
+        --json "$work/serve-$inflight.json" >/dev/null || true
+    if [ -f "$work/serve-$inflight.json" ]; then
+        say "$(jq -r --arg i "$inflight" '"  \($i) in flight: \(.serve.runs_per_second) runs/s, \((1000 / .serve.runs_per_second * 1000 | round) / 1000) ms per run, latency p50 \(.serve.latency_ms_p50) ms, lost \(.serve.lost), bad \(.serve.bad)"' "$work/serve-$inflight.json")"
+    else
+        say "  $inflight in flight: serve_load.py failed"
+    fi
+done
+
+say ""
+add() { echo "${med[$1]:-nan} - $bare" | bc -l 2>/dev/null || echo nan; }
+goal() { # LABEL VALUE LIMIT
+    local verdict=miss
+    [ "$(echo "$2 <= $3" | bc -l 2>/dev/null || echo 0)" = 1 ] && verdict=met
+    say "$(printf '  goal %-46s %+8.3f ms (limit +%s) %s' "$1" "$2" "$3" "$verdict")"
+}
+say "goals (issue 14; medians)"
+goal "CLI workspace-write over bare" "$(add cordon-landlock)" 1.0
+goal "CLI full-access over bare" "$(add cordon-full-access)" 0.5
+if [ -n "${med[cordon-bwrap]:-}" ] && [ -n "${med[bwrap-alone]:-}" ]; then
+    goal "bwrap runner over bubblewrap alone" "$(echo "${med[cordon-bwrap]} - ${med[bwrap-alone]}" | bc -l)" 1.0
+fi
+cp "$out" "$here/bench/spawn-latest.txt"
