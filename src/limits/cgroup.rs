@@ -255,6 +255,41 @@ impl RunCgroup {
         ev
     }
 
+    /// Whether every cgroup of the run is gone (or none was made).
+    pub fn is_removed(&self) -> bool {
+        self.dirs.is_empty()
+    }
+
+    /// Whether no process is left in the run's cgroups (unreadable counts as not empty).
+    fn is_empty(&self) -> bool {
+        self.dirs.iter().all(|(_, dir)| {
+            std::fs::read_to_string(dir.join("cgroup.procs")).is_ok_and(|procs| procs.trim().is_empty())
+        })
+    }
+
+    /// The common end of a run, without waiting: when no process is left, read the
+    /// evidence and remove every cgroup that can go at once. `Err(self)` when a process
+    /// is left (the caller kills them off the async runtime); `Ok((evidence, rest))`
+    /// otherwise, `rest` holding the cgroups still busy for a moment (its drop retries).
+    pub fn finish_if_empty(mut self) -> Result<(Evidence, RunCgroup), RunCgroup> {
+        if !self.is_empty() {
+            return Err(self);
+        }
+        let evidence = self.evidence();
+        self.procs.clear();
+        let mut busy = Vec::new();
+        for (mech, dir) in std::mem::take(&mut self.dirs).into_iter().rev() {
+            if let Err(e) = std::fs::remove_dir(&dir) {
+                if e.raw_os_error() == Some(libc::EBUSY) {
+                    busy.push((mech, dir));
+                }
+            }
+        }
+        busy.reverse();
+        self.dirs = busy;
+        Ok((evidence, self))
+    }
+
     /// SIGKILL every process left in the run's cgroups, repeatedly, until they are
     /// empty (a fork bomb is bounded by `pids.max`, so this converges).
     pub fn kill_all(&self) {

@@ -467,6 +467,17 @@ impl RunLimits {
     /// cgroups, read what they recorded and remove them (off the async runtime).
     pub async fn sweep(&mut self) -> Evidence {
         let cgroup = std::mem::take(&mut self.cgroup);
+        // Usually nothing is left (the leader's exit ended the rest): read and remove
+        // at once, without a thread (a CLI run would otherwise start one just for this).
+        let cgroup = match cgroup.finish_if_empty() {
+            Ok((evidence, rest)) => {
+                if !rest.is_removed() {
+                    tokio::task::spawn_blocking(move || drop(rest));
+                }
+                return evidence;
+            }
+            Err(cgroup) => cgroup,
+        };
         tokio::task::spawn_blocking(move || {
             cgroup.kill_all();
             cgroup.evidence()
