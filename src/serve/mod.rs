@@ -111,7 +111,10 @@ pub fn main(args: CeilingArgs) -> ExitCode {
             return ExitCode::from(EXIT_SETUP_FAILED);
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // One thread: a run is mostly waiting (pipes, pidfds), and cloning a run's init
+    // from a process with fewer threads is cheaper (fewer TLB shootdowns on the
+    // copy-on-write faults that follow; docs/performance.md).
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cordon serve: error[IO_ERROR]: starting the runtime: {e}");
