@@ -30,7 +30,8 @@
 //!   `--share-net` keeps the network only when the policy allows it, or reaches hosts
 //!   by name through cordon's proxy), the whole tree
 //!   read-only (`--ro-bind / /`, every bind `nodev`), a minimal `/dev`, a fresh
-//!   read-only `/proc`, private tmpfs on `/tmp` and `/dev/shm`, the workspace and writable roots
+//!   read-only `/proc`, private tmpfs on `/tmp`, `/dev/shm` and the home's cache
+//!   directory, the private global git config (`--file`), the workspace and writable roots
 //!   bound writable on top (shallow first), protected paths re-bound read-only last,
 //!   `--cap-drop ALL`, `--die-with-parent`, `--new-session`; then it executes
 //!   `/proc/self/fd/6` (the cordon executable, so it need not be visible inside).
@@ -293,15 +294,20 @@ pub fn binds(policy: &ExecutionPolicy) -> Vec<(PathBuf, i32, bool)> {
 /// 2. `--ro-bind / /`, `--dev /dev`, `--proc /proc`, `--remount-ro /proc` (see
 ///    [`bwrap_args`]'s note on `/proc/sys`);
 /// 3. `--size N --perms 1777 --tmpfs /tmp`, the same for `/dev/shm` (`--size` when
-///    the run bounds its tmpfs, see [`PlanInput::tmpfs_size`]);
+///    the run bounds its tmpfs, see [`PlanInput::tmpfs_size`]), then `--perms 0700
+///    --tmpfs` on the home's cache directory when it gets one
+///    (`landlock::private_home_cache`);
 /// 4. the exposed paths ([`exposed`]), shallow first: after the tmpfs, so one that
 ///    lives under `/tmp` is bound onto a mount point bubblewrap creates there;
 /// 5. protected paths read-only, shallow first, after every writable bind (4 and 5
-///    bind the parent's pinned fds, `--bind-fd N P` / `--ro-bind-fd N P`: see [`binds`]);
+///    bind the parent's pinned fds, `--bind-fd N P` / `--ro-bind-fd N P`: see [`binds`]),
+///    then the seeded files (`--perms 0600 --file FD DEST`: the private global git
+///    config, see [`PlanInput::git_config`]);
 /// 6. `--chdir`, `--setenv TMPDIR /tmp`, `--`, then with the helper
 ///    `/proc/self/fd/6 __stage --abi N --restrict-flags F --write-in-child /tmp
-///    --write-in-child /dev/shm -- PROGRAM ARGV...` (the whole argv, `argv[0]`
-///    included), without it the program and its arguments.
+///    --write-in-child /dev/shm [--write-in-tmpfs HOME_CACHE] --notify -- PROGRAM
+///    ARGV...` (the whole argv, `argv[0]` included), without it the program and its
+///    arguments.
 ///
 /// `--remount-ro /proc` closes a root escape: bubblewrap's fresh procfs is writable
 /// and its own cover of `/proc/sys` is skipped (the directory answers `EACCES` to its

@@ -9,7 +9,8 @@
 //!   signals scoped (ABI 6); denial audit records (ABI 7). Also confines ptrace-style
 //!   access (`/proc/<pid>/mem`, `environ`) to processes of the same sandbox.
 //! - **Mount layer** (root, or a user namespace): private mount, pid and IPC
-//!   namespaces; `/tmp` and `/dev/shm` replaced by per-run directories; the whole tree
+//!   namespaces; `/tmp` and `/dev/shm` replaced by per-run directories (and the home's
+//!   cache directory by a private tmpfs: [`private_home_cache`]); the whole tree
 //!   read-only except the writable roots (which stops chmod/chown/utimes/xattrs and
 //!   truncation outside them, with `EROFS`); protected subpaths re-attached read-only
 //!   (rename/delete of the mount point fails with `EBUSY`, links across it `EXDEV`);
