@@ -29,7 +29,6 @@
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
 /// The most a seed copies (all sources together); above it the seed includes them.
@@ -75,10 +74,7 @@ pub fn seed(sources: &[PathBuf]) -> Vec<u8> {
     let mut present = Vec::new();
     let mut copied = true;
     for path in sources {
-        // Non-blocking, so a FIFO planted at the path cannot stall the run.
-        let Ok(file) = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path) else {
-            continue;
-        };
+        let Some(file) = open_source(path) else { continue };
         let Ok(meta) = file.metadata() else { continue };
         if !meta.is_file() {
             continue;
@@ -102,6 +98,28 @@ pub fn seed(sources: &[PathBuf]) -> Vec<u8> {
         return out;
     }
     include_all(&present)
+}
+
+/// Open a source for reading: non-blocking (a FIFO planted at the path cannot stall
+/// the run), and on Linux never through a magic link (`/proc/self/fd/N` names files
+/// cordon holds open: other runs' output) nor on procfs or sysfs (`/proc/self/environ`
+/// is cordon's own environment, credentials the scrub kept from the command
+/// included). The paths come from the request's environment, so they are the
+/// caller's choice, and cordon reads them with its own view of the system.
+fn open_source(path: &Path) -> Option<std::fs::File> {
+    #[cfg(target_os = "linux")]
+    {
+        use nix::sys::statfs::{fstatfs, PROC_SUPER_MAGIC, SYSFS_MAGIC};
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+        let file = std::fs::File::from(cordon_stage::open_read_no_magiclinks(libc::AT_FDCWD, &c).ok()?);
+        let fs = fstatfs(&file).ok()?.filesystem_type();
+        (fs != PROC_SUPER_MAGIC && fs != SYSFS_MAGIC).then_some(file)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).ok()
+    }
 }
 
 /// An `[include]` of each of `paths` (those a config value can name: no newline).
@@ -161,10 +179,20 @@ mod tests {
         std::fs::write(&b, "[core]\n\teditor = vi\n").unwrap();
         assert_eq!(seed(&[a.clone(), missing.clone(), b.clone()]), b"[user]\n\tname = A\n[core]\n\teditor = vi\n");
         assert!(seed(std::slice::from_ref(&missing)).is_empty(), "nothing to copy: nothing to write");
-        // A directory or a FIFO is not read.
+        // A directory or a FIFO is not read; nor is cordon's own view of itself
+        // (procfs, or a magic link to a file cordon holds open).
         let fifo = dir.path().join("fifo");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         assert!(seed(&[dir.path().to_path_buf(), fifo]).is_empty());
+        #[cfg(target_os = "linux")]
+        {
+            let held = std::fs::File::open(&b).unwrap();
+            let magic = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&held)));
+            assert!(seed(&[PathBuf::from("/proc/self/environ"), magic]).is_empty());
+            let link = dir.path().join("link");
+            std::os::unix::fs::symlink(&b, &link).unwrap();
+            assert!(!seed(&[link]).is_empty(), "an ordinary symlink (a dotfile manager's) is followed");
+        }
         // Over the bound: every present source is included instead.
         std::fs::write(&b, vec![b'#'; MAX_SEED as usize]).unwrap();
         let text = String::from_utf8(seed(&[a.clone(), missing, b.clone()])).unwrap();

@@ -2411,6 +2411,18 @@ case!(git_global_config_is_private_and_seeded, |c| {
     let out = c.sh(&k, "git config --global q.r s")?;
     assert_eq!(out.exit_code(), Some(0), "{out:?}");
     assert!(fs::read_to_string(&mine).is_ok_and(|t| t.contains("r = s")), "the caller's config was not used: {out:?}");
+    // The request names the file to copy, but cordon reads it with its own view:
+    // never its own /proc (its environment holds what the scrub keeps from the
+    // command) nor a file it holds open (/proc/self/fd/N).
+    let secret = format!("leak-{tag}");
+    for from in ["/proc/self/environ", "/proc/self/fd/0", "/proc/self/cwd/../../../../../../../proc/self/environ"] {
+        let mut l = c.opts(WORKSPACE_WRITE);
+        l.env.push(("CORDON_LEAK_CHECK_TOKEN".into(), secret.clone()));
+        l.extra_args = vec!["--env".into(), format!("GIT_CONFIG_GLOBAL={from}")];
+        let out = c.sh(&l, "cat \"$GIT_CONFIG_GLOBAL\" 2>/dev/null; echo \"global=$GIT_CONFIG_GLOBAL\"")?;
+        assert!(!out.stdout.contains(&secret), "{from}: cordon's environment reached the command: {out:?}");
+        assert!(!out.out().contains(&format!("global={from}")), "{from}: the caller's path was kept: {out:?}");
+    }
     // No mount namespace (the landlock runner for an unprivileged caller whose user
     // namespaces are blocked): the executor writes the seed into the host-side private
     // TMPDIR; the home cache stays read-only there (nothing to mount with).
