@@ -43,6 +43,7 @@ pub mod error; // API: CordonError and the per-area errors
 pub mod escalation; // API: run, then ask and retry wider
 pub mod exec; // API: the Executor (see the re-exports)
 pub mod flags; // binary: the policy flags shared by run, serve and mcp
+mod gitconfig; // crate: the run's private global git config
 pub mod host; // API: HostFacts and the test knobs
 pub mod limits; // API: resource limits (LimitRequest in Request)
 pub mod mcp; // binary: `cordon mcp`

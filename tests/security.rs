@@ -16,7 +16,7 @@
 mod common;
 
 use common::*;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -2271,6 +2271,179 @@ case!(fs_private_caches_writable_inside_and_discarded, |c| {
     let out = c.sh(&kept, &format!("mkdir -p \"$XDG_CACHE_HOME\" && echo x > \"$XDG_CACHE_HOME/{tag}\""))?;
     assert_eq!(out.exit_code(), Some(0), "{out:?}");
     assert!(c.ws.join("cache").join(&tag).exists(), "the caller's cache location was not used: {out:?}");
+});
+
+/// The `file-write` denials of a run, as (target, evidence).
+fn file_write_denials(out: &CordonOut) -> Vec<(String, String)> {
+    out.j()["sandbox"]["denials"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["kind"] == "file-write")
+        .map(|d| (d["target"].as_str().unwrap_or("").to_string(), d["evidence"].as_str().unwrap_or("").to_string()))
+        .collect()
+}
+
+/// A home directory of the identity for one case (`HOME` for its runs), with a real
+/// `.cache` holding one file.
+fn case_home(c: &Ctx, tag: &str) -> (PathBuf, Sentinel) {
+    let home = c.root.join(format!("home-{tag}"));
+    c.mkdir(&home);
+    c.mkdir(&home.join(".cache"));
+    let kept = c.sentinel(&home.join(".cache/host-file"));
+    (home, kept)
+}
+
+case!(fs_home_cache_is_a_private_tmpfs, |c| {
+    // `$HOME/.cache` gets a fresh private tmpfs in both confined modes: `mkdir -p
+    // ~/.cache/x` works inside, nothing reaches the real cache directory, the
+    // supervisor agrees (no denial recorded), and the rest of the home stays read-only
+    // (a write to ~/.bashrc is refused AND recorded).
+    let tag = c.unique();
+    let (home, kept) = case_home(c, &tag);
+    let bashrc = home.join(".bashrc");
+    let script = "mkdir -p ~/.cache/x/y && echo y > ~/.cache/x/f && mv ~/.cache/x/f ~/.cache/x/g && cat ~/.cache/x/g \
+                  && ls -A ~/.cache | tr '\\n' ' ' && echo && stat -c %a ~/.cache; \
+                  if echo pwned > ~/.bashrc; then echo BASHRC-WRITTEN; fi; true";
+    for mode in CONFINED {
+        let mut o = c.opts(mode);
+        o.env.push(("HOME".into(), s(&home).into()));
+        let out = c.sh(&o, script)?;
+        assert_eq!(out.exit_code(), Some(0), "{mode}: {out:?}");
+        let lines: Vec<String> = out.out().lines().map(String::from).collect();
+        assert_eq!(lines.first().map(String::as_str), Some("y"), "{mode}: ~/.cache is writable inside: {out:?}");
+        assert_eq!(lines.get(1).map(|l| l.trim()), Some("x"), "{mode}: a fresh tmpfs hides the host's cache: {out:?}");
+        assert_eq!(lines.get(2).map(String::as_str), Some("700"), "{mode}: the owner's only: {out:?}");
+        assert!(!out.out().contains("BASHRC-WRITTEN"), "{mode}: ~/.bashrc was writable: {out:?}");
+        // By effect, on the host: nothing in the real cache, no .bashrc.
+        assert_absent(&home.join(".cache/x"), &format!("{mode}: a write to ~/.cache reached the host"));
+        assert_absent(&bashrc, &format!("{mode}: ~/.bashrc was created on the host"));
+        kept.assert_unchanged(&format!("{mode}: the host's cache file"));
+        // The report: the cache writes are not denials; the .bashrc write is.
+        let denials = file_write_denials(&out);
+        assert!(!denials.iter().any(|(t, _)| t.contains("/.cache")), "{mode}: a cache write was refused: {denials:?}");
+        assert!(
+            denials.iter().any(|(t, _)| Path::new(t) == bashrc),
+            "{mode}: the ~/.bashrc refusal was not recorded: {denials:?}\n{out:?}"
+        );
+    }
+});
+
+case!(fs_home_cache_holding_the_workspace_is_not_hidden, |c| {
+    // A workspace inside ~/.cache is the caller's tree: no tmpfs hides it. (Only a
+    // read-only one can be there: a writable root inside a home's dot-directory is
+    // refused by the policy.) Its files are seen; ~/.cache stays read-only around it.
+    let tag = c.unique();
+    let (home, kept) = case_home(c, &tag);
+    let ws = home.join(".cache/ws");
+    c.mkdir(&ws);
+    c.file(&ws.join("in-ws"), "host\n");
+    let mut o = opts_at(c, READ_ONLY, &ws);
+    o.env.push(("HOME".into(), s(&home).into()));
+    let out =
+        c.sh(&o, "cat in-ws && ls -A ~/.cache | tr '\\n' ' '; mkdir ~/.cache/beside 2>/dev/null && echo BESIDE; true")?;
+    assert_eq!(out.exit_code(), Some(0), "{out:?}");
+    let text = out.out();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("host"), "the workspace was hidden: {out:?}");
+    let listing: BTreeSet<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(listing, BTreeSet::from(["host-file", "ws"]), "the host's ~/.cache was hidden: {out:?}");
+    assert!(!text.contains("BESIDE"), "~/.cache was writable beside the workspace: {out:?}");
+    assert_absent(&home.join(".cache/beside"), "a write beside the workspace in ~/.cache");
+    kept.assert_unchanged("the host's cache file");
+});
+
+case!(git_global_config_is_private_and_seeded, |c| {
+    // `git config --global` works inside against a private copy of the real global
+    // config (the XDG file, then ~/.gitconfig, in git's order): reads answer from the
+    // seed, writes land in the copy and are readable in the same run, commits use the
+    // seeded identity; the real files are byte-identical afterwards and no denial is
+    // recorded. A GIT_CONFIG_GLOBAL the caller puts in the workspace is kept.
+    if find_in_path("git").is_none() {
+        return Err(Skip("git is not installed".into()));
+    }
+    let tag = c.unique();
+    let home = c.root.join(format!("home-{tag}"));
+    c.mkdir(&home);
+    c.mkdir(&home.join(".cache"));
+    c.mkdir(&home.join(".config"));
+    c.mkdir(&home.join(".config/git"));
+    c.file(&home.join(".config/git/config"), "[cordon]\n\twho = xdg\n\tonlyxdg = yes\n");
+    c.file(
+        &home.join(".gitconfig"),
+        "[user]\n\tname = Seeded Name\n\temail = seeded@example.invalid\n[cordon]\n\twho = home\n",
+    );
+    let real = [Sentinel::record(&home.join(".gitconfig")), Sentinel::record(&home.join(".config/git/config"))];
+    let script = "git config --global user.name; git config --global cordon.who; git config --global cordon.onlyxdg; \
+                  git config --global a.b c && git config --global a.b \
+                  && git init -q fresh && cd fresh && echo a > a && git add a && git commit -qm m \
+                  && git log -1 --format=%an; echo \"global=$GIT_CONFIG_GLOBAL\"";
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.env.push(("HOME".into(), s(&home).into()));
+    let out = c.sh(&o, script)?;
+    assert_eq!(out.exit_code(), Some(0), "{out:?}");
+    let text = out.out();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.get(..5), Some(&["Seeded Name", "home", "yes", "c", "Seeded Name"][..]), "{out:?}");
+    let global = lines.iter().find_map(|l| l.strip_prefix("global=")).unwrap_or_else(|| panic!("{out:?}"));
+    assert!(!Path::new(global).starts_with(&home) && !Path::new(global).starts_with(&c.ws), "{text}");
+    for r in &real {
+        r.assert_unchanged("the real global git config");
+    }
+    assert_absent(&home.join(".gitconfig.lock"), "git locked the real config");
+    assert!(file_write_denials(&out).is_empty(), "the private config's writes were refused: {out:?}");
+    // The copy is discarded with the run: the next run sees the seed again.
+    let again = c.sh(&o, "git config --global a.b || echo unset")?;
+    assert_eq!(again.out().trim(), "unset", "{again:?}");
+    // Without any real config the private file is created on the first write.
+    let bare = c.root.join(format!("bare-home-{tag}"));
+    c.mkdir(&bare);
+    let mut b = c.opts(READ_ONLY);
+    b.env.push(("HOME".into(), s(&bare).into()));
+    let out = c.sh(&b, "git config --global user.name; git config --global a.b c && git config --global a.b")?;
+    assert_eq!(out.exit_code(), Some(0), "read-only mode, no real config: {out:?}");
+    assert_eq!(out.out().trim(), "c", "{out:?}");
+    assert_absent(&bare.join(".gitconfig"), "a global config appeared in the real home");
+    // The caller's own location in a writable root is kept (and written on the host).
+    let mine = c.ws.join(format!("gitconfig-{tag}"));
+    let mut k = c.opts(WORKSPACE_WRITE);
+    k.extra_args = vec!["--env".into(), format!("GIT_CONFIG_GLOBAL={}", mine.display())];
+    let out = c.sh(&k, "git config --global q.r s")?;
+    assert_eq!(out.exit_code(), Some(0), "{out:?}");
+    assert!(fs::read_to_string(&mine).is_ok_and(|t| t.contains("r = s")), "the caller's config was not used: {out:?}");
+    // The request names the file to copy, but cordon reads it with its own view:
+    // never its own /proc (its environment holds what the scrub keeps from the
+    // command) nor a file it holds open (/proc/self/fd/N).
+    let secret = format!("leak-{tag}");
+    for from in ["/proc/self/environ", "/proc/self/fd/0", "/proc/self/cwd/../../../../../../../proc/self/environ"] {
+        let mut l = c.opts(WORKSPACE_WRITE);
+        l.env.push(("CORDON_LEAK_CHECK_TOKEN".into(), secret.clone()));
+        l.extra_args = vec!["--env".into(), format!("GIT_CONFIG_GLOBAL={from}")];
+        let out = c.sh(&l, "cat \"$GIT_CONFIG_GLOBAL\" 2>/dev/null; echo \"global=$GIT_CONFIG_GLOBAL\"")?;
+        assert!(!out.stdout.contains(&secret), "{from}: cordon's environment reached the command: {out:?}");
+        assert!(!out.out().contains(&format!("global={from}")), "{from}: the caller's path was kept: {out:?}");
+    }
+    // No mount namespace (the landlock runner for an unprivileged caller whose user
+    // namespaces are blocked): the executor writes the seed into the host-side private
+    // TMPDIR; the home cache stays read-only there (nothing to mount with).
+    if c.runner == "landlock" && !c.id.is_root() {
+        let mut n = c.opts(WORKSPACE_WRITE);
+        n.env.push(("HOME".into(), s(&home).into()));
+        n.env.push(("CORDON_DISABLE_USERNS".into(), "1".into()));
+        n.extra_args.push("--best-effort".into());
+        let out = c.sh(
+            &n,
+            "git config --global user.name; git config --global a.b c && git config --global a.b; \
+                            mkdir ~/.cache/nons 2>/dev/null && echo CACHE-WRITTEN; true",
+        )?;
+        assert_eq!(out.exit_code(), Some(0), "{out:?}");
+        assert_eq!(out.out().lines().take(2).collect::<Vec<_>>(), ["Seeded Name", "c"], "{out:?}");
+        assert!(!out.out().contains("CACHE-WRITTEN"), "no mount layer, yet ~/.cache was writable: {out:?}");
+        assert_absent(&home.join(".cache/nons"), "a write to ~/.cache reached the host without a mount layer");
+        for r in &real {
+            r.assert_unchanged("the real global git config (no mount namespace)");
+        }
+    }
 });
 
 case!(fs_cache_dir_kept_only_where_the_caller_allows, |c| {

@@ -8,6 +8,7 @@ use super::finish::ExitWatch;
 #[cfg(target_os = "linux")]
 use super::supervision::{start_proxy, write_rules};
 use super::*;
+use std::os::unix::fs::OpenOptionsExt;
 
 /// Where a run's denials are recorded (the seccomp supervisor's sink on Linux).
 #[cfg(target_os = "linux")]
@@ -107,7 +108,7 @@ impl Executor {
         let policy = &policy;
         // Every checked path, opened once without following symlinks; the plan's
         // grants, mounts and chdir are tied to these files (see `crate::pin`).
-        let pins = crate::pin::Pins::take(policy, &spec.workdir)?;
+        let mut pins = crate::pin::Pins::take(policy, &spec.workdir)?;
         // Allowed host unix sockets, pinned now: the supervisor connects to these files.
         #[cfg(target_os = "linux")]
         let allowed_sockets = policy
@@ -124,6 +125,15 @@ impl Executor {
         let run_dir_path = self.state_dir.join(format!("run-{}-{id}-{:08x}", std::process::id(), random_u32()));
 
         let interactive = spec.stdin == Stdin::Inherit && std::io::IsTerminal::is_terminal(&std::io::stdin());
+        // The home's cache directory, pinned, for the runners with a mount layer (a
+        // private tmpfs on it: see `runner::landlock::private_home_cache`).
+        let mount_layer = selection.runner == RunnerKind::Bwrap
+            || (selection.runner == RunnerKind::Landlock && self.host.namespaces.available());
+        let home_cache =
+            if policy.mode.is_confined() && mount_layer { pin_home_cache(&mut pins, &spec.env) } else { None };
+        // The run's private global git config (see `crate::gitconfig`).
+        let git_config = (policy.mode.is_confined() && crate::gitconfig::wanted(&spec.env, &policy.writable()))
+            .then(|| crate::gitconfig::seed(&crate::gitconfig::sources(&spec.env)));
         let input = PlanInput {
             policy,
             host: &self.host,
@@ -133,6 +143,8 @@ impl Executor {
             run_dir: run_dir_path.clone(),
             new_session: !interactive,
             tmpfs_size: Some(spec.limits.tmpfs_size()),
+            home_cache,
+            git_config,
         };
         let plan = selection.plan(&input).map_err(|e| CordonError::runner_failed(selection.runner, e))?;
         // Resource limits: the run's cgroups (best available), then the rlimits that
@@ -173,6 +185,19 @@ impl Executor {
                 .and_then(|_| mk(&run_dir_path.join("tmp")))
                 .and_then(|_| mk(&run_dir_path.join("shm")))
                 .map_err(|e| CordonError::io(format!("creating the per-run directory {}", run_dir_path.display()), e))?;
+            // Seeded files in the private temp dir, which is a host directory here.
+            for f in plan.seed_files.iter().filter(|f| f.by == crate::runner::SeedBy::Executor) {
+                let written = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&f.path)
+                    .and_then(|mut file| std::io::Write::write_all(&mut file, &f.content));
+                if let Err(e) = written {
+                    let _ = std::fs::remove_dir_all(&run_dir_path);
+                    return Err(CordonError::io(format!("writing {}", f.path.display()), e));
+                }
+            }
             Some(run_dir_path)
         } else {
             None
@@ -522,6 +547,34 @@ impl Executor {
         }
         Ok(policy)
     }
+}
+
+/// Pin the run's `$HOME/.cache` (`HOME` from the run's environment) when it is a real
+/// directory on the host, and return its canonical path; `None` otherwise (no `HOME`,
+/// a relative one, no such directory, or `.cache` itself a symlink). The common case
+/// costs one `openat2` and one `fstat`; only a home reached through a symlink is
+/// canonicalized first, and `.cache` itself is never followed.
+fn pin_home_cache(pins: &mut crate::pin::Pins, env: &[(OsString, OsString)]) -> Option<PathBuf> {
+    let home = env.iter().find(|(k, _)| k == "HOME").map(|(_, v)| PathBuf::from(v))?;
+    if !home.is_absolute() {
+        return None;
+    }
+    let normal =
+        home.components().all(|c| matches!(c, std::path::Component::RootDir | std::path::Component::Normal(_)));
+    let cache = if normal { home.join(".cache") } else { home.canonicalize().ok()?.join(".cache") };
+    let cache = match pins.add(&cache) {
+        Ok(()) => cache,
+        Err(crate::error::PolicyError::Changed { source, .. })
+            if normal && source.raw_os_error() == Some(libc::ELOOP) =>
+        {
+            let real = home.canonicalize().ok()?.join(".cache");
+            pins.add(&real).ok()?;
+            real
+        }
+        Err(_) => return None,
+    };
+    let fd = pins.fd(&cache)?;
+    nix::sys::stat::fstat(fd).ok().filter(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR).map(|_| cache)
 }
 
 /// Variables set for a confined run with the network off, unless the caller set them.

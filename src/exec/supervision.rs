@@ -25,7 +25,10 @@ pub(super) fn write_rules(
     };
     if let Some(l) = landlock {
         rules.write = l.write.clone();
-        rules.write_in_view = l.write_in_child.iter().chain(l.devices.iter()).cloned().collect();
+        // The private tmpfs mounts (the fresh `/tmp` and `/dev/shm`, and the one on the
+        // home's cache) exist as granted trees only in the command's view.
+        rules.write_in_view =
+            l.write_in_child.iter().chain(l.write_in_child_tmpfs.iter()).chain(l.devices.iter()).cloned().collect();
     }
     rules
 }

@@ -30,7 +30,8 @@
 //!   `--share-net` keeps the network only when the policy allows it, or reaches hosts
 //!   by name through cordon's proxy), the whole tree
 //!   read-only (`--ro-bind / /`, every bind `nodev`), a minimal `/dev`, a fresh
-//!   read-only `/proc`, private tmpfs on `/tmp` and `/dev/shm`, the workspace and writable roots
+//!   read-only `/proc`, private tmpfs on `/tmp`, `/dev/shm` and the home's cache
+//!   directory, the private global git config (`--file`), the workspace and writable roots
 //!   bound writable on top (shallow first), protected paths re-bound read-only last,
 //!   `--cap-drop ALL`, `--die-with-parent`, `--new-session`; then it executes
 //!   `/proc/self/fd/6` (the cordon executable, so it need not be visible inside).
@@ -63,10 +64,10 @@
 //! - It does not hide files from reading, nor limit CPU, memory or disk use.
 
 use super::error::PlanError;
-use super::landlock::{landlock_plan, PrivateTmp};
+use super::landlock::{landlock_plan, private_home_cache, sandbox_tmpdir, PrivateTmp};
 use super::plan::{
     enforcement_from_gaps, EnvFd, EnvFdFormat, LaunchPlan, MountStep, NamespacePlan, PlanInput, Runner,
-    SeccompDelivery, SeccompPlan, StageHelperPlan,
+    SeccompDelivery, SeccompPlan, SeedBy, SeedFile, StageHelperPlan,
 };
 use crate::host::{HostFacts, Namespaces};
 use crate::mode::Mode;
@@ -124,17 +125,31 @@ fn stage_unavailable(host: &HostFacts) -> Option<String> {
     }
 }
 
-/// The stage helper's plan on `host`, when it can run (pure).
-fn stage_helper_plan(policy: &ExecutionPolicy, host: &HostFacts) -> Option<StageHelperPlan> {
+/// The stage helper's plan for `input`, when it can run on its host (pure).
+fn stage_helper_plan(input: &PlanInput<'_>) -> Option<StageHelperPlan> {
+    let host = input.host;
     if stage_unavailable(host).is_some() {
         return None;
     }
     let exe = host.stage_helper.clone()?;
     Some(StageHelperPlan {
         exe,
-        landlock: landlock_plan(policy, host.landlock_abi, PrivateTmp::InChild),
+        landlock: landlock_plan(input.policy, host.landlock_abi, PrivateTmp::InChild, private_home_cache(input)),
         supervised: true,
     })
+}
+
+/// The fd number bubblewrap's `--file` reads the seeded files from: the first after
+/// the bind sources (pure).
+fn seed_fd(policy: &ExecutionPolicy) -> i32 {
+    BIND_FD_BASE + i32::try_from(binds(policy).len()).unwrap_or(i32::MAX - BIND_FD_BASE)
+}
+
+/// The run's seeded files and the variables naming them (pure): see
+/// [`PlanInput::git_config_in`].
+fn seeds(input: &PlanInput<'_>) -> (Vec<(String, String)>, Vec<SeedFile>) {
+    let tmpdir = Path::new(sandbox_tmpdir(input.policy));
+    input.git_config_in(tmpdir, SeedBy::Fd { child_fd: seed_fd(input.policy) })
 }
 
 /// The gaps of the bwrap runner for `policy` on `host` (pure; assumes
@@ -279,15 +294,20 @@ pub fn binds(policy: &ExecutionPolicy) -> Vec<(PathBuf, i32, bool)> {
 /// 2. `--ro-bind / /`, `--dev /dev`, `--proc /proc`, `--remount-ro /proc` (see
 ///    [`bwrap_args`]'s note on `/proc/sys`);
 /// 3. `--size N --perms 1777 --tmpfs /tmp`, the same for `/dev/shm` (`--size` when
-///    the run bounds its tmpfs, see [`PlanInput::tmpfs_size`]);
+///    the run bounds its tmpfs, see [`PlanInput::tmpfs_size`]), then `--perms 0700
+///    --tmpfs` on the home's cache directory when it gets one
+///    (`landlock::private_home_cache`);
 /// 4. the exposed paths ([`exposed`]), shallow first: after the tmpfs, so one that
 ///    lives under `/tmp` is bound onto a mount point bubblewrap creates there;
 /// 5. protected paths read-only, shallow first, after every writable bind (4 and 5
-///    bind the parent's pinned fds, `--bind-fd N P` / `--ro-bind-fd N P`: see [`binds`]);
+///    bind the parent's pinned fds, `--bind-fd N P` / `--ro-bind-fd N P`: see [`binds`]),
+///    then the seeded files (`--perms 0600 --file FD DEST`: the private global git
+///    config, see [`PlanInput::git_config`]);
 /// 6. `--chdir`, `--setenv TMPDIR /tmp`, `--`, then with the helper
 ///    `/proc/self/fd/6 __stage --abi N --restrict-flags F --write-in-child /tmp
-///    --write-in-child /dev/shm -- PROGRAM ARGV...` (the whole argv, `argv[0]`
-///    included), without it the program and its arguments.
+///    --write-in-child /dev/shm [--write-in-tmpfs HOME_CACHE] --notify -- PROGRAM
+///    ARGV...` (the whole argv, `argv[0]` included), without it the program and its
+///    arguments.
 ///
 /// `--remount-ro /proc` closes a root escape: bubblewrap's fresh procfs is writable
 /// and its own cover of `/proc/sys` is skipped (the directory answers `EACCES` to its
@@ -338,7 +358,7 @@ pub fn bwrap_args(input: &PlanInput<'_>) -> Result<Vec<OsString>, PlanError> {
     if input.new_session {
         push(&mut args, &["--new-session"]);
     }
-    let helper = stage_helper_plan(policy, input.host);
+    let helper = stage_helper_plan(input);
     push(&mut args, &["--cap-drop", "ALL"]);
     if helper.is_none() {
         // bubblewrap installs the filter, and sets the command's environment from
@@ -352,14 +372,27 @@ pub fn bwrap_args(input: &PlanInput<'_>) -> Result<Vec<OsString>, PlanError> {
         }
         push(&mut args, &["--perms", "1777", "--tmpfs", t]);
     }
+    if let Some(cache) = private_home_cache(input) {
+        check_path("home cache", &cache)?;
+        if let Some(size) = input.tmpfs_size {
+            push(&mut args, &["--size", &size.to_string()]);
+        }
+        push(&mut args, &["--perms", "0700", "--tmpfs"]);
+        args.push(cache.into_os_string());
+    }
     for (p, fd, writable) in binds(policy) {
         args.push(if writable { "--bind-fd" } else { "--ro-bind-fd" }.into());
         args.push(fd.to_string().into());
         args.push(p.into_os_string());
     }
+    for f in seeds(input).1 {
+        let SeedBy::Fd { child_fd } = f.by else { continue };
+        push(&mut args, &["--perms", "0600", "--file", &child_fd.to_string()]);
+        args.push(f.path.into_os_string());
+    }
     args.push("--chdir".into());
     args.push(input.cwd.as_os_str().to_owned());
-    push(&mut args, &["--setenv", "TMPDIR", super::landlock::sandbox_tmpdir(policy), "--"]);
+    push(&mut args, &["--setenv", "TMPDIR", sandbox_tmpdir(policy), "--"]);
     match &helper {
         Some(h) => {
             push(&mut args, &[STAGE_HELPER_EXEC, STAGE_HELPER_ARG]);
@@ -367,6 +400,10 @@ pub fn bwrap_args(input: &PlanInput<'_>) -> Result<Vec<OsString>, PlanError> {
             push(&mut args, &["--restrict-flags", &h.landlock.restrict_flags.to_string()]);
             for p in &h.landlock.write_in_child {
                 args.push("--write-in-child".into());
+                args.push(p.as_os_str().to_owned());
+            }
+            for p in &h.landlock.write_in_child_tmpfs {
+                args.push("--write-in-tmpfs".into());
                 args.push(p.as_os_str().to_owned());
             }
             if h.supervised {
@@ -422,12 +459,15 @@ impl Runner for BwrapRunner {
         let mut argv = vec![bwrap.as_os_str().to_owned()];
         argv.extend(bwrap_args(input)?);
         let policy = input.policy;
-        let stage_helper = stage_helper_plan(policy, input.host);
+        let stage_helper = stage_helper_plan(input);
+        let (git_env, seed_files) = seeds(input);
+        let mut env = vec![("TMPDIR".into(), sandbox_tmpdir(policy).into())];
+        env.extend(git_env);
         Ok(LaunchPlan {
             runner: RunnerKind::Bwrap,
             program: bwrap,
             argv,
-            env: vec![("TMPDIR".into(), super::landlock::sandbox_tmpdir(policy).into())],
+            env,
             cwd: input.cwd.clone(),
             // Cut mount propagation from the host before bubblewrap runs (see the
             // module docs); a user namespace provides the right to do so when not root.
@@ -463,6 +503,7 @@ impl Runner for BwrapRunner {
             no_new_privs: true,
             new_session: input.new_session,
             needs_run_dir: false,
+            seed_files,
             enforcement,
         })
     }
@@ -488,13 +529,13 @@ pub enum HelperArgsError {
 }
 
 /// Parse the helper's arguments (everything after [`STAGE_HELPER_ARG`]) into its plan
-/// (pure): `--abi N --restrict-flags F [--write-in-child PATH]... [--notify] --
-/// PROGRAM ARGV...`.
+/// (pure): `--abi N --restrict-flags F [--write-in-child PATH]... [--write-in-tmpfs
+/// PATH]... [--notify] -- PROGRAM ARGV...`.
 pub fn parse_helper_args(args: &[OsString]) -> Result<cordon_stage::helper::HelperPlan, HelperArgsError> {
     use std::ffi::CString;
     let cstr = |s: &std::ffi::OsStr| CString::new(s.as_bytes()).map_err(|_| HelperArgsError::Nul);
     let bad = |o: &OsString| HelperArgsError::Option { option: o.to_string_lossy().into_owned() };
-    let (mut abi, mut flags, mut late, mut notify) = (None, None, Vec::new(), false);
+    let (mut abi, mut flags, mut late, mut late_tmpfs, mut notify) = (None, None, Vec::new(), Vec::new(), false);
     let mut it = args.iter();
     loop {
         let Some(opt) = it.next() else { return Err(HelperArgsError::NoCommand) };
@@ -506,6 +547,7 @@ pub fn parse_helper_args(args: &[OsString]) -> Result<cordon_stage::helper::Help
                 flags = Some(value()?.to_str().and_then(|v| v.parse::<u32>().ok()).ok_or_else(|| bad(opt))?)
             }
             Some("--write-in-child") => late.push(value()?.clone()),
+            Some("--write-in-tmpfs") => late_tmpfs.push(value()?.clone()),
             Some("--notify") => notify = true,
             _ => return Err(bad(opt)),
         }
@@ -519,6 +561,7 @@ pub fn parse_helper_args(args: &[OsString]) -> Result<cordon_stage::helper::Help
     Ok(cordon_stage::helper::HelperPlan {
         restrict_flags,
         late_landlock_rules: late.iter().map(|p| Ok((cstr(p)?, bits))).collect::<Result<_, _>>()?,
+        late_landlock_tmpfs_rules: late_tmpfs.iter().map(|p| Ok((cstr(p)?, bits))).collect::<Result<_, _>>()?,
         program: cstr(program)?,
         argv: rest[1..].iter().map(|a| cstr(a)).collect::<Result<_, _>>()?,
         notify,
@@ -609,6 +652,8 @@ mod tests {
             run_dir: "/tmp/r".into(),
             new_session: true,
             tmpfs_size: None,
+            home_cache: None,
+            git_config: None,
         };
         let args = bwrap_args(&input).unwrap();
         let at = args.iter().position(|a| a == STAGE_HELPER_ARG).unwrap();

@@ -9,7 +9,8 @@
 //!   signals scoped (ABI 6); denial audit records (ABI 7). Also confines ptrace-style
 //!   access (`/proc/<pid>/mem`, `environ`) to processes of the same sandbox.
 //! - **Mount layer** (root, or a user namespace): private mount, pid and IPC
-//!   namespaces; `/tmp` and `/dev/shm` replaced by per-run directories; the whole tree
+//!   namespaces; `/tmp` and `/dev/shm` replaced by per-run directories (and the home's
+//!   cache directory by a private tmpfs: [`private_home_cache`]); the whole tree
 //!   read-only except the writable roots (which stops chmod/chown/utimes/xattrs and
 //!   truncation outside them, with `EROFS`); protected subpaths re-attached read-only
 //!   (rename/delete of the mount point fails with `EBUSY`, links across it `EXDEV`);
@@ -27,7 +28,7 @@
 use super::error::PlanError;
 use super::plan::{
     enforcement_from_gaps, LandlockPlan, LaunchPlan, MountStep, NamespacePlan, PlanInput, Runner, SeccompDelivery,
-    SeccompPlan,
+    SeccompPlan, SeedBy,
 };
 use crate::host::{HostFacts, Namespaces};
 use crate::policy::ExecutionPolicy;
@@ -146,6 +147,32 @@ pub fn shared_private_tmpfs(policy: &ExecutionPolicy) -> Option<PathBuf> {
         .find(|p| PRIVATE_TMPFS.iter().any(|t| Path::new(t).starts_with(p)))
 }
 
+/// The home's cache directory a confined run gets a fresh private tmpfs on (pure),
+/// for both Linux runners with a mount layer: the executor's candidate
+/// ([`PlanInput::home_cache`]: `$HOME/.cache`, a real directory on the host), unless
+/// the run must see that place as the host has it: a workspace, writable root,
+/// protected path, allowed unix socket or the working directory at or beneath it, or
+/// it lies inside the workspace or a writable root (then it is the caller's tree, not
+/// the home's). Under a private tmpfs (`/tmp`, `/dev/shm`) it is hidden anyway, and
+/// the private tmpfs is writable.
+pub fn private_home_cache(input: &PlanInput<'_>) -> Option<PathBuf> {
+    let policy = input.policy;
+    let cache = input.home_cache.as_ref()?;
+    if !policy.mode.is_confined() || !cache.is_absolute() || PRIVATE_TMPFS.iter().any(|t| cache.starts_with(t)) {
+        return None;
+    }
+    let overlaps = |p: &Path| p.starts_with(cache) || cache.starts_with(p);
+    let exposed = std::iter::once(&policy.workspace)
+        .chain(policy.writable_roots.iter())
+        .chain(policy.protected.iter())
+        .chain(std::iter::once(&input.cwd));
+    let sockets = policy.allow_unix_sockets.iter();
+    if exposed.into_iter().any(|p| overlaps(p)) || sockets.into_iter().any(|p| p.starts_with(cache)) {
+        return None;
+    }
+    Some(cache.clone())
+}
+
 /// The host paths attached inside the sandbox on top of the read-only tree: the
 /// writable roots (workspace first in `workspace-write`), and a read-only workspace
 /// only when it lives under a private tmpfs (elsewhere it is visible anyway).
@@ -217,12 +244,17 @@ impl Runner for LandlockRunner {
         }
         let tmpdir = if ns { PathBuf::from(sandbox_tmpdir(policy)) } else { input.run_tmp() };
         let private = if ns { PrivateTmp::InChild } else { PrivateTmp::Host(input.run_tmp(), input.run_shm()) };
-        let landlock = landlock_plan(policy, abi, private);
+        // Without a mount namespace the home stays read-only: nothing can be mounted.
+        let home_cache = if ns { private_home_cache(input) } else { None };
+        let landlock = landlock_plan(policy, abi, private, home_cache);
+        let mut env = vec![("TMPDIR".into(), tmpdir.to_string_lossy().into_owned())];
+        let (git_env, seed_files) = input.git_config_in(&tmpdir, if ns { SeedBy::Stage } else { SeedBy::Executor });
+        env.extend(git_env);
         Ok(LaunchPlan {
             runner: RunnerKind::Landlock,
             program: input.program.clone(),
             argv: input.argv.clone(),
-            env: vec![("TMPDIR".into(), tmpdir.to_string_lossy().into_owned())],
+            env,
             cwd: input.cwd.clone(),
             namespaces,
             mounts,
@@ -241,6 +273,7 @@ impl Runner for LandlockRunner {
             no_new_privs: true,
             new_session: input.new_session,
             needs_run_dir: !ns,
+            seed_files,
             enforcement,
         })
     }
@@ -258,11 +291,17 @@ pub enum PrivateTmp {
 
 /// The Landlock rules of a confined run (pure), shared by both Linux runners (the
 /// `bwrap` runner applies them in its stage helper): read and execute everywhere;
-/// write beneath the writable roots, the private temp directories and the
+/// write beneath the writable roots, the private temp directories, the private
+/// tmpfs on the home's cache (`home_cache`, see [`private_home_cache`]) and the
 /// [`WRITABLE_DEVICES`]; TCP denied with the network off (ABI 4); abstract unix
 /// sockets (network off) and signals scoped (ABI 6); audit logging (ABI 7). This
 /// is the one place rule paths come from.
-pub fn landlock_plan(policy: &ExecutionPolicy, abi: u32, private: PrivateTmp) -> LandlockPlan {
+pub fn landlock_plan(
+    policy: &ExecutionPolicy,
+    abi: u32,
+    private: PrivateTmp,
+    home_cache: Option<PathBuf>,
+) -> LandlockPlan {
     let mut write = policy.writable();
     let mut write_in_child = Vec::new();
     match private {
@@ -274,6 +313,7 @@ pub fn landlock_plan(policy: &ExecutionPolicy, abi: u32, private: PrivateTmp) ->
         read: vec![PathBuf::from("/")],
         write,
         write_in_child,
+        write_in_child_tmpfs: home_cache.into_iter().collect(),
         devices: WRITABLE_DEVICES.iter().map(PathBuf::from).collect(),
         deny_tcp: policy.network_restricted() && abi >= 4,
         // In every confined mode: with the network on, seccomp refuses unix sockets
@@ -292,8 +332,10 @@ pub const PRIVATE_TMPFS: [&str; 2] = ["/tmp", "/dev/shm"];
 ///    taken before anything is hidden; 3. a fresh `/proc`; 4. fresh tmpfs on `/tmp`
 ///    and `/dev/shm`, with mount points for exposed paths that lived there; 5. the
 ///    exposed paths (shallow first), then protected paths on top; 6. everything
-///    read-only, and every exposed tree `nodev,nosuid` (the private tmpfs mounts are
-///    mounted so); 7. the private tmpfs mounts and the writable roots writable again.
+///    read-only, then a fresh private tmpfs on the home's cache directory (see
+///    [`private_home_cache`]; mounted after, so it stays writable), and every
+///    exposed tree `nodev,nosuid` (the private tmpfs mounts are mounted so); 7. the
+///    private tmpfs mounts and the writable roots writable again.
 ///
 /// Note: Landlock grants the private `/tmp` write access beneath it, and Landlock
 /// rules accumulate across mount points, so a read-only workspace attached under
@@ -326,6 +368,9 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
     steps.extend(dirs.into_iter().map(|path| MountStep::Mkdir { path }));
     steps.extend(attach);
     steps.push(MountStep::ReadOnlyRecursive);
+    if let Some(target) = private_home_cache(input) {
+        steps.push(MountStep::HostTmpfs { target, size: input.tmpfs_size });
+    }
     // The attached trees keep their host mounts' flags: a host filesystem mounted
     // without nodev would let a device node in a writable root be opened (Landlock
     // grants writes there, and mknod's refusal does not cover nodes that already exist).
@@ -438,6 +483,8 @@ mod tests {
             run_dir: "/run/c/r1".into(),
             new_session: true,
             tmpfs_size: Some(1 << 20),
+            home_cache: None,
+            git_config: None,
         };
         let steps = mount_steps(&input);
         let attach_targets: Vec<_> = steps
@@ -460,6 +507,77 @@ mod tests {
         let ro = steps.iter().position(|s| *s == MountStep::ReadOnlyRecursive).unwrap();
         let last_attach = steps.iter().rposition(|s| matches!(s, MountStep::Attach { .. })).unwrap();
         assert!(last_attach < ro);
+    }
+
+    #[test]
+    fn the_home_cache_gets_a_tmpfs_unless_the_policy_exposes_a_path_there() {
+        let mut p = policy(Mode::WorkspaceWrite);
+        p.workspace = "/home/u/p".into();
+        p.protected = vec!["/home/u/p/.git".into()];
+        let h = host(7, true);
+        let input = |p: &ExecutionPolicy, cache: &str| {
+            let cwd = p.workspace.clone();
+            (p.clone(), cwd, PathBuf::from(cache))
+        };
+        let plan_for = |p: &ExecutionPolicy, cwd: PathBuf, cache: PathBuf, h: &HostFacts| {
+            let input = PlanInput {
+                policy: p,
+                host: h,
+                program: "/bin/true".into(),
+                argv: vec!["true".into()],
+                cwd,
+                run_dir: "/run/c/r1".into(),
+                new_session: true,
+                tmpfs_size: Some(1 << 20),
+                home_cache: Some(cache),
+                git_config: Some(b"[user]\n".to_vec()),
+            };
+            (private_home_cache(&input), LandlockRunner.plan(&input).unwrap())
+        };
+        let (p1, cwd, cache) = input(&p, "/home/u/.cache");
+        let (got, plan) = plan_for(&p1, cwd, cache.clone(), &h);
+        assert_eq!(got.as_deref(), Some(cache.as_path()));
+        let ro = plan.mounts.iter().position(|m| *m == MountStep::ReadOnlyRecursive).unwrap();
+        let tmpfs =
+            plan.mounts.iter().position(|m| *m == MountStep::HostTmpfs { target: cache.clone(), size: Some(1 << 20) });
+        assert!(tmpfs.is_some_and(|t| t > ro), "mounted after the tree went read-only: {:?}", plan.mounts);
+        assert_eq!(plan.landlock.as_ref().unwrap().write_in_child_tmpfs, std::slice::from_ref(&cache));
+        assert_eq!(plan.seed_files.len(), 1);
+        assert_eq!(plan.seed_files[0].by, SeedBy::Stage);
+        assert_eq!(plan.seed_files[0].path, Path::new("/tmp/.gitconfig"));
+        assert!(plan.env.contains(&("GIT_CONFIG_GLOBAL".into(), "/tmp/.gitconfig".into())));
+        // A workspace (or a writable root, a protected path, the working directory)
+        // at or beneath it, or it inside a writable root: no tmpfs.
+        let mut under = p.clone();
+        under.workspace = "/home/u/.cache/w".into();
+        let mut root_above = p.clone();
+        root_above.writable_roots = vec!["/home/u".into()];
+        let mut root_below = p.clone();
+        root_below.writable_roots = vec!["/home/u/.cache/sccache".into()];
+        for q in [under, root_above, root_below] {
+            let (q, cwd, cache) = input(&q, "/home/u/.cache");
+            let (got, plan) = plan_for(&q, cwd, cache, &h);
+            assert_eq!(got, None, "{q:?}");
+            assert!(!plan.mounts.iter().any(|m| matches!(m, MountStep::HostTmpfs { .. })));
+            assert!(plan.landlock.unwrap().write_in_child_tmpfs.is_empty());
+        }
+        let (q, _, cache) = input(&p, "/home/u/.cache");
+        assert_eq!(plan_for(&q, "/home/u/.cache/x".into(), cache, &h).0, None, "the working directory there");
+        // Under a private tmpfs it is hidden anyway.
+        let (q, cwd, cache) = input(&p, "/tmp/home/.cache");
+        assert_eq!(plan_for(&q, cwd, cache, &h).0, None);
+        // Without a mount namespace nothing is mounted, and the executor writes the seed.
+        let (q, cwd, cache) = input(&p, "/home/u/.cache");
+        let (_, plan) = plan_for(&q, cwd, cache, &host(7, false));
+        assert!(plan.mounts.is_empty() && plan.landlock.as_ref().unwrap().write_in_child_tmpfs.is_empty());
+        assert_eq!(plan.seed_files[0].by, SeedBy::Executor);
+        assert_eq!(plan.seed_files[0].path, Path::new("/run/c/r1/tmp/.gitconfig"));
+        // A writable root where the seed would go is the caller's: no private config.
+        let mut there = p.clone();
+        there.writable_roots = vec!["/tmp/.gitconfig".into()];
+        let (q, cwd, cache) = input(&there, "/home/u/.cache");
+        let (_, plan) = plan_for(&q, cwd, cache, &h);
+        assert!(plan.seed_files.is_empty() && !plan.env.iter().any(|(k, _)| k == "GIT_CONFIG_GLOBAL"));
     }
 
     #[test]
@@ -487,6 +605,8 @@ mod tests {
             run_dir: "/run/x".into(),
             new_session: true,
             tmpfs_size: None,
+            home_cache: None,
+            git_config: None,
         };
         let plan = selection.plan(&input(&h)).unwrap();
         assert_eq!(plan.enforcement, selection.enforcement);

@@ -54,6 +54,7 @@ impl Runner for PassthroughRunner {
             no_new_privs: false,
             new_session: input.new_session,
             needs_run_dir: false,
+            seed_files: Vec::new(),
             enforcement,
         })
     }

@@ -71,9 +71,75 @@ pub struct PlanInput<'a> {
     pub run_dir: PathBuf,
     /// Start a new session (no controlling terminal).
     pub new_session: bool,
-    /// `size=` of each private tmpfs (`/tmp`, `/dev/shm`), in bytes; `None` leaves
-    /// the kernel's default (half of RAM).
+    /// `size=` of each private tmpfs (`/tmp`, `/dev/shm`, the home's cache), in
+    /// bytes; `None` leaves the kernel's default (half of RAM).
     pub tmpfs_size: Option<u64>,
+    /// The run's `$HOME/.cache` when it is a real directory on the host, canonical
+    /// and pinned by the executor (`None` otherwise): a runner with a mount layer
+    /// puts a private tmpfs on it, unless the policy exposes a path there (see
+    /// `landlock::private_home_cache`).
+    pub home_cache: Option<PathBuf>,
+    /// The run's private global git config (see `crate::gitconfig`): `None` leaves
+    /// git's own lookup alone; `Some(seed)` makes the runner point `GIT_CONFIG_GLOBAL`
+    /// at [`GIT_CONFIG_FILE`] in the run's private temp dir, written with `seed`
+    /// before the command starts (an empty seed writes nothing: git creates the file
+    /// on its first write).
+    pub git_config: Option<Vec<u8>>,
+}
+
+/// The name of the run's private global git config in its private temp dir.
+pub const GIT_CONFIG_FILE: &str = ".gitconfig";
+
+/// A file written into the run's private temp dir before the command starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SeedFile {
+    /// Its path as the command sees it.
+    pub path: PathBuf,
+    /// Its bytes (shown by length only).
+    #[serde(serialize_with = "serialize_len")]
+    pub content: Vec<u8>,
+    /// Who writes it.
+    pub by: SeedBy,
+}
+
+fn serialize_len<S: serde::Serializer>(content: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(content.len() as u64)
+}
+
+/// Who writes a [`SeedFile`]: whoever can reach the private temp dir.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "by", rename_all = "kebab-case")]
+pub enum SeedBy {
+    /// The child's stage, after its mounts (the private tmpfs exists only there).
+    Stage,
+    /// The executor, before spawning (the private temp dir is a host directory in the
+    /// per-run directory).
+    Executor,
+    /// bubblewrap (`--file FD DEST`), from a sealed memfd the child inherits as
+    /// `child_fd`.
+    Fd {
+        /// The fd number in the child.
+        child_fd: i32,
+    },
+}
+
+impl PlanInput<'_> {
+    /// The private global git config of a run whose private temp dir is `tmpdir` (in
+    /// the command's view): the environment variable and the file to seed (pure).
+    /// Nothing when a path the policy exposes lies there (a writable root named
+    /// `/tmp/.gitconfig`): that is the caller's, not the run's.
+    pub fn git_config_in(&self, tmpdir: &std::path::Path, by: SeedBy) -> (Vec<(String, String)>, Vec<SeedFile>) {
+        let Some(seed) = &self.git_config else { return (Vec::new(), Vec::new()) };
+        let path = tmpdir.join(GIT_CONFIG_FILE);
+        let policy = self.policy;
+        let mut exposed = std::iter::once(&policy.workspace).chain(policy.writable_roots.iter());
+        if exposed.any(|p| p.starts_with(&path)) {
+            return (Vec::new(), Vec::new());
+        }
+        let env = vec![("GIT_CONFIG_GLOBAL".to_string(), path.to_string_lossy().into_owned())];
+        let files = if seed.is_empty() { Vec::new() } else { vec![SeedFile { path, content: seed.clone(), by }] };
+        (env, files)
+    }
 }
 
 impl PlanInput<'_> {
@@ -139,6 +205,16 @@ pub enum MountStep {
         /// Target path.
         target: PathBuf,
     },
+    /// A fresh private tmpfs (mode 0700, nosuid, nodev) on the host directory
+    /// `target`, which the executor pinned: the child mounts onto the directory it
+    /// opened without following symlinks and checked against the pin. Mounted after
+    /// the tree became read-only, so it stays writable.
+    HostTmpfs {
+        /// The pinned host directory (the home's cache directory).
+        target: PathBuf,
+        /// Its `size=` in bytes (`None`: the kernel's default).
+        size: Option<u64>,
+    },
 }
 
 /// Detached clones of `paths` (slot `i` for the `i`-th) and the steps attaching each
@@ -163,6 +239,10 @@ pub struct LandlockPlan {
     /// Directories fully writable beneath that exist only inside the child (its
     /// private tmpfs mounts); their rules are added in the child.
     pub write_in_child: Vec<PathBuf>,
+    /// Private tmpfs mounts on host directories (the home's cache), fully writable
+    /// beneath: their rules are added in the child on the path opened without
+    /// following symlinks and checked to be a writable tmpfs.
+    pub write_in_child_tmpfs: Vec<PathBuf>,
     /// Device files that may be opened for writing (and ioctl'd).
     pub devices: Vec<PathBuf>,
     /// Handle TCP bind/connect (deny all).
@@ -305,6 +385,9 @@ pub struct LaunchPlan {
     /// The executor must create the per-run directory before spawning (and remove it
     /// after the run).
     pub needs_run_dir: bool,
+    /// Files written into the run's private temp dir before the command starts (its
+    /// private global git config).
+    pub seed_files: Vec<SeedFile>,
     /// The report this plan achieves.
     pub enforcement: Enforcement,
 }

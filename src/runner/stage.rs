@@ -2,7 +2,7 @@
 //! Landlock ruleset, compile the seccomp filters, create mount points, convert paths
 //! to C strings. This is the I/O half of planning; nothing here decides policy.
 
-use super::plan::{EnvFdFormat, LandlockPlan, LaunchPlan, MountStep, SeccompDelivery, SeccompPlan};
+use super::plan::{EnvFdFormat, LandlockPlan, LaunchPlan, MountStep, SeccompDelivery, SeccompPlan, SeedBy};
 use crate::pin::{open_no_symlinks, Pins};
 use cordon_stage::{IdMaps, MountOp, StagePlan, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 use landlock::{
@@ -61,12 +61,13 @@ pub fn program_bytes(program: &[libc::sock_filter]) -> Vec<u8> {
     out
 }
 
-/// The mount data of a private tmpfs: world-writable with the sticky bit, like the
-/// host's, and bounded when a size is given.
-pub fn tmpfs_data(size: Option<u64>) -> String {
+/// The mount data of a private tmpfs with permissions `mode` (octal text), bounded
+/// when a size is given: `/tmp` and `/dev/shm` are world-writable with the sticky bit
+/// (`1777`), like the host's; the home's cache is its owner's only (`0700`).
+pub fn tmpfs_data(mode: &str, size: Option<u64>) -> String {
     match size {
-        Some(n) => format!("mode=1777,size={n}"),
-        None => "mode=1777".into(),
+        Some(n) => format!("mode={mode},size={n}"),
+        None => format!("mode={mode}"),
     }
 }
 
@@ -242,7 +243,14 @@ pub fn materialize(
             MountStep::Proc { required } => MountOp::Proc { target: c"/proc".to_owned(), optional: !required },
             MountStep::Tmpfs { target, size } => MountOp::Tmpfs {
                 target: cpath(target)?,
-                data: cstr(tmpfs_data(*size).as_bytes(), || "tmpfs data".into())?,
+                data: cstr(tmpfs_data("1777", *size).as_bytes(), || "tmpfs data".into())?,
+                expect: None,
+            },
+            // A host directory: mounted onto the pinned directory only.
+            MountStep::HostTmpfs { target, size } => MountOp::Tmpfs {
+                target: cpath(target)?,
+                data: cstr(tmpfs_data("0700", *size).as_bytes(), || "tmpfs data".into())?,
+                expect: Some(pinned(target)?),
             },
             MountStep::Mkdir { path } => MountOp::Mkdir { path: cpath(path)? },
             MountStep::ReadOnlyRecursive => {
@@ -267,14 +275,21 @@ pub fn materialize(
         };
         mounts.push(op);
     }
+    // Seeded files the stage writes: after every mount, into a private tmpfs that is
+    // writable by then.
+    for f in plan.seed_files.iter().filter(|f| f.by == SeedBy::Stage) {
+        mounts.push(MountOp::WriteFile { path: cpath(&f.path)?, content: f.content.clone() });
+    }
 
-    let late_landlock_rules = match &plan.landlock {
+    let late_rules = |paths: fn(&LandlockPlan) -> &Vec<PathBuf>| match &plan.landlock {
         Some(l) => {
             let bits = write_access(l.abi).bits();
-            l.write_in_child.iter().map(|p| Ok((cpath(p)?, bits))).collect::<Result<Vec<_>, MaterializeError>>()?
+            paths(l).iter().map(|p| Ok((cpath(p)?, bits))).collect::<Result<Vec<_>, MaterializeError>>()
         }
-        None => Vec::new(),
+        None => Ok(Vec::new()),
     };
+    let late_landlock_rules = late_rules(|l| &l.write_in_child)?;
+    let late_landlock_tmpfs_rules = late_rules(|l| &l.write_in_child_tmpfs)?;
     let landlock = match &plan.landlock {
         Some(l) => Some((build_ruleset(l, &inherited_terminals(&stdio), pins)?, l.restrict_flags)),
         None => None,
@@ -292,7 +307,12 @@ pub fn materialize(
     };
     // Every passed fd is duplicated above the highest child fd number first, so that
     // no `dup2` in the child's list overwrites a later entry's source.
-    let floor = plan.path_fds.iter().map(|(_, fd, _)| *fd + 1).max().unwrap_or(0).max(PASS_FD_FLOOR);
+    let seed_fds = plan.seed_files.iter().filter_map(|f| match f.by {
+        SeedBy::Fd { child_fd } => Some(child_fd),
+        _ => None,
+    });
+    let floor = plan.path_fds.iter().map(|(_, fd, _)| *fd).chain(seed_fds).map(|fd| fd + 1).max().unwrap_or(0);
+    let floor = floor.max(PASS_FD_FLOOR);
     let mut keep: Vec<OwnedFd> = Vec::new();
     let mut pass = |fd: RawFd, child_fd: RawFd, what: &'static str| {
         let dup =
@@ -341,6 +361,14 @@ pub fn materialize(
         let fd = sealed_memfd(&bytes)
             .map_err(|source| MaterializeError::PassFd { what: "the command's environment", source })?;
         pass_fds.push(pass(fd.as_raw_fd(), e.child_fd, "the command's environment")?);
+    }
+    // Seeded files bubblewrap copies in (`--file FD DEST`).
+    for f in &plan.seed_files {
+        if let SeedBy::Fd { child_fd } = f.by {
+            let fd = sealed_memfd(&f.content)
+                .map_err(|source| MaterializeError::PassFd { what: "a seeded file", source })?;
+            pass_fds.push(pass(fd.as_raw_fd(), child_fd, "a seeded file")?);
+        }
     }
     let mut helper_status = None;
     if let Some(h) = &plan.stage_helper {
@@ -401,6 +429,7 @@ pub fn materialize(
         no_new_privs: plan.no_new_privs,
         landlock,
         late_landlock_rules,
+        late_landlock_tmpfs_rules,
         pass_fds,
         notify_socket: if observed.is_empty() || helper_notify { None } else { notify_socket },
         drop_capabilities: plan.drop_capabilities,

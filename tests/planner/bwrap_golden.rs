@@ -50,6 +50,8 @@ struct Case {
     argv: Vec<OsString>,
     cwd: PathBuf,
     new_session: bool,
+    home_cache: Option<PathBuf>,
+    git_config: Option<Vec<u8>>,
 }
 
 fn user_host() -> HostFacts {
@@ -92,6 +94,8 @@ impl Case {
             argv: vec!["bash".into(), "-c".into(), "make test".into()],
             cwd: ws,
             new_session: true,
+            home_cache: None,
+            git_config: None,
         }
     }
 
@@ -111,6 +115,8 @@ impl Case {
             run_dir: "/tmp/cordon-1000/run-1-1-00000000".into(),
             new_session: self.new_session,
             tmpfs_size: None,
+            home_cache: self.home_cache.clone(),
+            git_config: self.git_config.clone(),
         }
     }
 }
@@ -202,6 +208,23 @@ fn planned_cases() -> Vec<Case> {
     c.host.landlock_abi_cap = Some(1);
     cases.push(c);
 
+    // The home's cache directory gets a private tmpfs (0700), writable through a
+    // checked Landlock rule in the helper; the private global git config is copied in
+    // with `--file` from an fd after the binds, and GIT_CONFIG_GLOBAL names it.
+    let mut c = Case::new("home_cache_and_git_config", Mode::WorkspaceWrite);
+    c.home_cache = Some("/home/dev/.cache".into());
+    c.git_config = Some(b"[user]\n\tname = Dev\n".to_vec());
+    c.policy.protected = vec!["/home/dev/project/.git".into()];
+    cases.push(c);
+
+    // A workspace inside the home's cache is the caller's tree: no tmpfs hides it. An
+    // empty seed writes no file (git creates it on its first write).
+    let mut c =
+        Case::new("home_cache_holds_the_workspace", Mode::WorkspaceWrite).with_workspace("/home/dev/.cache/proj");
+    c.home_cache = Some("/home/dev/.cache".into());
+    c.git_config = Some(Vec::new());
+    cases.push(c);
+
     // ABI 3: no TCP rule, no scopes, no audit flag; nothing else changes.
     let mut c = Case::new("landlock_abi_3", Mode::ReadOnly);
     c.host.landlock_abi = 3;
@@ -291,6 +314,7 @@ fn render(case: &Case, plan: &LaunchPlan) -> String {
             writeln!(out, "  read {:?}", l.read).unwrap();
             writeln!(out, "  write {:?}", l.write).unwrap();
             writeln!(out, "  write_in_child {:?}", l.write_in_child).unwrap();
+            writeln!(out, "  write_in_child_tmpfs {:?}", l.write_in_child_tmpfs).unwrap();
             writeln!(out, "  devices {:?}", l.devices).unwrap();
             writeln!(
                 out,
@@ -306,6 +330,9 @@ fn render(case: &Case, plan: &LaunchPlan) -> String {
         writeln!(out, "env: {k}={v:?}").unwrap();
     }
     writeln!(out, "needs_run_dir: {}", plan.needs_run_dir).unwrap();
+    for f in &plan.seed_files {
+        writeln!(out, "seed file: {:?} ({} bytes) by {:?}", f.path, f.content.len(), f.by).unwrap();
+    }
     writeln!(out, "# enforcement: {:?}", plan.enforcement.level).unwrap();
     for g in &plan.enforcement.gaps {
         writeln!(out, "gap {}: {}", g.restriction, g.reason).unwrap();
@@ -322,7 +349,7 @@ fn arity(opt: &str) -> Option<usize> {
         "--unshare-all" | "--share-net" | "--die-with-parent" | "--new-session" | "--as-pid-1" => 0,
         "--cap-drop" | "--seccomp" | "--dev" | "--proc" | "--remount-ro" | "--tmpfs" | "--perms" | "--chdir"
         | "--args" => 1,
-        "--bind" | "--ro-bind" | "--bind-fd" | "--ro-bind-fd" | "--setenv" => 2,
+        "--bind" | "--ro-bind" | "--bind-fd" | "--ro-bind-fd" | "--setenv" | "--file" => 2,
         _ => return None,
     })
 }
@@ -421,8 +448,19 @@ fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
     let tmpfs: Vec<usize> = opts.iter().enumerate().filter(|(_, (k, _))| k == "--tmpfs").map(|(i, _)| i).collect();
     assert_eq!(opts[tmpfs[0]].1, ["/tmp"], "{name}");
     assert_eq!(opts[tmpfs[1]].1, ["/dev/shm"], "{name}");
-    for t in &tmpfs {
+    for t in &tmpfs[..2] {
         assert_eq!(opts[t - 1], ("--perms".to_string(), vec![OsString::from("1777")]), "{name}: tmpfs mode");
+    }
+    // The home's cache: a third tmpfs, its owner's only, unless the policy exposes a
+    // path there (the workspace under it, here).
+    let home_tmpfs = case.home_cache.clone().filter(|h| !case.policy.workspace.starts_with(h));
+    assert_eq!(tmpfs.len(), 2 + usize::from(home_tmpfs.is_some()), "{name}: {tmpfs:?}");
+    if let Some(h) = &home_tmpfs {
+        assert_eq!(opts[tmpfs[2]].1, [h.as_os_str()], "{name}");
+        assert_eq!(opts[tmpfs[2] - 1], ("--perms".to_string(), vec![OsString::from("0700")]), "{name}");
+    }
+    if let Some(h) = &plan.stage_helper {
+        assert_eq!(h.landlock.write_in_child_tmpfs, home_tmpfs.iter().cloned().collect::<Vec<_>>(), "{name}");
     }
     assert!(root < dev && dev < proc_ && proc_ < tmpfs[0] && tmpfs[0] < tmpfs[1], "{name}: base mounts order");
 
@@ -505,7 +543,22 @@ fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
     assert_eq!(seccomp.supervise, plan.stage_helper.as_ref().is_some_and(|h| h.supervised), "{name}");
     assert!(!plan.drop_capabilities && plan.no_new_privs, "{name}");
     assert_eq!(plan.new_session, case.new_session, "{name}");
-    assert_eq!(plan.env, [("TMPDIR".to_string(), tmpdir.to_string())], "{name}");
+    let mut env = vec![("TMPDIR".to_string(), tmpdir.to_string())];
+    if case.git_config.is_some() {
+        env.push(("GIT_CONFIG_GLOBAL".to_string(), format!("{tmpdir}/.gitconfig")));
+    }
+    assert_eq!(plan.env, env, "{name}");
+    // A seeded git config is copied in by bubblewrap from an fd after every bind.
+    let files: Vec<&(String, Vec<OsString>)> = opts.iter().filter(|(k, _)| k == "--file").collect();
+    let seeded = case.git_config.as_ref().is_some_and(|c| !c.is_empty());
+    assert_eq!(files.len(), usize::from(seeded), "{name}: {files:?}");
+    for (_, v) in files {
+        let fd: i32 = v[0].to_str().and_then(|f| f.parse().ok()).unwrap();
+        assert!(plan.path_fds.iter().all(|(_, f, _)| *f < fd), "{name}: the seed fd follows the bind fds");
+        assert_eq!(v[1], OsString::from(format!("{tmpdir}/.gitconfig")), "{name}");
+        assert_eq!(plan.seed_files.len(), 1, "{name}");
+        assert_eq!(plan.seed_files[0].by, cordon::runner::SeedBy::Fd { child_fd: fd }, "{name}");
+    }
     assert!(!plan.needs_run_dir, "{name}");
     assert!(
         !plan.enforcement.gaps.iter().any(|g| g.restriction == "denial-audit"),
@@ -813,8 +866,10 @@ mod e2e {
                 assert!(out.lines().any(|l| l == want), "{who}: expected `{want}` in:\n{out}");
             }
             assert_eq!(line(&v, "tmpdir="), "/tmp", "{who}");
-            // Only what the run made or bound: the root's mount point, the two files.
-            let listing: std::collections::BTreeSet<&str> = line(&v, "tmp_listing=").split_whitespace().collect();
+            // Only what the run made or bound: the root's mount point, the two files (and
+            // the run's private global git config, seeded when the identity has one).
+            let listing: std::collections::BTreeSet<&str> =
+                line(&v, "tmp_listing=").split_whitespace().filter(|n| *n != ".gitconfig").collect();
             let root_name = s.root_under_tmp.file_name().unwrap().to_string_lossy().into_owned();
             let host_tmp_name = host_tmp_file.file_name().unwrap().to_string_lossy().into_owned();
             let expected: std::collections::BTreeSet<&str> = [root_name.as_str(), host_tmp_name.as_str(), "t"].into();

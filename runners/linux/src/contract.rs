@@ -64,6 +64,20 @@ pub enum MountOp {
         target: CString,
         /// The mount data, e.g. `mode=1777,size=1073741824`.
         data: CString,
+        /// When set, `target` is a host directory: it is opened without following any
+        /// symlink and must be this identity, and the tmpfs is mounted onto that open
+        /// directory (through `/proc/self/fd/N`, the fresh `/proc` of the namespace), so
+        /// a path swapped after the parent's check cannot redirect the mount.
+        expect: Option<FileIdentity>,
+    },
+    /// Create the file `path` (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0600) holding
+    /// `content`: a per-run file seeded into a fresh private tmpfs (the command's
+    /// private global git config), after the mounts that make it writable.
+    WriteFile {
+        /// Absolute path inside a private tmpfs.
+        path: CString,
+        /// The bytes to write (bounded by the parent).
+        content: Vec<u8>,
     },
     /// Create a directory (an existing one is fine): mount points inside a fresh tmpfs.
     Mkdir {
@@ -165,6 +179,12 @@ pub struct StagePlan {
     /// that only exist inside the child, such as its private tmpfs): path and
     /// `LANDLOCK_ACCESS_FS_*` bits.
     pub late_landlock_rules: Vec<(CString, u64)>,
+    /// Late rules for private tmpfs mounts on host directories (the home's cache
+    /// directory): each path is opened without following any symlink and must be a
+    /// writable tmpfs, or the step fails with `ESTALE` (a host directory swapped in
+    /// after the mount would otherwise receive the write grant). Indexed after
+    /// [`StagePlan::late_landlock_rules`] in failure details.
+    pub late_landlock_tmpfs_rules: Vec<(CString, u64)>,
     /// Drop every capability and verify that none is left.
     pub drop_capabilities: bool,
     /// seccomp BPF programs, installed in order.

@@ -69,6 +69,10 @@ pub struct HelperPlan {
     pub restrict_flags: u32,
     /// Landlock rules for trees that exist only inside: path and access bits.
     pub late_landlock_rules: Vec<(CString, u64)>,
+    /// Landlock rules for private tmpfs mounts bubblewrap made on host directories
+    /// (the home's cache): checked to be a writable tmpfs reached without a symlink
+    /// (see `StagePlan::late_landlock_tmpfs_rules`).
+    pub late_landlock_tmpfs_rules: Vec<(CString, u64)>,
     /// Absolute path of the command.
     pub program: CString,
     /// The command's `argv`, `argv[0]` included.
@@ -220,6 +224,7 @@ pub fn run(plan: HelperPlan) -> ! {
         no_new_privs: true,
         landlock: Some((ruleset, plan.restrict_flags)),
         late_landlock_rules: plan.late_landlock_rules,
+        late_landlock_tmpfs_rules: plan.late_landlock_tmpfs_rules,
         drop_capabilities: true,
         seccomp: vec![program],
         notify_socket: plan.notify.then_some(NOTIFY_FD),

@@ -23,14 +23,16 @@
 //!    (`setgroups` deny, then `uid_map`, `gid_map` mapping the caller's ids onto
 //!    themselves).
 //! 5. Mount operations, in plan order (private propagation, detached clones of the
-//!    sources, attaching them, `/proc`, recursive read-only).
+//!    sources, attaching them, `/proc`, private tmpfs mounts, recursive read-only, a
+//!    tmpfs onto a pinned host directory, per-run files written into a fresh tmpfs).
 //! 6. Standard streams: the plan's three fds become 0, 1, 2.
 //! 7. Every other fd is marked close-on-exec (`close_range`), so only stdio crosses
 //!    (plus any fd the plan passes explicitly, e.g. bubblewrap's seccomp program).
 //! 8. Working directory.
 //! 9. `no_new_privs`.
-//! 10. Landlock: rules for trees that exist only in the child (its private tmpfs)
-//!     are added to the parent's ruleset, then `landlock_restrict_self`.
+//! 10. Landlock: rules for trees that exist only in the child (its private tmpfs
+//!     mounts; one on a host directory only if it is a writable tmpfs reached without a
+//!     symlink) are added to the parent's ruleset, then `landlock_restrict_self`.
 //! 11. Capabilities: bounding set emptied and securebits locked (when the process
 //!     holds `CAP_SETPCAP`; otherwise it has no capabilities to lose and
 //!     `no_new_privs` keeps it so), ambient cleared, effective/permitted/inheritable
@@ -96,4 +98,4 @@ pub use parent::{
 };
 pub use spawn::{spawn, SpawnError, Spawned};
 pub use status::{detail, StageFailure, Step, STAGE_SETUP_FAILED_EXIT, STATUS_RECORD_LEN};
-pub use sys::{open_path_no_symlinks, statx, FileStat};
+pub use sys::{open_path_no_symlinks, open_read_no_magiclinks, statx, FileStat};

@@ -119,6 +119,8 @@ async fn launch_passes_the_planned_argv_profile_and_parameters_to_sandbox_exec()
             run_dir: f.root.join("unused"),
             new_session: true,
             tmpfs_size: None,
+            home_cache: None,
+            git_config: None,
         };
         sel.plan(&input).unwrap()
     };

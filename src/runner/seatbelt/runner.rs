@@ -24,7 +24,7 @@ use crate::host::HostFacts;
 use crate::policy::ExecutionPolicy;
 use crate::result::Enforcement;
 use crate::runner::error::PlanError;
-use crate::runner::plan::{enforcement_from_gaps, LaunchPlan, NamespacePlan, PlanInput, Runner};
+use crate::runner::plan::{enforcement_from_gaps, LaunchPlan, NamespacePlan, PlanInput, Runner, SeedBy};
 use crate::vocab::{ProbeStatus, Restriction, RunnerKind};
 use std::path::PathBuf;
 
@@ -160,11 +160,16 @@ impl Runner for SeatbeltRunner {
             program: input.program.as_os_str(),
             args: input.argv.get(1..).unwrap_or(&[]),
         })?;
+        let mut env: Vec<(String, String)> =
+            seatbelt.env.into_iter().map(|(k, v)| (k, v.to_string_lossy().into_owned())).collect();
+        // The private TMPDIR is a host directory the executor creates: it writes the seed.
+        let (git_env, seed_files) = input.git_config_in(&tmpdir, SeedBy::Executor);
+        env.extend(git_env);
         Ok(LaunchPlan {
             runner: RunnerKind::Seatbelt,
             program: SandboxExec::binary(),
             argv: seatbelt.argv,
-            env: seatbelt.env.into_iter().map(|(k, v)| (k, v.to_string_lossy().into_owned())).collect(),
+            env,
             cwd: input.cwd.clone(),
             namespaces: NamespacePlan::default(),
             mounts: Vec::new(),
@@ -177,6 +182,7 @@ impl Runner for SeatbeltRunner {
             no_new_privs: false,
             new_session: input.new_session,
             needs_run_dir: true,
+            seed_files,
             enforcement,
         })
     }

@@ -1,21 +1,28 @@
 //! Step 10: Landlock. Rules for trees that exist only in the child (its private
-//! tmpfs) are added to the ruleset the parent built, then `landlock_restrict_self`.
+//! tmpfs mounts) are added to the ruleset the parent built, then
+//! `landlock_restrict_self`. A tmpfs mounted on a host directory (the home's cache) is
+//! checked first: reached without any symlink, a tmpfs, and writable.
 //!
 //! What it does not do: build the ruleset or choose its rules (the parent does).
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 
 use super::prepared::{fail, Prepared};
 use crate::status::{detail, Step};
-use crate::sys::errno;
+use crate::sys::{errno, open_path_no_symlinks};
 
 /// Step 10: the late rules, then `landlock_restrict_self` (nothing without a ruleset).
 pub(super) fn restrict_self(p: &Prepared<'_>) {
     let plan = p.plan;
     if let Some((fd, flags)) = &plan.landlock {
         for (i, (path, access)) in plan.late_landlock_rules.iter().enumerate() {
-            add_late_rule(p, fd.as_raw_fd(), path, *access, u32::try_from(i).unwrap_or(u32::MAX));
+            add_late_rule(p, fd.as_raw_fd(), path, *access, u32::try_from(i).unwrap_or(u32::MAX), false);
+        }
+        let first = plan.late_landlock_rules.len();
+        for (i, (path, access)) in plan.late_landlock_tmpfs_rules.iter().enumerate() {
+            let index = u32::try_from(first + i).unwrap_or(u32::MAX);
+            add_late_rule(p, fd.as_raw_fd(), path, *access, index, true);
         }
         // SAFETY: landlock_restrict_self on a ruleset fd the parent created.
         let r = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, fd.as_raw_fd(), *flags) };
@@ -34,11 +41,48 @@ struct PathBeneathAttr {
 /// `LANDLOCK_RULE_PATH_BENEATH`.
 const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
 
-fn add_late_rule(p: &Prepared<'_>, ruleset: RawFd, path: &CString, access: u64, index: u32) {
-    // SAFETY: open with a NUL-terminated path; O_PATH opens nothing but a reference.
-    let fd = unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+/// `TMPFS_MAGIC` from `<linux/magic.h>`.
+const TMPFS_MAGIC: libc::c_long = 0x0102_1994;
+
+/// Whether the open `fd` is the root of a writable tmpfs (`ESTALE` otherwise).
+fn writable_tmpfs(fd: RawFd) -> Result<(), i32> {
+    // SAFETY: fstatfs/fstatvfs fill zeroed, properly sized local structs; `fd` is open.
+    let (fs, vfs) = unsafe {
+        let mut fs: libc::statfs = std::mem::zeroed();
+        let mut vfs: libc::statvfs = std::mem::zeroed();
+        if libc::fstatfs(fd, &mut fs) != 0 || libc::fstatvfs(fd, &mut vfs) != 0 {
+            return Err(errno());
+        }
+        (fs, vfs)
+    };
+    if fs.f_type as libc::c_long != TMPFS_MAGIC || vfs.f_flag & libc::ST_RDONLY != 0 {
+        return Err(libc::ESTALE);
+    }
+    Ok(())
+}
+
+fn add_late_rule(p: &Prepared<'_>, ruleset: RawFd, path: &CString, access: u64, index: u32, tmpfs: bool) {
+    let fd = if tmpfs {
+        match open_path_no_symlinks(libc::AT_FDCWD, path) {
+            // The rule is added below and the fd closed there.
+            Ok(fd) => fd.into_raw_fd(),
+            Err(e) => {
+                fail(p, Step::Landlock, e.raw_os_error().unwrap_or(libc::EIO), detail::LANDLOCK_LATE_OPEN + index)
+            }
+        }
+    } else {
+        // SAFETY: open with a NUL-terminated path; O_PATH opens nothing but a reference.
+        unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) }
+    };
     if fd < 0 {
         fail(p, Step::Landlock, errno(), detail::LANDLOCK_LATE_OPEN + index);
+    }
+    if tmpfs {
+        if let Err(e) = writable_tmpfs(fd) {
+            // SAFETY: closing the fd opened above.
+            unsafe { libc::close(fd) };
+            fail(p, Step::Landlock, e, detail::LANDLOCK_LATE_OPEN + index);
+        }
     }
     let attr = PathBeneathAttr { allowed_access: access, parent_fd: fd };
     // SAFETY: landlock_add_rule with a ruleset fd, the rule type and a pointer to a

@@ -1,7 +1,7 @@
 //! Step 5: the plan's mount operations, in order, in the child's private mount
 //! namespace ([`MountOp`]). Each failure names the operation's index as the detail.
-//! Attach targets and clone sources checked against a pinned identity fail with
-//! `ESTALE` when they are another file.
+//! Attach targets, clone sources and tmpfs targets on host directories checked
+//! against a pinned identity fail with `ESTALE` when they are another file.
 //!
 //! What it does not do: choose the mounts (the parent's plan does).
 
@@ -23,6 +23,63 @@ struct MountAttr {
     attr_clr: u64,
     propagation: u64,
     userns_fd: u64,
+}
+
+/// Room for `/proc/self/fd/` and any fd number, NUL included.
+const PROC_FD_PATH_LEN: usize = 32;
+
+/// Write `/proc/self/fd/FD` and a NUL into `buf` (no allocation).
+fn proc_fd_path(fd: RawFd, buf: &mut [u8; PROC_FD_PATH_LEN]) {
+    const PREFIX: &[u8] = b"/proc/self/fd/";
+    buf[..PREFIX.len()].copy_from_slice(PREFIX);
+    let mut digits = [0u8; 10];
+    let mut n = fd.unsigned_abs();
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + u8::try_from(n % 10).unwrap_or(0);
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for (i, d) in digits[..len].iter().rev().enumerate() {
+        buf[PREFIX.len() + i] = *d;
+    }
+    buf[PREFIX.len() + len] = 0;
+}
+
+/// [`MountOp::WriteFile`]: create `path` (never an existing file, never through a
+/// symlink) and write all of `content`.
+fn write_new_file(p: &Prepared<'_>, path: &std::ffi::CStr, content: &[u8], detail: u32) {
+    // SAFETY: open with a NUL-terminated path owned by the plan.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o600,
+        )
+    };
+    if fd < 0 {
+        fail(p, Step::Mount, errno(), detail);
+    }
+    let mut done = 0usize;
+    while done < content.len() {
+        // SAFETY: write from the plan's buffer, within its length, to the fd opened above.
+        let n = unsafe { libc::write(fd, content[done..].as_ptr() as *const libc::c_void, content.len() - done) };
+        if n < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        if n <= 0 {
+            let e = if n < 0 { errno() } else { libc::EIO };
+            // SAFETY: closing the fd opened above.
+            unsafe { libc::close(fd) };
+            fail(p, Step::Mount, e, detail);
+        }
+        done += n as usize;
+    }
+    // SAFETY: closing the fd opened above.
+    unsafe { libc::close(fd) };
 }
 
 /// Step 5: apply every mount operation of the plan, in order.
@@ -154,12 +211,34 @@ pub(super) fn apply_mounts(p: &mut Prepared<'_>) {
                     fail(p, Step::Mount, errno(), detail);
                 }
             }
-            MountOp::Tmpfs { target, data } => {
-                // SAFETY: mount with NUL-terminated strings owned by the plan or static.
+            MountOp::Tmpfs { target, data, expect } => {
+                // A host directory is mounted onto through the directory the child
+                // opened and checked (`held` keeps it open until the mount is made).
+                let mut proc_path = [0u8; PROC_FD_PATH_LEN];
+                let mut held = None;
+                let at: *const libc::c_char = match expect {
+                    None => target.as_ptr(),
+                    Some(want) => {
+                        let t = match open_path_no_symlinks(libc::AT_FDCWD, target) {
+                            Ok(t) => t,
+                            Err(e) => fail(p, Step::Mount, e.raw_os_error().unwrap_or(libc::EIO), detail),
+                        };
+                        match FileIdentity::of_fd(t.as_raw_fd()) {
+                            Ok(got) if got == *want => {}
+                            Ok(_) => fail(p, Step::Mount, libc::ESTALE, detail),
+                            Err(e) => fail(p, Step::Mount, e.raw_os_error().unwrap_or(libc::EIO), detail),
+                        }
+                        proc_fd_path(t.as_raw_fd(), &mut proc_path);
+                        held = Some(t);
+                        proc_path.as_ptr() as *const libc::c_char
+                    }
+                };
+                // SAFETY: mount with NUL-terminated strings owned by the plan, static, or
+                // the local buffer `proc_fd_path` filled (NUL-terminated).
                 let r = unsafe {
                     libc::mount(
                         c"tmpfs".as_ptr(),
-                        target.as_ptr(),
+                        at,
                         c"tmpfs".as_ptr(),
                         libc::MS_NOSUID | libc::MS_NODEV,
                         data.as_ptr() as *const libc::c_void,
@@ -168,7 +247,9 @@ pub(super) fn apply_mounts(p: &mut Prepared<'_>) {
                 if r != 0 {
                     fail(p, Step::Mount, errno(), detail);
                 }
+                drop(held);
             }
+            MountOp::WriteFile { path, content } => write_new_file(p, path, content, detail),
             MountOp::Mkdir { path } => {
                 // SAFETY: mkdir with a NUL-terminated path.
                 let r = unsafe { libc::mkdir(path.as_ptr(), 0o755) };
