@@ -388,8 +388,47 @@ pub fn private_cache_env(
         .collect()
 }
 
+/// Whether a variable of `env` (other than [`PRIVATE_CACHE_VARS`], which cordon
+/// replaces) names a place at or under `$HOME/.cache` (pure; values split at `:` like
+/// `PATH`, absolute entries compared as written). Such a run keeps the host's cache
+/// visible (read-only) instead of a fresh private tmpfs there: the caller pointed a
+/// tool at what is in it (`PLAYWRIGHT_BROWSERS_PATH`, `HF_HOME`, a virtualenv's `bin`
+/// on `PATH`), and an empty tmpfs would hide it.
+pub fn names_home_cache(env: &[(OsString, OsString)]) -> bool {
+    let Some(home) = env.iter().find(|(k, _)| k == "HOME").map(|(_, v)| std::path::Path::new(v)) else {
+        return false;
+    };
+    if !home.is_absolute() {
+        return false;
+    }
+    let cache = home.join(".cache");
+    env.iter().filter(|(k, _)| !PRIVATE_CACHE_VARS.iter().any(|(n, _)| k == n)).any(|(_, v)| {
+        v.as_bytes().split(|b| *b == b':').any(|entry| {
+            let p = std::path::Path::new(OsStr::from_bytes(entry));
+            p.is_absolute() && p.starts_with(&cache)
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_variable_naming_the_home_cache_keeps_it_visible() {
+        let env = |pairs: &[(&str, &str)]| -> Vec<(OsString, OsString)> {
+            pairs.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect()
+        };
+        let home = ("HOME", "/home/u");
+        assert!(!names_home_cache(&env(&[home, ("PATH", "/usr/bin:/bin")])));
+        assert!(names_home_cache(&env(&[home, ("PLAYWRIGHT_BROWSERS_PATH", "/home/u/.cache/ms-playwright")])));
+        assert!(names_home_cache(&env(&[home, ("PATH", "/home/u/.cache/pypoetry/virtualenvs/x/bin:/usr/bin")])));
+        assert!(names_home_cache(&env(&[home, ("X", "/home/u/.cache")])), "the directory itself");
+        // What cordon replaces anyway, a look-alike and a relative value do not count.
+        assert!(!names_home_cache(&env(&[home, ("XDG_CACHE_HOME", "/home/u/.cache")])));
+        assert!(!names_home_cache(&env(&[home, ("X", "/home/u/.cachet")])));
+        assert!(!names_home_cache(&env(&[home, ("X", ".cache/x")])));
+        assert!(!names_home_cache(&env(&[("X", "/home/u/.cache/x")])), "no HOME");
+    }
+
     #[test]
     fn private_caches_go_under_the_base_unless_already_in_a_writable_root() {
         use std::path::PathBuf;

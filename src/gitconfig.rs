@@ -5,8 +5,8 @@
 //! write the real `~/.gitconfig` would plant `core.hooksPath`, `core.fsmonitor` or an
 //! alias that runs its code on the host the next time anyone uses git there. Instead a
 //! confined run's `GIT_CONFIG_GLOBAL` names `.gitconfig` in its private temp dir
-//! (discarded with it; see `runner::PlanInput::git_config`), seeded with a copy of the
-//! global configuration git would have read, so `user.name` and friends still answer.
+//! (discarded with it; see `runner::PlanInput::git_config`), which includes the global
+//! configuration git would have read, so `user.name` and friends still answer.
 //!
 //! 1. **Whether** ([`wanted`], pure): always in a confined mode, unless the caller
 //!    already pointed `GIT_CONFIG_GLOBAL` at an absolute path inside a writable root
@@ -15,26 +15,22 @@
 //!    (git reads nothing else then); otherwise
 //!    `${XDG_CONFIG_HOME:-$HOME/.config}/git/config`, then `$HOME/.gitconfig`, in the
 //!    order git reads them.
-//! 3. **The seed** ([`seed`], two `open`s when neither file exists): the regular files
-//!    among the sources, concatenated, read from the host as the caller. Above
-//!    [`MAX_SEED`] bytes in all, the seed is an `[include]` of each source instead of a
-//!    copy (reads work as before; `git config --global --get` does not follow includes,
-//!    so it no longer answers from them).
+//! 3. **The seed** ([`seed`], pure): an `[include]` of each source. cordon reads none
+//!    of them: git does, inside the sandbox, with the command's own view and
+//!    credentials. (A copy made by cordon would be a confused deputy: as root it reads
+//!    files the capability-less command cannot, and it sees the host's `/tmp` and
+//!    `~/.cache` that the command's private ones hide.) A missing source is skipped by
+//!    git; a relative include inside a source still resolves against that source's
+//!    own directory.
 //!
-//! What it does not do: rewrite what it copies. An `[include] path = relative` in a
-//! copied file resolves against the private temp dir, not against the file's own
-//! directory as before (absolute and `~/` paths behave as before). Changes made during
-//! the run are discarded with it; the real files are never written.
+//! What it does not do: answer `git config --global --get` from the real files (git
+//! does not follow includes when asked for one file; `git config --get`, commits and
+//! every other reader do). Changes made during the run go to the private file and are
+//! discarded with it; the real files are never written.
 
 use std::ffi::OsString;
-use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
-
-/// The most a seed copies (all sources together); above it the seed includes them.
-/// Real global configs are a few KiB; the bound keeps a huge or growing file from
-/// costing every run.
-pub const MAX_SEED: u64 = 1 << 20;
 
 fn var<'a>(env: &'a [(OsString, OsString)], name: &str) -> Option<&'a Path> {
     env.iter().find(|(k, _)| k == name).map(|(_, v)| Path::new(v)).filter(|v| !v.as_os_str().is_empty())
@@ -65,72 +61,18 @@ pub fn sources(env: &[(OsString, OsString)]) -> Vec<PathBuf> {
     xdg.into_iter().chain(home.map(|h| h.join(".gitconfig"))).filter(|p| p.is_absolute()).collect()
 }
 
-/// The seed of the private config: the regular files among `sources`, concatenated
-/// (each ending in a newline); over [`MAX_SEED`] in all, an `[include]` of each
-/// instead. Empty when none exists (or none can be read): git then creates the file
-/// on its first write.
+/// The seed of the private config (pure): an `[include]` of each of `sources`, in
+/// order (those a config value can name: no newline; quotes and backslashes escaped). Empty when
+/// there is no source: git then creates the file on its first write.
 pub fn seed(sources: &[PathBuf]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut present = Vec::new();
-    let mut copied = true;
-    for path in sources {
-        let Some(file) = open_source(path) else { continue };
-        let Ok(meta) = file.metadata() else { continue };
-        if !meta.is_file() {
-            continue;
-        }
-        present.push(path);
-        if !copied {
-            continue;
-        }
-        let room = MAX_SEED.saturating_sub(out.len() as u64);
-        let start = out.len();
-        if meta.len() > room || file.take(room + 1).read_to_end(&mut out).is_err() || (out.len() - start) as u64 > room
-        {
-            copied = false;
-            continue;
-        }
-        if out.len() > start && !out.ends_with(b"\n") {
-            out.push(b'\n');
-        }
+    let paths: Vec<&[u8]> = sources.iter().map(|p| p.as_os_str().as_bytes()).filter(|b| !b.contains(&b'\n')).collect();
+    if paths.is_empty() {
+        return Vec::new();
     }
-    if copied {
-        return out;
-    }
-    include_all(&present)
-}
-
-/// Open a source for reading: non-blocking (a FIFO planted at the path cannot stall
-/// the run), and on Linux never through a magic link (`/proc/self/fd/N` names files
-/// cordon holds open: other runs' output) nor on procfs or sysfs (`/proc/self/environ`
-/// is cordon's own environment, credentials the scrub kept from the command
-/// included). The paths come from the request's environment, so they are the
-/// caller's choice, and cordon reads them with its own view of the system.
-fn open_source(path: &Path) -> Option<std::fs::File> {
-    #[cfg(target_os = "linux")]
-    {
-        use nix::sys::statfs::{fstatfs, PROC_SUPER_MAGIC, SYSFS_MAGIC};
-        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-        let file = std::fs::File::from(cordon_stage::open_read_no_magiclinks(libc::AT_FDCWD, &c).ok()?);
-        let fs = fstatfs(&file).ok()?.filesystem_type();
-        (fs != PROC_SUPER_MAGIC && fs != SYSFS_MAGIC).then_some(file)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).ok()
-    }
-}
-
-/// An `[include]` of each of `paths` (those a config value can name: no newline).
-fn include_all(paths: &[&PathBuf]) -> Vec<u8> {
     let mut out =
-        b"# cordon: the global git config is over 1 MiB, so it is included rather than copied\n[include]\n".to_vec();
-    for p in paths {
-        let bytes = p.as_os_str().as_bytes();
-        if bytes.contains(&b'\n') {
-            continue;
-        }
+        b"# cordon: the run's private global git config (the real files are included, never written)\n[include]\n"
+            .to_vec();
+    for bytes in paths {
         out.extend_from_slice(b"\tpath = \"");
         for &b in bytes {
             if b == b'"' || b == b'\\' {
@@ -172,33 +114,20 @@ mod tests {
     }
 
     #[test]
-    fn the_seed_copies_in_order_and_includes_when_too_large() {
-        let dir = tempfile::tempdir().unwrap();
-        let (a, b, missing) = (dir.path().join("a"), dir.path().join("b"), dir.path().join("none"));
-        std::fs::write(&a, "[user]\n\tname = A").unwrap();
-        std::fs::write(&b, "[core]\n\teditor = vi\n").unwrap();
-        assert_eq!(seed(&[a.clone(), missing.clone(), b.clone()]), b"[user]\n\tname = A\n[core]\n\teditor = vi\n");
-        assert!(seed(std::slice::from_ref(&missing)).is_empty(), "nothing to copy: nothing to write");
-        // A directory or a FIFO is not read; nor is cordon's own view of itself
-        // (procfs, or a magic link to a file cordon holds open).
-        let fifo = dir.path().join("fifo");
-        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-        assert!(seed(&[dir.path().to_path_buf(), fifo]).is_empty());
-        #[cfg(target_os = "linux")]
-        {
-            let held = std::fs::File::open(&b).unwrap();
-            let magic = PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&held)));
-            assert!(seed(&[PathBuf::from("/proc/self/environ"), magic]).is_empty());
-            let link = dir.path().join("link");
-            std::os::unix::fs::symlink(&b, &link).unwrap();
-            assert!(!seed(&[link]).is_empty(), "an ordinary symlink (a dotfile manager's) is followed");
-        }
-        // Over the bound: every present source is included instead.
-        std::fs::write(&b, vec![b'#'; MAX_SEED as usize]).unwrap();
-        let text = String::from_utf8(seed(&[a.clone(), missing, b.clone()])).unwrap();
-        assert!(text.contains("[include]"), "{text}");
-        assert!(text.contains(&format!("\tpath = \"{}\"\n", a.display())), "{text}");
-        assert!(text.contains(&format!("\tpath = \"{}\"\n", b.display())), "{text}");
-        assert!(text.len() < 4096);
+    fn the_seed_includes_every_source_in_order_and_reads_none() {
+        let text = |v: &[&str]| String::from_utf8(seed(&v.iter().map(PathBuf::from).collect::<Vec<_>>())).unwrap();
+        assert_eq!(text(&[]), "", "no source: nothing to write");
+        let t = text(&["/x/git/config", "/h/.gitconfig"]);
+        let a = t.find("\tpath = \"/x/git/config\"\n").unwrap_or_else(|| panic!("{t}"));
+        let b = t.find("\tpath = \"/h/.gitconfig\"\n").unwrap_or_else(|| panic!("{t}"));
+        assert!(t.contains("[include]\n") && a < b, "git's order: {t}");
+        // Paths are values in git's syntax: quotes and backslashes escaped, a newline
+        // (which would start a new line of config) left out.
+        let t = text(&["/h/a\"b\\c", "/h/new\nline", "/proc/self/environ"]);
+        assert!(t.contains("\tpath = \"/h/a\\\"b\\\\c\"\n"), "{t}");
+        assert!(!t.contains("new"), "{t}");
+        // Never read here: even a procfs path is only named (git, in the sandbox, reads
+        // the command's own).
+        assert!(t.contains("\tpath = \"/proc/self/environ\"\n"), "{t}");
     }
 }

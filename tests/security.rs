@@ -2327,6 +2327,18 @@ case!(fs_home_cache_is_a_private_tmpfs, |c| {
             "{mode}: the ~/.bashrc refusal was not recorded: {denials:?}\n{out:?}"
         );
     }
+    // A variable naming a place in the cache (a tool's browsers, a virtualenv on PATH)
+    // keeps the host's cache visible instead, read-only as the rest of the home.
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.env.push(("HOME".into(), s(&home).into()));
+    o.env.push(("PLAYWRIGHT_BROWSERS_PATH".into(), s(&home.join(".cache/ms-playwright")).into()));
+    let out =
+        c.sh(&o, "ls -A ~/.cache | tr '\\n' ' '; echo; mkdir ~/.cache/x 2>/dev/null && echo CACHE-WRITTEN; true")?;
+    assert_eq!(out.exit_code(), Some(0), "{out:?}");
+    assert!(out.out().lines().next().is_some_and(|l| l.contains("host-file")), "the host's cache was hidden: {out:?}");
+    assert!(!out.out().contains("CACHE-WRITTEN"), "the host's cache was writable: {out:?}");
+    assert_absent(&home.join(".cache/x"), "a write to the visible host cache");
+    kept.assert_unchanged("the host's cache file (visible)");
 });
 
 case!(fs_home_cache_holding_the_workspace_is_not_hidden, |c| {
@@ -2354,11 +2366,13 @@ case!(fs_home_cache_holding_the_workspace_is_not_hidden, |c| {
 });
 
 case!(git_global_config_is_private_and_seeded, |c| {
-    // `git config --global` works inside against a private copy of the real global
-    // config (the XDG file, then ~/.gitconfig, in git's order): reads answer from the
-    // seed, writes land in the copy and are readable in the same run, commits use the
-    // seeded identity; the real files are byte-identical afterwards and no denial is
-    // recorded. A GIT_CONFIG_GLOBAL the caller puts in the workspace is kept.
+    // `git config --global` works inside against a private file that includes the real
+    // global config (the XDG file, then ~/.gitconfig, in git's order): reads answer
+    // from the real files, writes land in the private file and are readable in the same
+    // run, commits use the real identity; the real files are byte-identical afterwards
+    // and no denial is recorded. A GIT_CONFIG_GLOBAL the caller puts in the workspace is
+    // kept. cordon itself reads none of them (git does, in the sandbox): nothing the
+    // command could not read reaches it through the seed.
     if find_in_path("git").is_none() {
         return Err(Skip("git is not installed".into()));
     }
@@ -2374,7 +2388,8 @@ case!(git_global_config_is_private_and_seeded, |c| {
         "[user]\n\tname = Seeded Name\n\temail = seeded@example.invalid\n[cordon]\n\twho = home\n",
     );
     let real = [Sentinel::record(&home.join(".gitconfig")), Sentinel::record(&home.join(".config/git/config"))];
-    let script = "git config --global user.name; git config --global cordon.who; git config --global cordon.onlyxdg; \
+    let script = "git config --global --includes user.name; git config --global --includes cordon.who; \
+                  git config --global --includes cordon.onlyxdg; \
                   git config --global a.b c && git config --global a.b \
                   && git init -q fresh && cd fresh && echo a > a && git add a && git commit -qm m \
                   && git log -1 --format=%an; echo \"global=$GIT_CONFIG_GLOBAL\"";
@@ -2411,9 +2426,10 @@ case!(git_global_config_is_private_and_seeded, |c| {
     let out = c.sh(&k, "git config --global q.r s")?;
     assert_eq!(out.exit_code(), Some(0), "{out:?}");
     assert!(fs::read_to_string(&mine).is_ok_and(|t| t.contains("r = s")), "the caller's config was not used: {out:?}");
-    // The request names the file to copy, but cordon reads it with its own view:
-    // never its own /proc (its environment holds what the scrub keeps from the
-    // command) nor a file it holds open (/proc/self/fd/N).
+    // The request names the files, but cordon never reads them: not its own /proc (its
+    // environment holds what the scrub keeps from the command), not a file it holds
+    // open (/proc/self/fd/N), not the host's /tmp the command's private one hides, not
+    // (as root) another user's private file the capability-less command cannot open.
     let secret = format!("leak-{tag}");
     for from in ["/proc/self/environ", "/proc/self/fd/0", "/proc/self/cwd/../../../../../../../proc/self/environ"] {
         let mut l = c.opts(WORKSPACE_WRITE);
@@ -2422,6 +2438,39 @@ case!(git_global_config_is_private_and_seeded, |c| {
         let out = c.sh(&l, "cat \"$GIT_CONFIG_GLOBAL\" 2>/dev/null; echo \"global=$GIT_CONFIG_GLOBAL\"")?;
         assert!(!out.stdout.contains(&secret), "{from}: cordon's environment reached the command: {out:?}");
         assert!(!out.out().contains(&format!("global={from}")), "{from}: the caller's path was kept: {out:?}");
+    }
+    let hidden = PathBuf::from(format!("/tmp/cordon-seed-probe-{tag}"));
+    let private = c.outside.join(format!("private-{tag}"));
+    let mut probes = vec![&hidden];
+    if c.id.is_root() {
+        probes.push(&private);
+    }
+    for (path, mode) in [(&hidden, 0o644), (&private, 0o600)] {
+        fs::write(path, format!("[probe]\n\tvalue = {secret}\n")).unwrap();
+        fs::set_permissions(path, <fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(mode)).unwrap();
+    }
+    if c.id.is_root() {
+        chown(&private, 65534, 65534);
+    }
+    for from in probes {
+        let mut l = c.opts(WORKSPACE_WRITE);
+        l.extra_args = vec!["--env".into(), format!("GIT_CONFIG_GLOBAL={}", from.display())];
+        let out = c.sh(&l, "cat \"$GIT_CONFIG_GLOBAL\"; git config --global --includes probe.value; true")?;
+        let _ = fs::remove_file(from);
+        assert!(!out.stdout.contains(&secret), "{}: the seed read what the command cannot: {out:?}", from.display());
+    }
+    // With the host's /tmp as a writable root the temp dir is shared: no private
+    // config is written there (it would outlive the run, for every local user to
+    // plant or read).
+    let shared = Path::new("/tmp/.gitconfig");
+    if c.id.is_root() && !shared.exists() {
+        let mut w = c.opts(WORKSPACE_WRITE);
+        w.env.push(("HOME".into(), s(&home).into()));
+        w.extra_args = vec!["--best-effort".into(), "--writable".into(), "/tmp".into()];
+        let out = c.sh(&w, "echo \"global=$GIT_CONFIG_GLOBAL\"")?;
+        assert_eq!(out.exit_code(), Some(0), "{out:?}");
+        assert!(!out.out().contains("global=/tmp/.gitconfig"), "{out:?}");
+        assert_absent(shared, "the private git config was written into the host's shared /tmp");
     }
     // No mount namespace (the landlock runner for an unprivileged caller whose user
     // namespaces are blocked): the executor writes the seed into the host-side private
@@ -2433,7 +2482,7 @@ case!(git_global_config_is_private_and_seeded, |c| {
         n.extra_args.push("--best-effort".into());
         let out = c.sh(
             &n,
-            "git config --global user.name; git config --global a.b c && git config --global a.b; \
+            "git config --global --includes user.name; git config --global a.b c && git config --global a.b; \
                             mkdir ~/.cache/nons 2>/dev/null && echo CACHE-WRITTEN; true",
         )?;
         assert_eq!(out.exit_code(), Some(0), "{out:?}");

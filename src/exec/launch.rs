@@ -129,8 +129,13 @@ impl Executor {
         // private tmpfs on it: see `runner::landlock::private_home_cache`).
         let mount_layer = selection.runner == RunnerKind::Bwrap
             || (selection.runner == RunnerKind::Landlock && self.host.namespaces.available());
-        let home_cache =
-            if policy.mode.is_confined() && mount_layer { pin_home_cache(&mut pins, &spec.env) } else { None };
+        // A variable that names a place in it (`PLAYWRIGHT_BROWSERS_PATH`, a `PATH` entry
+        // of a tool installed there) keeps the host's cache visible, read-only.
+        let home_cache = if policy.mode.is_confined() && mount_layer && !crate::env::names_home_cache(&spec.env) {
+            pin_home_cache(&mut pins, &spec.env)
+        } else {
+            None
+        };
         // The run's private global git config (see `crate::gitconfig`).
         let git_config = (policy.mode.is_confined() && crate::gitconfig::wanted(&spec.env, &policy.writable()))
             .then(|| crate::gitconfig::seed(&crate::gitconfig::sources(&spec.env)));

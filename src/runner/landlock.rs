@@ -572,12 +572,15 @@ mod tests {
         assert!(plan.mounts.is_empty() && plan.landlock.as_ref().unwrap().write_in_child_tmpfs.is_empty());
         assert_eq!(plan.seed_files[0].by, SeedBy::Executor);
         assert_eq!(plan.seed_files[0].path, Path::new("/run/c/r1/tmp/.gitconfig"));
-        // A writable root where the seed would go is the caller's: no private config.
-        let mut there = p.clone();
-        there.writable_roots = vec!["/tmp/.gitconfig".into()];
-        let (q, cwd, cache) = input(&there, "/home/u/.cache");
-        let (_, plan) = plan_for(&q, cwd, cache, &h);
-        assert!(plan.seed_files.is_empty() && !plan.env.iter().any(|(k, _)| k == "GIT_CONFIG_GLOBAL"));
+        // A writable root where the seed would go is the caller's, and one that holds
+        // it makes the temp dir the host's shared one: no private config either way.
+        for root in ["/tmp/.gitconfig", "/tmp"] {
+            let mut there = p.clone();
+            there.writable_roots = vec![root.into()];
+            let (q, cwd, cache) = input(&there, "/home/u/.cache");
+            let (_, plan) = plan_for(&q, cwd, cache, &h);
+            assert!(plan.seed_files.is_empty() && !plan.env.iter().any(|(k, _)| k == "GIT_CONFIG_GLOBAL"), "{root}");
+        }
     }
 
     #[test]

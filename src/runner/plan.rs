@@ -127,13 +127,15 @@ impl PlanInput<'_> {
     /// The private global git config of a run whose private temp dir is `tmpdir` (in
     /// the command's view): the environment variable and the file to seed (pure).
     /// Nothing when a path the policy exposes lies there (a writable root named
-    /// `/tmp/.gitconfig`): that is the caller's, not the run's.
+    /// `/tmp/.gitconfig` is the caller's, not the run's), nor when one holds it (with
+    /// `--writable /tmp` the temp dir is the host's shared `/tmp`: the file would outlive
+    /// the run where every local user can plant or read it).
     pub fn git_config_in(&self, tmpdir: &std::path::Path, by: SeedBy) -> (Vec<(String, String)>, Vec<SeedFile>) {
         let Some(seed) = &self.git_config else { return (Vec::new(), Vec::new()) };
         let path = tmpdir.join(GIT_CONFIG_FILE);
         let policy = self.policy;
         let mut exposed = std::iter::once(&policy.workspace).chain(policy.writable_roots.iter());
-        if exposed.any(|p| p.starts_with(&path)) {
+        if exposed.any(|p| p.starts_with(&path) || path.starts_with(p)) {
             return (Vec::new(), Vec::new());
         }
         let env = vec![("GIT_CONFIG_GLOBAL".to_string(), path.to_string_lossy().into_owned())];
