@@ -53,7 +53,7 @@ use std::ffi::{OsStr, OsString};
 use std::future::Future;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -161,6 +161,30 @@ fn private_state_dir(base: &Path, euid: u32) -> Result<PathBuf, CordonError> {
         ));
     }
     Ok(dir)
+}
+
+/// The file in the state directory whose modification time is the last startup sweep.
+const SWEEP_STAMP: &str = "last-sweep";
+/// How often an executor's start sweeps what killed cordons left behind.
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Whether the startup sweep is due at `now` (no stamp in the private `state_dir`, or
+/// one older than [`SWEEP_EVERY`], or one from the future); if so, the stamp is
+/// renewed. A stamp that cannot be written means a sweep every time, as before.
+fn sweep_due(state_dir: &Path, now: std::time::SystemTime) -> bool {
+    let stamp = state_dir.join(SWEEP_STAMP);
+    let fresh = std::fs::symlink_metadata(&stamp)
+        .ok()
+        .filter(|m| m.is_file())
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| now.duration_since(t).ok())
+        .is_some_and(|age| age < SWEEP_EVERY);
+    if fresh {
+        return false;
+    }
+    let _ = std::fs::remove_file(&stamp);
+    let _ = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&stamp);
+    true
 }
 
 /// The status of a background process.
@@ -398,19 +422,24 @@ impl Executor {
         // Canonical once, so launch compares it with the (canonical) writable roots.
         let state_dir = state_dir.canonicalize().unwrap_or(state_dir);
         let cgroups = crate::limits::CgroupLayout::detect();
-        crate::limits::sweep_stale(&cgroups);
         let memory_budget = crate::limits::memory_budget(&cgroups);
-        capture::sweep_stale_spills(
-            &state_dir,
-            host.euid,
-            std::time::SystemTime::now(),
-            capture::SPILL_RETENTION,
-            |pid| {
-                // EPERM: it exists under another uid. Only ESRCH (or no valid pid) means gone.
-                i32::try_from(pid)
-                    .is_ok_and(|p| p > 0 && !matches!(kill(Pid::from_raw(p), None), Err(nix::errno::Errno::ESRCH)))
-            },
-        );
+        // What killed cordons left behind, at most once a minute per state directory:
+        // a CLI run would otherwise list every cgroup hierarchy and the state
+        // directory each time (about 0.1 ms) for leftovers that are rare.
+        if sweep_due(&state_dir, std::time::SystemTime::now()) {
+            crate::limits::sweep_stale(&cgroups);
+            capture::sweep_stale_spills(
+                &state_dir,
+                host.euid,
+                std::time::SystemTime::now(),
+                capture::SPILL_RETENTION,
+                |pid| {
+                    // EPERM: it exists under another uid. Only ESRCH (or no valid pid) means gone.
+                    i32::try_from(pid)
+                        .is_ok_and(|p| p > 0 && !matches!(kill(Pid::from_raw(p), None), Err(nix::errno::Errno::ESRCH)))
+                },
+            );
+        }
         Ok(Executor {
             config,
             host,
@@ -580,5 +609,27 @@ impl Executor {
             let _ = result_tx.send(Some(result));
         });
         Ok(Handle { shared })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_startup_sweep_runs_at_most_once_a_minute() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = std::time::SystemTime::now();
+        assert!(sweep_due(dir.path(), now), "no stamp yet");
+        assert!(!sweep_due(dir.path(), now), "just swept");
+        assert!(!sweep_due(dir.path(), now + Duration::from_secs(30)));
+        assert!(sweep_due(dir.path(), now + SWEEP_EVERY + Duration::from_secs(1)), "a minute later");
+        // A stamp from the future (a clock set back) does not stop sweeps.
+        assert!(sweep_due(dir.path(), now - Duration::from_secs(3600)));
+        // Nor does something else at the stamp's name.
+        let stamp = dir.path().join(SWEEP_STAMP);
+        std::fs::remove_file(&stamp).unwrap();
+        std::fs::create_dir(&stamp).unwrap();
+        assert!(sweep_due(dir.path(), now));
     }
 }
