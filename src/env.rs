@@ -364,6 +364,16 @@ pub const PRIVATE_CACHE_VARS: [(&str, &str); 7] = [
     ("PRE_COMMIT_HOME", ".cache/pre-commit"), // pre-commit's hook environments
 ];
 
+/// Whether the value `v` is a location the caller chose that a confined run can use
+/// (pure): an absolute path, without `..`, inside one of the `writable` roots. Such a
+/// cache or config location is kept instead of cordon's private one.
+pub fn in_writable_root(v: &OsStr, writable: &[std::path::PathBuf]) -> bool {
+    let p = std::path::Path::new(v);
+    p.is_absolute()
+        && !p.components().any(|c| c == std::path::Component::ParentDir)
+        && writable.iter().any(|w| p.starts_with(w))
+}
+
 /// Point each of [`PRIVATE_CACHE_VARS`] into `base` (pure): a run's private cache and
 /// state locations. A variable already naming an absolute path inside one of the
 /// `writable` roots is kept (the caller chose a usable location); any other value
@@ -373,14 +383,7 @@ pub fn private_cache_env(
     env: &[(OsString, OsString)],
     writable: &[std::path::PathBuf],
 ) -> Vec<(OsString, OsString)> {
-    let usable = |name: &str| {
-        env.iter().find(|(n, _)| n == name).is_some_and(|(_, v)| {
-            let p = std::path::Path::new(v);
-            p.is_absolute()
-                && !p.components().any(|c| c == std::path::Component::ParentDir)
-                && writable.iter().any(|w| p.starts_with(w))
-        })
-    };
+    let usable = |name: &str| env.iter().find(|(n, _)| n == name).is_some_and(|(_, v)| in_writable_root(v, writable));
     PRIVATE_CACHE_VARS
         .iter()
         .filter(|(name, _)| !usable(name))

@@ -30,7 +30,7 @@
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 fn var<'a>(env: &'a [(OsString, OsString)], name: &str) -> Option<&'a Path> {
     env.iter().find(|(k, _)| k == name).map(|(_, v)| Path::new(v)).filter(|v| !v.as_os_str().is_empty())
@@ -40,11 +40,7 @@ fn var<'a>(env: &'a [(OsString, OsString)], name: &str) -> Option<&'a Path> {
 /// caller's `GIT_CONFIG_GLOBAL` is an absolute path (without `..`) inside one of the
 /// `writable` roots.
 pub fn wanted(env: &[(OsString, OsString)], writable: &[PathBuf]) -> bool {
-    let Some(p) = var(env, "GIT_CONFIG_GLOBAL") else { return true };
-    let usable = p.is_absolute()
-        && !p.components().any(|c| c == Component::ParentDir)
-        && writable.iter().any(|w| p.starts_with(w));
-    !usable
+    var(env, "GIT_CONFIG_GLOBAL").is_none_or(|p| !crate::env::in_writable_root(p.as_os_str(), writable))
 }
 
 /// The files git reads as its global configuration for `env`, in order (pure).

@@ -98,4 +98,4 @@ pub use parent::{
 };
 pub use spawn::{spawn, SpawnError, Spawned};
 pub use status::{detail, StageFailure, Step, STAGE_SETUP_FAILED_EXIT, STATUS_RECORD_LEN};
-pub use sys::{open_path_no_symlinks, open_read_no_magiclinks, statx, FileStat};
+pub use sys::{open_path_no_symlinks, statx, FileStat};

@@ -35,37 +35,6 @@ pub fn open_path_no_symlinks(dirfd: RawFd, path: &std::ffi::CStr) -> io::Result<
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// `openat2(dirfd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
-/// RESOLVE_NO_MAGICLINKS)`: a file to read, reached through ordinary symlinks but never
-/// through a `/proc/PID/{fd,cwd,root,exe}` link (`ELOOP`), which would hand the caller
-/// files that the opener holds open, not files of the path's namespace. Non-blocking,
-/// so a FIFO cannot stall the opener. For the parent.
-pub fn open_read_no_magiclinks(dirfd: RawFd, path: &std::ffi::CStr) -> io::Result<OwnedFd> {
-    #[repr(C)]
-    struct OpenHow {
-        flags: u64,
-        mode: u64,
-        resolve: u64,
-    }
-    let how = OpenHow {
-        flags: (libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC) as u64,
-        mode: 0,
-        resolve: libc::RESOLVE_NO_MAGICLINKS,
-    };
-    // SAFETY: openat2 with a NUL-terminated path and a local open_how whose size is
-    // passed alongside.
-    let fd = unsafe {
-        libc::syscall(libc::SYS_openat2, dirfd, path.as_ptr(), &how as *const OpenHow, std::mem::size_of::<OpenHow>())
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    #[allow(clippy::cast_possible_truncation, reason = "the kernel returns an fd (an int) widened to long")]
-    let fd = fd as RawFd;
-    // SAFETY: the kernel returned a new fd that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 pub(crate) fn errno() -> i32 {
     // SAFETY: __errno_location returns the calling thread's errno slot.
     unsafe { *libc::__errno_location() }
