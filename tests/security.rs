@@ -2462,15 +2462,20 @@ case!(git_global_config_is_private_and_seeded, |c| {
     // With the host's /tmp as a writable root the temp dir is shared: no private
     // config is written there (it would outlive the run, for every local user to
     // plant or read).
-    let shared = Path::new("/tmp/.gitconfig");
-    if c.id.is_root() && !shared.exists() {
+    // (Checked by effect for root, whose run wrote through a file another user could
+    // plant; the plan-level rule is unit-tested for every caller in runner::landlock.)
+    if c.id.is_root() {
+        let shared = Path::new("/tmp/.gitconfig");
+        // Whatever is there before (usually nothing) must be there, unchanged, after.
+        let state = || fs::symlink_metadata(shared).ok().map(|m| (m.ino(), m.len(), m.mtime(), m.mtime_nsec()));
+        let before = state();
         let mut w = c.opts(WORKSPACE_WRITE);
         w.env.push(("HOME".into(), s(&home).into()));
         w.extra_args = vec!["--best-effort".into(), "--writable".into(), "/tmp".into()];
         let out = c.sh(&w, "echo \"global=$GIT_CONFIG_GLOBAL\"")?;
         assert_eq!(out.exit_code(), Some(0), "{out:?}");
-        assert!(!out.out().contains("global=/tmp/.gitconfig"), "{out:?}");
-        assert_absent(shared, "the private git config was written into the host's shared /tmp");
+        assert!(!out.out().contains("global=/tmp/"), "the private git config is in the shared /tmp: {out:?}");
+        assert_eq!(state(), before, "the host's /tmp/.gitconfig was created or changed by the run");
     }
     // No mount namespace (the landlock runner for an unprivileged caller whose user
     // namespaces are blocked): the executor writes the seed into the host-side private
