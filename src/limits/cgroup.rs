@@ -91,7 +91,8 @@ pub(super) fn unescape_mountinfo(s: &str) -> String {
 pub struct RunCgroup {
     /// Directories created, each with its version.
     dirs: Vec<(Mechanism, PathBuf)>,
-    /// `cgroup.procs` of each, open for writing (the child writes `0`).
+    /// The attach file of each (`cgroup.procs`, or `tasks` on v1), open for writing
+    /// (the child writes `0`).
     procs: Vec<OwnedFd>,
     coverage: Coverage,
     /// Why no cgroup (or not every controller) could be used.
@@ -139,8 +140,22 @@ pub(super) fn write(dir: &Path, file: &str, value: &str) -> std::io::Result<()> 
 }
 
 pub(super) fn open_procs(dir: &Path) -> std::io::Result<OwnedFd> {
+    open_for_attach(dir, "cgroup.procs")
+}
+
+/// The file the run's first process writes `0` to, to join a v1 cgroup: `tasks`
+/// (moves the writing thread; the child is single-threaded then, so that is the whole
+/// process), else `cgroup.procs`. Writing the calling thread to `tasks` is the one
+/// migration the kernel makes without the global `cgroup_threadgroup_rwsem`, whose
+/// write side waits for an RCU grace period (milliseconds on some hosts; see
+/// docs/performance.md). A v2 domain cgroup has no such file: `cgroup.procs` there.
+pub(super) fn open_v1_attach(dir: &Path) -> std::io::Result<OwnedFd> {
+    open_for_attach(dir, "tasks").or_else(|_| open_procs(dir))
+}
+
+fn open_for_attach(dir: &Path, file: &str) -> std::io::Result<OwnedFd> {
     use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_CLOEXEC).open(dir.join("cgroup.procs"))?;
+    let f = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_CLOEXEC).open(dir.join(file))?;
     Ok(f.into())
 }
 
@@ -204,7 +219,7 @@ impl RunCgroup {
             "pids" => write(&dir, "pids.max", &limits.pids.to_string())?,
             _ => {}
         }
-        self.procs.push(open_procs(&dir)?);
+        self.procs.push(open_v1_attach(&dir)?);
         match controller {
             "memory" => self.coverage.memory = Some(Mechanism::CgroupV1),
             "pids" => self.coverage.pids = Some(Mechanism::CgroupV1),
@@ -227,7 +242,7 @@ impl RunCgroup {
         }
     }
 
-    /// The `cgroup.procs` fds for the child.
+    /// The attach fds for the child (see [`open_v1_attach`]).
     pub fn procs_fds(&self) -> Vec<RawFd> {
         self.procs.iter().map(|f| f.as_raw_fd()).collect()
     }

@@ -11,7 +11,8 @@
 //!    (`memory.limit_in_bytes`, `memory.memsw.limit_in_bytes`) and `pids` (`pids.max`)
 //!    hierarchies (root on a hybrid host), plus v1 `cpuacct` for CPU evidence. The
 //!    child joins it before it forks anything (the stage writes `0` to the
-//!    `cgroup.procs` fds opened here); after the run every process left in it is
+//!    attach fds opened here: `cgroup.procs`, or a v1 hierarchy's `tasks`, the one
+//!    migration that skips the kernel's global threadgroup lock); after the run every process left in it is
 //!    killed and the cgroup removed. It bounds the run's total: every process, and the
 //!    pages of its private tmpfs (charged to the writer's memory cgroup).
 //! 2. **rlimits** set by the child on itself ([`plan_limits`]): `RLIMIT_CPU` always

@@ -205,8 +205,9 @@ pub struct StagePlan {
 /// process of the run (an init included) is bounded and counted from the start.
 #[derive(Debug, Default)]
 pub struct ChildLimits {
-    /// `cgroup.procs` fds the parent opened (write-only) in the run's cgroups; the
-    /// child writes `0` to each, moving itself in before it forks anything.
+    /// Attach files the parent opened (write-only) in the run's cgroups (`cgroup.procs`,
+    /// or a v1 hierarchy's `tasks`); the child writes `0` to each, moving itself in
+    /// before it forks anything (while it has one thread, so `tasks` moves it whole).
     pub cgroup_procs: Vec<RawFd>,
     /// `(RLIMIT_*, soft, hard)` set with `prlimit64` on the child itself. A hard
     /// limit above the inherited one is lowered to it (never raised).

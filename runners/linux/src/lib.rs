@@ -11,7 +11,7 @@
 //!
 //! 1. Parent-death signal (`PR_SET_PDEATHSIG`), so the command dies with cordon.
 //!    Then the run's resource limits ([`ChildLimits`]): join the run's cgroups (a
-//!    raw `write("0")` to each `cgroup.procs` fd the parent opened), set the rlimits,
+//!    raw `write("0")` to each attach fd the parent opened: `cgroup.procs`, or `tasks` on v1), set the rlimits,
 //!    and make this process (and so the command) the OOM killer's first choice.
 //! 2. Signal dispositions reset to default and the signal mask cleared (the parent
 //!    ignores `SIGPIPE`; the command must not inherit that).

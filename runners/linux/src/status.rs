@@ -164,7 +164,7 @@ pub mod detail {
     /// environment.
     pub const EXEC_HELPER_ENV: u32 = 2;
 
-    /// [`Step::Limits`](super::Step::Limits): joining a cgroup (writing `cgroup.procs`).
+    /// [`Step::Limits`](super::Step::Limits): joining a cgroup (writing `0` to `cgroup.procs` or `tasks`).
     pub const LIMITS_CGROUP: u32 = 0;
     /// [`Step::Limits`](super::Step::Limits): reading or setting an rlimit.
     pub const LIMITS_RLIMIT: u32 = 1;
