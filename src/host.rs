@@ -97,6 +97,10 @@ fn read_trim(path: &str) -> Option<String> {
 }
 
 fn has_cap_sys_admin() -> bool {
+    #[cfg(target_os = "linux")]
+    if let Some(effective) = cordon_stage::host::effective_capabilities() {
+        return effective & (1 << CAP_SYS_ADMIN) != 0;
+    }
     let Some(status) = std::fs::read_to_string("/proc/self/status").ok() else { return false };
     status
         .lines()

@@ -29,8 +29,8 @@ impl CgroupLayout {
         if std::env::var(ENV_DISABLE_CGROUPS).is_ok_and(|v| v == "1") {
             return CgroupLayout { disabled: true, ..CgroupLayout::default() };
         }
-        let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let cg = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        let mi = read_proc("/proc/self/mountinfo", 16 << 10);
+        let cg = read_proc("/proc/self/cgroup", 1 << 10);
         CgroupLayout::parse(&mi, &cg)
     }
 
@@ -79,6 +79,18 @@ impl CgroupLayout {
             }
         }
         layout
+    }
+}
+
+/// A generated `/proc` file's text ("" when unreadable), read into a buffer of
+/// `hint` bytes first: `read_to_string` would start with a 32-byte read and grow,
+/// one system call per doubling, each regenerating part of the file.
+fn read_proc(path: &str, hint: usize) -> String {
+    use std::io::Read;
+    let mut buf = Vec::with_capacity(hint);
+    match std::fs::File::open(path).and_then(|mut f| f.read_to_end(&mut buf)) {
+        Ok(_) => String::from_utf8(buf).unwrap_or_default(),
+        Err(_) => String::new(),
     }
 }
 

@@ -138,10 +138,15 @@ impl Limits {
     }
 }
 
-/// The host's `MemTotal` in bytes (read once).
+/// The host's `MemTotal` in bytes (read once): `sysinfo(2)` on Linux (the same
+/// figure, without formatting and parsing `/proc/meminfo`), else `/proc/meminfo`.
 pub fn mem_total() -> u64 {
     static TOTAL: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *TOTAL.get_or_init(|| {
+        #[cfg(target_os = "linux")]
+        if let Some(total) = cordon_stage::host::total_ram() {
+            return total;
+        }
         std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| parse_mem_total(&s)).unwrap_or(FALLBACK_MEM_TOTAL)
     })
 }

@@ -313,11 +313,15 @@ impl Homes {
     /// Read `$HOME`, the password database and `/etc/passwd`.
     pub fn detect() -> Homes {
         let env = std::env::var_os("HOME").and_then(|h| canonical_home(Path::new(&h)));
-        let account =
-            nix::unistd::User::from_uid(nix::unistd::geteuid()).ok().flatten().and_then(|u| canonical_home(&u.dir));
-        let others = std::fs::read("/etc/passwd")
-            .map(|text| passwd_homes(&text).iter().filter_map(|h| canonical_home(h)).collect())
-            .unwrap_or_default();
+        let passwd = std::fs::read("/etc/passwd").unwrap_or_default();
+        let euid = nix::unistd::geteuid();
+        // The account's entry in /etc/passwd when it has one; the name service
+        // otherwise (a directory account). Asking the name service first would cost
+        // the same file read plus its configuration and an nscd probe on every run.
+        let account = passwd_home_of(&passwd, euid.as_raw())
+            .or_else(|| nix::unistd::User::from_uid(euid).ok().flatten().map(|u| u.dir))
+            .and_then(|h| canonical_home(&h));
+        let others = passwd_homes(&passwd).iter().filter_map(|h| canonical_home(h)).collect();
         Homes { env, account, others }
     }
 
@@ -334,6 +338,17 @@ fn canonical_home(h: &Path) -> Option<PathBuf> {
     }
     let p = h.canonicalize().unwrap_or_else(|_| lexical_normalize(Path::new("/"), h));
     (p != Path::new("/")).then_some(p)
+}
+
+/// The home of the first `/etc/passwd` entry with user id `uid` (pure).
+pub fn passwd_home_of(text: &[u8], uid: u32) -> Option<PathBuf> {
+    let uid = uid.to_string();
+    text.split(|b| *b == b'\n').find_map(|line| {
+        let fields: Vec<&[u8]> = line.split(|b| *b == b':').collect();
+        let [name, _, id, _, _, home, _] = fields[..] else { return None };
+        (!name.starts_with(b"#") && id == uid.as_bytes() && !home.is_empty())
+            .then(|| PathBuf::from(std::ffi::OsStr::from_bytes(home)))
+    })
 }
 
 /// The homes of uid 0 and of every login account (shell not `nologin` or `false`; an
@@ -746,6 +761,23 @@ mod tests {
             passwd_homes(text),
             ["/root", "/bin", "/home/alice", "/home/old"].iter().map(PathBuf::from).collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn passwd_home_of_finds_the_first_entry_of_a_uid() {
+        let text = b"root:x:0:0:root:/root:/bin/bash\n\
+            #ghost:x:1000:1000::/home/ghost:/bin/sh\n\
+            svc:x:997:997::/var/lib/svc:/bin/false\n\
+            alice:x:1000:1000::/home/alice:/bin/zsh\n\
+            alias:x:1000:1000::/home/alias:/bin/zsh\n\
+            nohome:x:1002:1002:::/bin/sh\n\
+            broken:1003\n";
+        assert_eq!(passwd_home_of(text, 0), Some(PathBuf::from("/root")));
+        assert_eq!(passwd_home_of(text, 997), Some(PathBuf::from("/var/lib/svc")));
+        assert_eq!(passwd_home_of(text, 1000), Some(PathBuf::from("/home/alice")));
+        assert_eq!(passwd_home_of(text, 1002), None);
+        assert_eq!(passwd_home_of(text, 1003), None);
+        assert_eq!(passwd_home_of(text, 10), None);
     }
 
     /// A directory that looks like a git directory to the search.

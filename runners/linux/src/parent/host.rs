@@ -32,3 +32,39 @@ pub fn egid() -> u32 {
     // SAFETY: getegid cannot fail.
     unsafe { libc::getegid() }
 }
+
+/// This process's effective capability set (`capget(2)`, version 3: no `/proc` read).
+pub fn effective_capabilities() -> Option<u64> {
+    let mut header = crate::child::caps::CapHeader { version: crate::child::caps::LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    let mut data = [crate::child::caps::CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
+    // SAFETY: capget with a version-3 header fills two data structs, as provided.
+    let r = unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) };
+    (r == 0).then(|| u64::from(data[0].effective) | (u64::from(data[1].effective) << 32))
+}
+
+/// Total usable RAM in bytes (`sysinfo(2)`: the figure `/proc/meminfo` calls
+/// `MemTotal`), or `None` when the call fails.
+pub fn total_ram() -> Option<u64> {
+    // SAFETY: a zeroed sysinfo struct is a valid value for the kernel to overwrite.
+    let mut si: libc::sysinfo = unsafe { std::mem::zeroed() };
+    // SAFETY: sysinfo writes into the local struct.
+    if unsafe { libc::sysinfo(&mut si) } != 0 || si.totalram == 0 {
+        return None;
+    }
+    Some(u64::from(si.totalram).saturating_mul(u64::from(si.mem_unit.max(1))))
+}
+
+/// Fill `buf` from the kernel's random pool (`getrandom(2)`); false when it could not.
+pub fn random_bytes(buf: &mut [u8]) -> bool {
+    let mut filled = 0;
+    while filled < buf.len() {
+        // SAFETY: getrandom writes at most the remaining length into the tail of `buf`.
+        let n = unsafe { libc::getrandom(buf[filled..].as_mut_ptr().cast(), buf.len() - filled, 0) };
+        match usize::try_from(n) {
+            Ok(n) if n > 0 => filled += n,
+            _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+            _ => return false,
+        }
+    }
+    true
+}
