@@ -48,6 +48,7 @@ pub mod host; // API: HostFacts and the test knobs
 pub mod limits; // API: resource limits (LimitRequest in Request)
 pub mod mcp; // binary: `cordon mcp`
 pub mod mode; // API: the mode ladder
+pub mod phases; // binary: phase timings of one CLI run (CORDON_TRACE_PHASES)
 mod pin; // crate: checked paths pinned as open files
 pub mod policy; // API: policy request and resolution
 pub mod proxy; // API: the egress proxy of `--allow-host` (its allow-list and network log)

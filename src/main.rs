@@ -18,6 +18,7 @@ use std::process::ExitCode;
 const CLI_STAGE_HELPER: &str = "/proc/self/exe";
 
 fn main() -> ExitCode {
+    cordon::phases::enable_from_env();
     // bubblewrap executes this binary as the bwrap runner's stage helper inside the
     // sandbox (see cordon::runner::bwrap); it never returns.
     #[cfg(target_os = "linux")]
@@ -36,7 +37,10 @@ fn main() -> ExitCode {
         );
         let parsed = cmd.try_get_matches_from(std::env::args_os().skip(1)).and_then(|m| RunArgs::from_arg_matches(&m));
         return match parsed {
-            Ok(args) => cli::run::run(args),
+            Ok(args) => {
+                cordon::phases::mark("parse");
+                cli::run::run(args)
+            }
             Err(e) => {
                 let _ = e.print();
                 ExitCode::from(if e.use_stderr() { 2 } else { 0 })

@@ -187,9 +187,14 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
     let gone = StdoutWatch::default();
     let abort = gone.abort_on_signal_or_gone(json);
     let outcome = rt.block_on(async move {
+        cordon::phases::mark("runtime");
         let exec = Executor::new(ExecutorConfig::default())?;
+        cordon::phases::mark("stale_sweep");
         let spec = exec.resolve(req)?;
-        exec.run_until(spec, abort).await
+        cordon::phases::mark("resolve");
+        let result = exec.run_until(spec, abort).await;
+        cordon::phases::mark("result");
+        result
     });
     match outcome {
         Ok(result) => {
@@ -198,6 +203,10 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
             }
             if !json && !quiet {
                 print_live_notes(&result);
+            }
+            cordon::phases::mark("print");
+            if let Some(phases) = cordon::phases::report() {
+                errln!("{phases}");
             }
             ExitCode::from((result.shell_status() & 0xff) as u8)
         }

@@ -113,6 +113,7 @@ pub(super) async fn finish(
             }
         }
     };
+    crate::phases::mark("command_exit");
     // The leader is reaped; nothing of its group may stay behind.
     let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
     l.guard.armed = false;
@@ -120,6 +121,7 @@ pub(super) async fn finish(
     // Nor of its cgroups (which also hold processes that left the group); read what
     // the kernel recorded, then remove them.
     let evidence = l.limits.sweep().await;
+    crate::phases::mark("cgroup_sweep");
 
     // Bounded wait for pipes that outliving grandchildren still hold; on timeout the
     // dropped future aborts the collectors.

@@ -151,6 +151,7 @@ impl Executor {
             home_cache,
             git_config,
         };
+        crate::phases::mark("pins_program");
         let plan = selection.plan(&input).map_err(|e| CordonError::runner_failed(selection.runner, e))?;
         // Resource limits: the run's cgroups (best available), then the rlimits that
         // cover what they do not. A gap in a limit the caller set refuses to run
@@ -165,11 +166,13 @@ impl Executor {
             let reasons = vec![crate::error::RunnerReason { runner: selection.runner, reason }];
             return Err(CordonError::SandboxUnavailable { mode: spec.policy.mode, reasons });
         }
+        crate::phases::mark("plan");
         let limits = if direct {
             crate::limits::RunLimits::unapplied(&spec.limits, direct::NO_LIMITS)
         } else {
             crate::limits::RunLimits::prepare(&self.cgroups, &cg_name, &spec.limits, self.host.euid, userns)
         };
+        crate::phases::mark("run_cgroups");
         let mut enforcement = plan.enforcement.clone();
         let limit_gaps = limits.explicit_gaps();
         if !limit_gaps.is_empty() && policy.mode.is_confined() && !policy.best_effort {
@@ -274,6 +277,7 @@ impl Executor {
                 dup_cloexec(std::io::stderr().as_fd()).map_err(|e| CordonError::io("duplicating stderr", e))?,
             ],
         };
+        crate::phases::mark("env_streams");
         let denials: DenialSink = Arc::default();
         let spawn_direct = || {
             direct::start(&plan, &env, [&stdin_fd, &child_out[0], &child_out[1]])
@@ -307,6 +311,7 @@ impl Executor {
         };
         #[cfg(not(target_os = "linux"))]
         let started = spawn_direct();
+        crate::phases::mark("spawn");
         // The child has its copies now (or failed); close ours.
         drop(pins);
         drop(stdin_fd);
@@ -340,6 +345,7 @@ impl Executor {
             },
             None => None,
         };
+        crate::phases::mark("supervisor");
         let collectors = readers.into_iter().map(|(fd, cap)| tokio::spawn(drain(fd, cap))).collect();
         let stdin_writer = match (&spec.stdin, stdin_writer_fd) {
             (Stdin::Bytes(bytes), Some(w)) => {

@@ -416,16 +416,20 @@ impl Executor {
         // Off Linux, Rust's runtime already ignores SIGPIPE in the `cordon` binary.
         #[cfg(target_os = "linux")]
         cordon_stage::signals::ignore_sigpipe();
+        crate::phases::mark("host_facts");
         host.stage_helper = config.stage_helper.clone();
         let base = config.state_dir.clone().unwrap_or_else(std::env::temp_dir);
         let state_dir = private_state_dir(&base, host.euid)?;
         // Canonical once, so launch compares it with the (canonical) writable roots.
         let state_dir = state_dir.canonicalize().unwrap_or(state_dir);
+        crate::phases::mark("state_dir");
         let cgroups = crate::limits::CgroupLayout::detect();
+        crate::phases::mark("cgroup_layout");
         let memory_budget = crate::limits::memory_budget(&cgroups);
         // What killed cordons left behind, at most once a minute per state directory:
         // a CLI run would otherwise list every cgroup hierarchy and the state
         // directory each time (about 0.1 ms) for leftovers that are rare.
+        crate::phases::mark("memory_budget");
         if sweep_due(&state_dir, std::time::SystemTime::now()) {
             crate::limits::sweep_stale(&cgroups);
             capture::sweep_stale_spills(

@@ -1066,6 +1066,36 @@ fn cli_json_shape_and_exit_status() {
     assert_eq!(out.code, 128 + v["signal"].as_i64().expect("signal") as i32);
 }
 
+/// `CORDON_TRACE_PHASES=1` (bench/spawn.sh's profile): one line on stderr naming every
+/// phase of the run with a duration, after the command's own output; nothing without it.
+#[test]
+fn cli_phase_trace_names_every_phase_only_when_asked() {
+    let ws = temp_dir("cli-phases");
+    let args = ["run", "--mode", "full-access", "-c", "echo out; echo err >&2"];
+    let out = cordon(&args, ws.path(), &[("CORDON_TRACE_PHASES", "1")]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "out\n");
+    let line = out.stderr.lines().last().unwrap_or_default();
+    let phases: Vec<(&str, u64)> = line
+        .strip_prefix("cordon: phases (µs): ")
+        .unwrap_or_else(|| panic!("no phase line last on stderr: {:?}", out.stderr))
+        .split(' ')
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or_else(|| panic!("not name=µs: {kv:?}"));
+            (k, v.parse().unwrap_or_else(|_| panic!("not a number of µs: {kv:?}")))
+        })
+        .collect();
+    let names: Vec<&str> = phases.iter().map(|(k, _)| *k).collect();
+    for want in ["parse", "runtime", "host_facts", "cgroup_layout", "resolve", "plan", "spawn", "command_exit", "print"] {
+        assert!(names.contains(&want), "phase {want} missing from {line}");
+    }
+    assert!(phases.iter().map(|(_, us)| us).sum::<u64>() > 0, "durations are measured: {line}");
+    assert!(out.stderr.starts_with("err\n"), "the command's stderr comes first: {:?}", out.stderr);
+
+    let plain = cordon(&args, ws.path(), &[("CORDON_TRACE_PHASES", "0")]);
+    assert_eq!(plain.stderr, "err\n", "no trace unless CORDON_TRACE_PHASES=1");
+}
+
 #[test]
 fn cli_confined_json_shape_and_runner() {
     let test = "cli_confined_json_shape_and_runner";

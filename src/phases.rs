@@ -1,0 +1,45 @@
+//! Where one `cordon run` spends its time: timestamps at the phase boundaries of the
+//! CLI's run, printed to stderr when it ends (`CORDON_TRACE_PHASES=1`). This is the
+//! profile behind docs/performance.md, kept in the code so anyone can take it again
+//! (`bench/spawn.sh` prints its medians).
+//!
+//! Off unless the CLI turns it on; a mark is then one relaxed atomic load. Only the
+//! CLI enables it: marks of concurrent runs in one process (serve, a library caller)
+//! would interleave.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Set to `1`, `cordon run` prints its phase timings (µs) on stderr at the end.
+pub const ENV_TRACE_PHASES: &str = "CORDON_TRACE_PHASES";
+
+static ON: AtomicBool = AtomicBool::new(false);
+static MARKS: Mutex<Vec<(&'static str, Instant)>> = Mutex::new(Vec::new());
+
+/// Start tracing when [`ENV_TRACE_PHASES`] is `1` (the CLI, first thing in `main`).
+pub fn enable_from_env() {
+    if std::env::var_os(ENV_TRACE_PHASES).is_some_and(|v| v == "1") {
+        ON.store(true, Ordering::Relaxed);
+        mark("start");
+    }
+}
+
+/// The phase named `name` ends now (a no-op unless tracing).
+pub fn mark(name: &'static str) {
+    if ON.load(Ordering::Relaxed) {
+        MARKS.lock().unwrap_or_else(|p| p.into_inner()).push((name, Instant::now()));
+    }
+}
+
+/// One line, `cordon: phases (µs): name=N ...` (each phase's length, named by the
+/// mark that ends it), or `None` when not tracing.
+pub fn report() -> Option<String> {
+    if !ON.load(Ordering::Relaxed) {
+        return None;
+    }
+    let marks = MARKS.lock().unwrap_or_else(|p| p.into_inner());
+    let phases: Vec<String> =
+        marks.windows(2).map(|w| format!("{}={}", w[1].0, w[1].1.duration_since(w[0].1).as_micros())).collect();
+    Some(format!("cordon: phases (µs): {}", phases.join(" ")))
+}
