@@ -254,7 +254,7 @@ impl RunCgroup {
         }
     }
 
-    /// The attach fds for the child (see [`open_v1_attach`]).
+    /// The attach fds for the child (`cgroup.procs`, or `tasks` on v1).
     pub fn procs_fds(&self) -> Vec<RawFd> {
         self.procs.iter().map(|f| f.as_raw_fd()).collect()
     }

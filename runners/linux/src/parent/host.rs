@@ -51,7 +51,9 @@ pub fn total_ram() -> Option<u64> {
     if unsafe { libc::sysinfo(&mut si) } != 0 || si.totalram == 0 {
         return None;
     }
-    Some(u64::from(si.totalram).saturating_mul(u64::from(si.mem_unit.max(1))))
+    #[allow(clippy::useless_conversion, reason = "the kernel's unsigned long is 32 bits on 32-bit targets")]
+    let total = u64::from(si.totalram);
+    Some(total.saturating_mul(u64::from(si.mem_unit.max(1))))
 }
 
 /// Fill `buf` from the kernel's random pool (`getrandom(2)`); false when it could not.
