@@ -131,7 +131,9 @@ pub fn main(args: CeilingArgs) -> ExitCode {
                 return ExitCode::SUCCESS;
             }
         };
-        let conn = match Connection::new(ceiling, ExecutorConfig::default()) {
+        // A long-lived process: a run's emptied cgroups go after its result.
+        let config = ExecutorConfig { remove_cgroups_after_result: true, ..ExecutorConfig::default() };
+        let conn = match Connection::new(ceiling, config) {
             Ok(s) => Arc::new(s),
             Err(e) => {
                 eprintln!("cordon serve: error[{}]: {}", e.code(), e);
