@@ -307,7 +307,11 @@ fn reap(pid: libc::pid_t) {
     }
 }
 
-/// The highest capability number the running kernel knows.
+/// The highest capability number the running kernel knows (read once per process:
+/// it cannot change while the kernel runs).
 pub(crate) fn last_capability() -> u32 {
-    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(63)
+    static LAST: OnceLock<u32> = OnceLock::new();
+    *LAST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/cap_last_cap").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(63)
+    })
 }
