@@ -11,6 +11,8 @@
 //! `ROUNDS` (default 200), `MODE` (`workspace-write`, `read-only` or `full-access`;
 //! default `workspace-write`), `RUNNER` (`landlock`, `bwrap` or `auto`; default `auto`).
 //! The working directory is a fresh temporary workspace. `bench/spawn.sh` runs it.
+//! With `CORDON_TRACE_PHASES=1` the object also holds `phases_us`: the median length of
+//! each phase of a run (see `cordon::phases`), the library's profile.
 
 use cordon::{Executor, ExecutorConfig, Mode, Request, RunnerChoice};
 use std::time::Instant;
@@ -37,7 +39,9 @@ fn main() {
     let mode: Mode = args.get(2).map(|m| m.parse().expect("a mode")).unwrap_or(Mode::WorkspaceWrite);
     let runner: RunnerChoice = args.get(3).map(|r| r.parse().expect("a runner")).unwrap_or(RunnerChoice::Auto);
     let workspace = tempfile::tempdir().expect("a temporary workspace");
-    let exec = Executor::new(ExecutorConfig::default()).expect("an executor");
+    // A warm, long-lived caller: a run's emptied cgroups are removed after its result.
+    let config = ExecutorConfig { remove_cgroups_after_result: true, ..ExecutorConfig::default() };
+    let exec = Executor::new(config).expect("an executor");
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
     let request = || {
         let mut req = Request::argv(["/bin/true"]);
@@ -52,6 +56,8 @@ fn main() {
     let runner_used = first.sandbox.runner.to_string();
     std::process::Command::new("/bin/true").status().expect("/bin/true runs");
 
+    let trace = std::env::var_os(cordon::phases::ENV_TRACE_PHASES).is_some_and(|v| v == "1");
+    let mut phases: Vec<(&'static str, Vec<f64>)> = Vec::new();
     let (mut bare, mut confined) = (Vec::with_capacity(rounds), Vec::with_capacity(rounds));
     for _ in 0..rounds {
         let t = Instant::now();
@@ -59,14 +65,29 @@ fn main() {
         bare.push(t.elapsed().as_secs_f64() * 1e3);
         assert!(status.success());
 
+        if trace {
+            cordon::phases::enable();
+            let _ = cordon::phases::take(); // from here: this run's phases only
+        }
         let t = Instant::now();
         let result = rt.block_on(async { exec.run(exec.resolve(request())?).await }).expect("a run");
         confined.push(t.elapsed().as_secs_f64() * 1e3);
         assert_eq!(result.exit_code, Some(0), "{result:?}");
+        if trace {
+            cordon::phases::mark("result");
+            for (name, us) in cordon::phases::take() {
+                match phases.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, v)) => v.push(us as f64),
+                    None => phases.push((name, vec![us as f64])),
+                }
+            }
+        }
     }
     let (bare_mean, confined_mean) = (mean(&bare), mean(&confined));
     let (bare_med, confined_med) = (median(&mut bare), median(&mut confined));
-    let out = serde_json::json!({
+    let phases_us: serde_json::Map<String, serde_json::Value> =
+        phases.iter_mut().map(|(name, v)| (name.to_string(), serde_json::json!(median(v).round()))).collect();
+    let mut out = serde_json::json!({
         "rounds": rounds,
         "mode": mode.to_string(),
         "runner": runner_used,
@@ -74,5 +95,8 @@ fn main() {
         "cordon_ms": { "median": confined_med, "mean": confined_mean },
         "added_ms": { "median": confined_med - bare_med, "mean": confined_mean - bare_mean },
     });
+    if trace {
+        out["phases_us"] = serde_json::Value::Object(phases_us);
+    }
     println!("{out}");
 }

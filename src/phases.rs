@@ -3,9 +3,10 @@
 //! profile behind docs/performance.md, kept in the code so anyone can take it again
 //! (`bench/spawn.sh` prints its medians).
 //!
-//! Off unless the CLI turns it on; a mark is then one relaxed atomic load. Only the
-//! CLI enables it: marks of concurrent runs in one process (serve, a library caller)
-//! would interleave.
+//! Off unless turned on; a mark is then one relaxed atomic load. The CLI turns it on
+//! from the environment; a library caller that runs one command at a time may too
+//! ([`enable`], then [`take`] after each run: `examples/spawn_bench.rs`). Marks of
+//! concurrent runs in one process (serve) would interleave.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -20,9 +21,31 @@ static MARKS: Mutex<Vec<(&'static str, Instant)>> = Mutex::new(Vec::new());
 /// Start tracing when [`ENV_TRACE_PHASES`] is `1` (the CLI, first thing in `main`).
 pub fn enable_from_env() {
     if std::env::var_os(ENV_TRACE_PHASES).is_some_and(|v| v == "1") {
-        ON.store(true, Ordering::Relaxed);
-        mark("start");
+        enable();
     }
+}
+
+/// Start tracing (and mark the start).
+pub fn enable() {
+    ON.store(true, Ordering::Relaxed);
+    mark("start");
+}
+
+/// The phases since the last [`take`] (or the start): each one's name and length in
+/// microseconds, named by the mark that ends it. Tracing restarts from now.
+pub fn take() -> Vec<(&'static str, u64)> {
+    let mut marks = MARKS.lock().unwrap_or_else(|p| p.into_inner());
+    let phases = durations(&marks);
+    marks.clear();
+    marks.push(("start", Instant::now()));
+    phases
+}
+
+fn durations(marks: &[(&'static str, Instant)]) -> Vec<(&'static str, u64)> {
+    marks
+        .windows(2)
+        .map(|w| (w[1].0, u64::try_from(w[1].1.duration_since(w[0].1).as_micros()).unwrap_or(u64::MAX)))
+        .collect()
 }
 
 /// The phase named `name` ends now (a no-op unless tracing).
@@ -39,7 +62,6 @@ pub fn report() -> Option<String> {
         return None;
     }
     let marks = MARKS.lock().unwrap_or_else(|p| p.into_inner());
-    let phases: Vec<String> =
-        marks.windows(2).map(|w| format!("{}={}", w[1].0, w[1].1.duration_since(w[0].1).as_micros())).collect();
+    let phases: Vec<String> = durations(&marks).iter().map(|(name, us)| format!("{name}={us}")).collect();
     Some(format!("cordon: phases (µs): {}", phases.join(" ")))
 }

@@ -191,7 +191,6 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
         let exec = Executor::new(ExecutorConfig::default())?;
         cordon::phases::mark("stale_sweep");
         let spec = exec.resolve(req)?;
-        cordon::phases::mark("resolve");
         let result = exec.run_until(spec, abort).await;
         cordon::phases::mark("result");
         result

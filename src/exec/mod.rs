@@ -554,6 +554,7 @@ impl Executor {
                 v
             }
         };
+        crate::phases::mark("resolve");
         Ok(Spec {
             argv,
             workdir,
