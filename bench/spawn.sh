@@ -12,7 +12,10 @@
 #
 # Usage: bench/spawn.sh [--quick] [--no-build] [--runs N] [--rounds N]
 #   --quick     40 runs per command in 2 rounds (default 200 in 4)
-#   --no-build  use the existing target/release binaries
+#   --no-build  use the existing target/release binaries (and the static build in
+#               target/x86_64-unknown-linux-gnu/release when newer than them)
+# The static rows are the same CLI built by `cargo build-static` (x86_64 glibc Linux);
+# a phase profile of one CLI run follows the table (CORDON_TRACE_PHASES=1).
 # Peers are looked up on PATH and in $SPAWN_PEERS/node_modules/.bin (e.g. after
 # `npm install --prefix DIR @anthropic-ai/sandbox-runtime @openai/codex`; both need
 # ripgrep and socat). Needs hyperfine (>= 1.13), jq, python3; cc for the floor row.
@@ -38,8 +41,14 @@ done
 target=${CARGO_TARGET_DIR:-$here/target}
 if [ "$build" = 1 ]; then
     (cd "$here" && cargo build -q --release --bin cordon --example spawn_bench)
+    # The statically linked build (`cargo build-static`, .cargo/config.toml), where
+    # it builds: x86_64 glibc Linux.
+    if [ "$(uname -m)" = x86_64 ]; then
+        (cd "$here" && cargo build-static -q 2>/dev/null) || echo "spawn.sh: cargo build-static failed; no static rows" >&2
+    fi
 fi
 cordon=$target/release/cordon
+static=$target/x86_64-unknown-linux-gnu/release/cordon
 libbench=$target/release/examples/spawn_bench
 [ -x "$cordon" ] && [ -x "$libbench" ] || { echo "spawn.sh: build first (cargo build --release --example spawn_bench)" >&2; exit 2; }
 
@@ -66,18 +75,28 @@ def own(ctrl):
 base = own("pids") or own("memory")
 if base is None and os.path.exists("/sys/fs/cgroup/cgroup.procs"):
     base = "/sys/fs/cgroup"
-probe, times = f"{base}/cordon-spawn-probe-{os.getpid()}", []
+probe = f"{base}/cordon-spawn-probe-{os.getpid()}"
 os.mkdir(probe)
-try:
+def attach(file):
+    # A fresh single-threaded child moves itself, as a run's init does; 50 ms apart,
+    # so each attach starts cold (no writer within the last RCU grace period).
+    times = []
     for _ in range(5):
         time.sleep(0.05)
-        t = time.perf_counter()
-        with open(f"{probe}/cgroup.procs", "w") as f: f.write("0")
-        times.append((time.perf_counter() - t) * 1e3)
-        with open(f"{base}/cgroup.procs", "w") as f: f.write("0")
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            fd = os.open(f"{probe}/{file}", os.O_WRONLY)
+            t = time.perf_counter(); os.write(fd, b"0")
+            os.write(w, str((time.perf_counter() - t) * 1e3).encode()); os._exit(0)
+        os.waitpid(pid, 0); times.append(float(os.read(r, 64))); os.close(r); os.close(w)
+    return statistics.median(times)
+try:
+    procs = attach("cgroup.procs")
+    tasks = f", tasks (what cordon writes on v1) {attach('tasks'):.3f} ms" if os.path.exists(f"{probe}/tasks") else ""
 finally:
     os.rmdir(probe)
-print(f"{statistics.median(times):.3f} ms (median of 5, {base})")
+print(f"cgroup.procs {procs:.3f} ms{tasks} (medians of 5, {base})")
 EOF
 )
 say "one cgroup attach on this host: ${attach:-not measured (needs root and a writable cgroup)}"
@@ -90,6 +109,14 @@ row bare "/bin/true"
 row cordon-version "$Q --version"
 row cordon-full-access "$Q run --mode full-access -- /bin/true"
 row cordon-landlock "$Q run --mode workspace-write --runner landlock -- /bin/true"
+if [ -x "$static" ] && [ "$static" -nt "$cordon" -o "$build" = 1 ]; then
+    S=$(q "$static")
+    row static-version "$S --version"
+    row static-full-access "$S run --mode full-access -- /bin/true"
+    row static-landlock "$S run --mode workspace-write --runner landlock -- /bin/true"
+else
+    say "skip static rows: no static build newer than the default one (cargo build-static)"
+fi
 if "$cordon" run -q --mode workspace-write --runner bwrap -- /bin/true >/dev/null 2>&1; then
     row cordon-bwrap "$Q run --mode workspace-write --runner bwrap -- /bin/true"
 else
@@ -148,12 +175,31 @@ for name in "${names[@]}"; do
     say "$(printf '  %-20s %9.3f %+10.3f %8.2f' "$name" "$m" "$(echo "$m - $bare" | bc -l)" "$(echo "$m / $bare" | bc -l)")"
 done
 
+# --- where one CLI run's time goes (CORDON_TRACE_PHASES=1; docs/performance.md)
+say ""
+say "phases of one CLI run, /bin/true (CORDON_TRACE_PHASES=1), medians of $per_round runs, µs"
+for mode in full-access workspace-write; do
+    line=$(cd "$ws" && for _ in $(seq "$per_round"); do
+        CORDON_TRACE_PHASES=1 "$cordon" run --mode "$mode" -- /bin/true 2>&1 >/dev/null | grep '^cordon: phases'
+    done | python3 -c '
+import collections, statistics, sys
+d = collections.OrderedDict()
+for line in sys.stdin:
+    for kv in line.split(":", 2)[2].split():
+        k, v = kv.split("=")
+        d.setdefault(k, []).append(int(v))
+print(" ".join(f"{k}={statistics.median(v):.0f}" for k, v in d.items()), f"(sum {sum(statistics.median(v) for v in d.values()):.0f})")
+')
+    say "  $mode: $line"
+done
+
 # --- the library, warm (in-process baseline)
 say ""
 say "library, warm executor, sequential (/bin/true vs std::process::Command in the same process)"
 for mode in full-access workspace-write; do
-    j=$(cd "$ws" && "$libbench" "$runs" "$mode")
+    j=$(cd "$ws" && CORDON_TRACE_PHASES=1 "$libbench" "$runs" "$mode")
     say "$(jq -r '"  \(.mode) (\(.runner)): median \(.cordon_ms.median*1000|round/1000) ms vs \(.bare_ms.median*1000|round/1000) ms bare, added \(.added_ms.median*1000|round/1000) ms"' <<<"$j")"
+    say "$(jq -r '"    phases (µs, medians): " + ([.phases_us[] | "\(.[0])=\(.[1])"] | join(" "))' <<<"$j")"
 done
 
 # --- serve: sequential and 64 in flight
@@ -180,6 +226,10 @@ goal() { # LABEL VALUE LIMIT
 say "goals (issue 14; medians)"
 goal "CLI workspace-write over bare" "$(add cordon-landlock)" 1.0
 goal "CLI full-access over bare" "$(add cordon-full-access)" 0.5
+if [ -n "${med[static-landlock]:-}" ]; then
+    goal "CLI workspace-write over bare, static build" "$(add static-landlock)" 1.0
+    goal "CLI full-access over bare, static build" "$(add static-full-access)" 0.5
+fi
 if [ -n "${med[cordon-bwrap]:-}" ] && [ -n "${med[bwrap-alone]:-}" ]; then
     goal "bwrap runner over bubblewrap alone" "$(echo "${med[cordon-bwrap]} - ${med[bwrap-alone]}" | bc -l)" 1.0
 fi

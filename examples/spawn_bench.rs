@@ -11,8 +11,8 @@
 //! `ROUNDS` (default 200), `MODE` (`workspace-write`, `read-only` or `full-access`;
 //! default `workspace-write`), `RUNNER` (`landlock`, `bwrap` or `auto`; default `auto`).
 //! The working directory is a fresh temporary workspace. `bench/spawn.sh` runs it.
-//! With `CORDON_TRACE_PHASES=1` the object also holds `phases_us`: the median length of
-//! each phase of a run (see `cordon::phases`), the library's profile.
+//! With `CORDON_TRACE_PHASES=1` the object also holds `phases_us`: `[name, median µs]`
+//! for each phase of a run, in order (see `cordon::phases`), the library's profile.
 
 use cordon::{Executor, ExecutorConfig, Mode, Request, RunnerChoice};
 use std::time::Instant;
@@ -85,8 +85,9 @@ fn main() {
     }
     let (bare_mean, confined_mean) = (mean(&bare), mean(&confined));
     let (bare_med, confined_med) = (median(&mut bare), median(&mut confined));
-    let phases_us: serde_json::Map<String, serde_json::Value> =
-        phases.iter_mut().map(|(name, v)| (name.to_string(), serde_json::json!(median(v).round()))).collect();
+    // In the order the phases happen: [[name, median µs], ...].
+    let phases_us: Vec<serde_json::Value> =
+        phases.iter_mut().map(|(name, v)| serde_json::json!([name, median(v).round()])).collect();
     let mut out = serde_json::json!({
         "rounds": rounds,
         "mode": mode.to_string(),
@@ -96,7 +97,7 @@ fn main() {
         "added_ms": { "median": confined_med - bare_med, "mean": confined_mean - bare_mean },
     });
     if trace {
-        out["phases_us"] = serde_json::Value::Object(phases_us);
+        out["phases_us"] = serde_json::Value::Array(phases_us);
     }
     println!("{out}");
 }
