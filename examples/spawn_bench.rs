@@ -39,9 +39,7 @@ fn main() {
     let mode: Mode = args.get(2).map(|m| m.parse().expect("a mode")).unwrap_or(Mode::WorkspaceWrite);
     let runner: RunnerChoice = args.get(3).map(|r| r.parse().expect("a runner")).unwrap_or(RunnerChoice::Auto);
     let workspace = tempfile::tempdir().expect("a temporary workspace");
-    // A warm, long-lived caller: a run's emptied cgroups are removed after its result.
-    let config = ExecutorConfig { remove_cgroups_after_result: true, ..ExecutorConfig::default() };
-    let exec = Executor::new(config).expect("an executor");
+    let exec = Executor::new(ExecutorConfig::default()).expect("an executor");
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
     let request = || {
         let mut req = Request::argv(["/bin/true"]);

@@ -178,14 +178,6 @@ pub struct ExecutorConfig {
     pub default_limits: LimitRequest,
     /// The largest limits a request may ask for (`None` fields: the built-in caps).
     pub max_limits: LimitRequest,
-    /// Remove a finished run's cgroups on tokio's blocking pool after its result is
-    /// returned, rather than before: about 0.2 ms less latency per run (the kernel's
-    /// `rmdir` of a v1 memory cgroup is the slow part). The run's evidence is read and
-    /// every process in it is gone either way. For long-lived callers (`cordon serve`
-    /// and `cordon mcp` set it): dropping the runtime still removes them, but a process
-    /// that calls `exit` right after a run would leave them to a later cordon's stale
-    /// sweep. Default `false`.
-    pub remove_cgroups_after_result: bool,
 }
 
 impl Default for ExecutorConfig {
@@ -205,7 +197,6 @@ impl Default for ExecutorConfig {
             stage_helper: crate::host::registered_stage_helper(),
             default_limits: LimitRequest::default(),
             max_limits: LimitRequest::default(),
-            remove_cgroups_after_result: false,
         }
     }
 }

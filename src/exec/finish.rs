@@ -120,7 +120,7 @@ pub(super) async fn finish(
     drop(l.guard);
     // Nor of its cgroups (which also hold processes that left the group); read what
     // the kernel recorded, then remove them.
-    let evidence = l.limits.sweep(config.remove_cgroups_after_result).await;
+    let evidence = l.limits.sweep().await;
     crate::phases::mark("cgroup_sweep");
 
     // Bounded wait for pipes that outliving grandchildren still hold; on timeout the

@@ -295,19 +295,15 @@ impl RunCgroup {
     }
 
     /// The common end of a run, without waiting: when no process is left, read the
-    /// evidence and (with `remove`) remove every cgroup that can go at once. `Err(self)`
-    /// when a process is left (the caller kills them off the async runtime);
-    /// `Ok((evidence, rest))` otherwise, `rest` holding the cgroups not removed yet
-    /// (still busy for a moment, or all of them without `remove`): its drop removes them.
-    pub fn finish_if_empty(mut self, remove: bool) -> Result<(Evidence, RunCgroup), RunCgroup> {
+    /// evidence and remove every cgroup that can go at once. `Err(self)` when a process
+    /// is left (the caller kills them off the async runtime); `Ok((evidence, rest))`
+    /// otherwise, `rest` holding the cgroups still busy for a moment (its drop retries).
+    pub fn finish_if_empty(mut self) -> Result<(Evidence, RunCgroup), RunCgroup> {
         if !self.is_empty() {
             return Err(self);
         }
         let evidence = self.evidence();
         self.procs.clear();
-        if !remove {
-            return Ok((evidence, self));
-        }
         let mut busy = Vec::new();
         for (mech, dir) in std::mem::take(&mut self.dirs).into_iter().rev() {
             if let Err(e) = std::fs::remove_dir(&dir) {

@@ -470,14 +470,12 @@ impl RunLimits {
     }
 
     /// After the command's leader is reaped: kill whatever is left in the run's
-    /// cgroups, read what they recorded and remove them (off the async runtime; with
-    /// `remove_later`, an emptied cgroup is removed on a blocking thread that this
-    /// does not wait for).
-    pub async fn sweep(&mut self, remove_later: bool) -> Evidence {
+    /// cgroups, read what they recorded and remove them (off the async runtime).
+    pub async fn sweep(&mut self) -> Evidence {
         let cgroup = std::mem::take(&mut self.cgroup);
-        // Usually nothing is left (the leader's exit ended the rest): read at once and
-        // remove inline (a CLI run would otherwise start a thread just for this) or later.
-        let cgroup = match cgroup.finish_if_empty(!remove_later) {
+        // Usually nothing is left (the leader's exit ended the rest): read and remove
+        // at once, without a thread (a CLI run would otherwise start one just for this).
+        let cgroup = match cgroup.finish_if_empty() {
             Ok((evidence, rest)) => {
                 if !rest.is_removed() {
                     tokio::task::spawn_blocking(move || drop(rest));

@@ -129,11 +129,7 @@ pub fn main(args: CeilingArgs) -> ExitCode {
     };
     let code = rt.block_on(async move {
         let conn = match ceiling {
-            // A long-lived process: a run's emptied cgroups go after its result.
-            Ok(ceiling) => match Connection::new(
-                ceiling,
-                ExecutorConfig { remove_cgroups_after_result: true, ..ExecutorConfig::default() },
-            ) {
+            Ok(ceiling) => match Connection::new(ceiling, ExecutorConfig::default()) {
                 Ok(s) => Ok(Arc::new(s)),
                 Err(e) => {
                     eprintln!("cordon mcp: error[{}]: {}", e.code(), e);

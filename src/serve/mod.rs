@@ -131,9 +131,7 @@ pub fn main(args: CeilingArgs) -> ExitCode {
                 return ExitCode::SUCCESS;
             }
         };
-        // A long-lived process: a run's emptied cgroups go after its result.
-        let config = ExecutorConfig { remove_cgroups_after_result: true, ..ExecutorConfig::default() };
-        let conn = match Connection::new(ceiling, config) {
+        let conn = match Connection::new(ceiling, ExecutorConfig::default()) {
             Ok(s) => Arc::new(s),
             Err(e) => {
                 eprintln!("cordon serve: error[{}]: {}", e.code(), e);
