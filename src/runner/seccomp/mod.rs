@@ -354,15 +354,63 @@ pub fn compile_observing_with(
 ) -> Result<Program, SeccompError> {
     let writes = writes && supervised;
     // The profile is embedded, so each variant compiles to the same program every time:
-    // compile it once per process (a long-lived `cordon serve` spawns thousands).
+    // compile it once per process (a long-lived `cordon serve` spawns thousands), or
+    // take it from the build (build.rs: a CLI run would compile it every time).
     static CACHE: std::sync::OnceLock<ProgramCache> = std::sync::OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
+    let key = [proxy, network_allowed, unix_allowlist, supervised, writes];
     cache[proxy as usize][network_allowed as usize][unix_allowlist as usize][supervised as usize][writes as usize]
-        .get_or_init(|| compile_program_uncached(network_allowed, unix_allowlist, proxy, supervised, writes))
+        .get_or_init(|| match precompiled(key) {
+            Some(program) => Ok(program),
+            None => compile_program_uncached(network_allowed, unix_allowlist, proxy, supervised, writes),
+        })
         .clone()
 }
 
-fn compile_program_uncached(
+/// A program compiled by build.rs: `key` is `[proxy, network, unix_allowlist,
+/// supervised, writes]`, instructions as `(code, jt, jf, k)`, observed rules as
+/// `(nr, name, kind, errno, filter)`.
+pub struct PrecompiledProgram {
+    /// Which variant.
+    pub key: [bool; 5],
+    /// Its instructions.
+    pub insns: &'static [(u16, u8, u8, u32)],
+    /// What its notifications mean.
+    pub observed: &'static [(i64, &'static str, ObservedKind, u32, &'static str)],
+}
+
+/// Every variant build.rs compiles (`writes` only with `supervised`, as
+/// [`compile_observing_with`] normalizes it).
+pub const PRECOMPILED_KEYS: [[bool; 5]; 24] = {
+    let mut keys = [[false; 5]; 24];
+    let mut i = 0;
+    while i < 24 {
+        let (supervised, writes) = match i % 3 {
+            0 => (false, false),
+            1 => (true, false),
+            _ => (true, true),
+        };
+        let bits = i / 3;
+        keys[i] = [bits & 4 != 0, bits & 2 != 0, bits & 1 != 0, supervised, writes];
+        i += 1;
+    }
+    keys
+};
+
+/// The build's program for `key`, if it compiled one for this target.
+fn precompiled(key: [bool; 5]) -> Option<Program> {
+    let p = super::seccomp_precompiled::TABLE.iter().find(|p| p.key == key)?;
+    Some(Program {
+        insns: p.insns.iter().map(|&(code, jt, jf, k)| Insn { code, jt, jf, k }).collect(),
+        observed: p
+            .observed
+            .iter()
+            .map(|&(nr, name, kind, errno, filter)| (nr, Observed { name: name.into(), kind, errno, filter }))
+            .collect(),
+    })
+}
+
+pub(crate) fn compile_program_uncached(
     network_allowed: bool,
     unix_allowlist: bool,
     proxy: bool,
@@ -588,6 +636,32 @@ mod cbpf;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// build.rs's programs are the ones this compiler builds at run time, variant by
+    /// variant; a native Linux build has every one of them.
+    #[test]
+    fn precompiled_programs_equal_fresh_compilations() {
+        let flat = |p: &Program| p.insns.iter().map(|i| (i.code, i.jt, i.jf, i.k)).collect::<Vec<_>>();
+        let mut found = 0;
+        for key in PRECOMPILED_KEYS {
+            let [proxy, network, unix, supervised, writes] = key;
+            let fresh = compile_program_uncached(network, unix, proxy, supervised, writes);
+            let Some(built) = precompiled(key) else { continue };
+            found += 1;
+            let fresh = fresh.unwrap_or_else(|e| panic!("{key:?}: precompiled, but does not compile now: {e}"));
+            assert_eq!(flat(&built), flat(&fresh), "{key:?}: instructions differ");
+            assert_eq!(built.observed, fresh.observed, "{key:?}: observed rules differ");
+        }
+        if cfg!(target_os = "linux") && ["x86_64", "aarch64", "riscv64"].contains(&std::env::consts::ARCH) {
+            assert_eq!(found, PRECOMPILED_KEYS.len(), "a native Linux build precompiles every variant");
+        }
+        // The keys are distinct and cover writes only with supervision.
+        let mut keys = PRECOMPILED_KEYS.to_vec();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), PRECOMPILED_KEYS.len());
+        assert!(keys.iter().all(|k| !k[4] || k[3]));
+    }
 
     /// Run `prog` on one syscall through the test tree's classic-BPF interpreter (the
     /// kernel's load checks and semantics; `tests/cbpf`), shared with the differential
