@@ -459,6 +459,7 @@ impl Executor {
         let helper_notify = materialized.helper_notify;
         let mut stage_plan = materialized.stage;
         stage_plan.limits = limits.child();
+        crate::phases::mark("stage_plan");
 
         // Spawning blocks for the child's stage (well under a millisecond); doing it
         // inline avoids a thread hop per run.

@@ -1111,7 +1111,9 @@ fn cli_phase_trace_names_every_phase_only_when_asked() {
         })
         .collect();
     let names: Vec<&str> = phases.iter().map(|(k, _)| *k).collect();
-    for want in ["parse", "runtime", "host_facts", "cgroup_layout", "resolve", "plan", "spawn", "command_exit", "print"] {
+    for want in
+        ["parse", "runtime", "host_facts", "cgroup_layout", "resolve", "plan", "stage_plan", "spawn", "command_exit"]
+    {
         assert!(names.contains(&want), "phase {want} missing from {line}");
     }
     assert!(phases.iter().map(|(_, us)| us).sum::<u64>() > 0, "durations are measured: {line}");
