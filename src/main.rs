@@ -18,7 +18,6 @@ use std::process::ExitCode;
 const CLI_STAGE_HELPER: &str = "/proc/self/exe";
 
 fn main() -> ExitCode {
-    cordon::phases::enable_from_env();
     // bubblewrap executes this binary as the bwrap runner's stage helper inside the
     // sandbox (see cordon::runner::bwrap); it never returns.
     #[cfg(target_os = "linux")]
@@ -31,6 +30,9 @@ fn main() -> ExitCode {
     // `cordon run` is the hot path (an agent may spawn thousands of short commands):
     // build only its parser instead of the whole command tree (~0.15 ms saved).
     if std::env::args_os().nth(1).is_some_and(|a| a == "run") {
+        // Only here: a run reports its phases at its end; serve and mcp never would,
+        // and their marks would pile up.
+        cordon::phases::enable_from_env();
         use clap::{Args, FromArgMatches};
         let cmd = RunArgs::augment_args(
             clap::Command::new("run").bin_name("cordon run").about("Run a command under a sandbox mode."),

@@ -318,9 +318,11 @@ impl Homes {
         // The account's entry in /etc/passwd when it has one; the name service
         // otherwise (a directory account). Asking the name service first would cost
         // the same file read plus its configuration and an nscd probe on every run.
-        let account = passwd_home_of(&passwd, euid.as_raw())
-            .or_else(|| nix::unistd::User::from_uid(euid).ok().flatten().map(|u| u.dir))
-            .and_then(|h| canonical_home(&h));
+        let account = match passwd_home_of(&passwd, euid.as_raw()) {
+            Some(home) => home,
+            None => nix::unistd::User::from_uid(euid).ok().flatten().map(|u| u.dir),
+        }
+        .and_then(|h| canonical_home(&h));
         let others = passwd_homes(&passwd).iter().filter_map(|h| canonical_home(h)).collect();
         Homes { env, account, others }
     }
@@ -340,14 +342,16 @@ fn canonical_home(h: &Path) -> Option<PathBuf> {
     (p != Path::new("/")).then_some(p)
 }
 
-/// The home of the first `/etc/passwd` entry with user id `uid` (pure).
-pub fn passwd_home_of(text: &[u8], uid: u32) -> Option<PathBuf> {
-    let uid = uid.to_string();
+/// The first `/etc/passwd` entry with user id `uid`, as the C library finds it (ids
+/// compared as numbers): `Some(its home)`, `Some(None)` when that entry has an empty
+/// home, `None` when no entry has the id (pure).
+pub fn passwd_home_of(text: &[u8], uid: u32) -> Option<Option<PathBuf>> {
     text.split(|b| *b == b'\n').find_map(|line| {
         let fields: Vec<&[u8]> = line.split(|b| *b == b':').collect();
         let [name, _, id, _, _, home, _] = fields[..] else { return None };
-        (!name.starts_with(b"#") && id == uid.as_bytes() && !home.is_empty())
-            .then(|| PathBuf::from(std::ffi::OsStr::from_bytes(home)))
+        let id: u32 = std::str::from_utf8(id).ok()?.parse().ok()?;
+        (!name.starts_with(b"#") && id == uid)
+            .then(|| (!home.is_empty()).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(home))))
     })
 }
 
@@ -771,11 +775,18 @@ mod tests {
             alice:x:1000:1000::/home/alice:/bin/zsh\n\
             alias:x:1000:1000::/home/alias:/bin/zsh\n\
             nohome:x:1002:1002:::/bin/sh\n\
+            later:x:1002:1002::/home/later:/bin/sh\n\
+            padded:x:01004:1004::/home/padded:/bin/sh\n\
             broken:1003\n";
-        assert_eq!(passwd_home_of(text, 0), Some(PathBuf::from("/root")));
-        assert_eq!(passwd_home_of(text, 997), Some(PathBuf::from("/var/lib/svc")));
-        assert_eq!(passwd_home_of(text, 1000), Some(PathBuf::from("/home/alice")));
-        assert_eq!(passwd_home_of(text, 1002), None);
+        let home = |p: &str| Some(Some(PathBuf::from(p)));
+        assert_eq!(passwd_home_of(text, 0), home("/root"));
+        assert_eq!(passwd_home_of(text, 997), home("/var/lib/svc"));
+        // The first entry of a shared id, not a commented-out one before it.
+        assert_eq!(passwd_home_of(text, 1000), home("/home/alice"));
+        // The first entry has no home: that is the answer, not a later entry's.
+        assert_eq!(passwd_home_of(text, 1002), Some(None));
+        // Ids are numbers (as the C library reads them); a malformed line is skipped.
+        assert_eq!(passwd_home_of(text, 1004), home("/home/padded"));
         assert_eq!(passwd_home_of(text, 1003), None);
         assert_eq!(passwd_home_of(text, 10), None);
     }
