@@ -18,7 +18,8 @@ pub const ENV_TRACE_PHASES: &str = "CORDON_TRACE_PHASES";
 static ON: AtomicBool = AtomicBool::new(false);
 static MARKS: Mutex<Vec<(&'static str, Instant)>> = Mutex::new(Vec::new());
 
-/// Start tracing when [`ENV_TRACE_PHASES`] is `1` (the CLI, first thing in `main`).
+/// Start tracing when [`ENV_TRACE_PHASES`] is `1` (`cordon run`, before it parses its
+/// arguments).
 pub fn enable_from_env() {
     if std::env::var_os(ENV_TRACE_PHASES).is_some_and(|v| v == "1") {
         enable();
