@@ -5,7 +5,7 @@
 //!
 //! What it does not do: choose the mounts (the parent's plan does).
 
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use super::prepared::{fail, Prepared};
 use crate::contract::{FileIdentity, MountOp};
@@ -47,6 +47,21 @@ fn proc_fd_path(fd: RawFd, buf: &mut [u8; PROC_FD_PATH_LEN]) {
         buf[PREFIX.len() + i] = *d;
     }
     buf[PREFIX.len() + len] = 0;
+}
+
+/// Open the host directory `target` without following symlinks and check it is the
+/// pinned file `want` (`ESTALE` when it is another); a mount target reached through it
+/// is the file the parent checked.
+fn open_checked(p: &Prepared<'_>, target: &std::ffi::CStr, want: &FileIdentity, detail: u32) -> OwnedFd {
+    let t = match open_path_no_symlinks(libc::AT_FDCWD, target) {
+        Ok(t) => t,
+        Err(e) => fail(p, Step::Mount, e.raw_os_error().unwrap_or(libc::EIO), detail),
+    };
+    match FileIdentity::of_fd(t.as_raw_fd()) {
+        Ok(got) if got == *want => t,
+        Ok(_) => fail(p, Step::Mount, libc::ESTALE, detail),
+        Err(e) => fail(p, Step::Mount, e.raw_os_error().unwrap_or(libc::EIO), detail),
+    }
 }
 
 /// [`MountOp::WriteFile`]: create `path` (never an existing file, never through a
@@ -147,15 +162,7 @@ pub(super) fn apply_mounts(p: &mut Prepared<'_>) {
                         }
                     }
                     Some(want) => {
-                        let t = match open_path_no_symlinks(libc::AT_FDCWD, target) {
-                            Ok(t) => t,
-                            Err(e) => fail(p, Step::Mount, e.raw_os_error().unwrap_or(libc::EIO), detail),
-                        };
-                        match FileIdentity::of_fd(t.as_raw_fd()) {
-                            Ok(got) if got == *want => {}
-                            Ok(_) => fail(p, Step::Mount, libc::ESTALE, detail),
-                            Err(e) => fail(p, Step::Mount, e.raw_os_error().unwrap_or(libc::EIO), detail),
-                        }
+                        let t = open_checked(p, target, want, detail);
                         // SAFETY: move_mount between two fds the child owns.
                         unsafe {
                             libc::syscall(
@@ -219,15 +226,7 @@ pub(super) fn apply_mounts(p: &mut Prepared<'_>) {
                 let at: *const libc::c_char = match expect {
                     None => target.as_ptr(),
                     Some(want) => {
-                        let t = match open_path_no_symlinks(libc::AT_FDCWD, target) {
-                            Ok(t) => t,
-                            Err(e) => fail(p, Step::Mount, e.raw_os_error().unwrap_or(libc::EIO), detail),
-                        };
-                        match FileIdentity::of_fd(t.as_raw_fd()) {
-                            Ok(got) if got == *want => {}
-                            Ok(_) => fail(p, Step::Mount, libc::ESTALE, detail),
-                            Err(e) => fail(p, Step::Mount, e.raw_os_error().unwrap_or(libc::EIO), detail),
-                        }
+                        let t = open_checked(p, target, want, detail);
                         proc_fd_path(t.as_raw_fd(), &mut proc_path);
                         held = Some(t);
                         proc_path.as_ptr() as *const libc::c_char
