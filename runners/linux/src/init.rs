@@ -11,7 +11,7 @@
 
 use std::os::fd::RawFd;
 
-use crate::child::caps::{CapData, CapHeader, LINUX_CAPABILITY_VERSION_3};
+use crate::child::caps::{set_own, NO_CAPS};
 use crate::child::{fail, stage_inner, stage_outer, Prepared};
 use crate::status::{detail, Step, STAGE_SETUP_FAILED_EXIT};
 use crate::sys::errno;
@@ -131,13 +131,9 @@ pub(crate) fn init_stage(p: &mut Prepared<'_>) -> ! {
         libc::syscall(libc::SYS_close_range, (exit_fd + 1) as u32, u32::MAX, 0u32);
     }
     // No ptrace-style access to pid 1 from inside, and no capabilities kept.
-    // SAFETY: prctl and capset with integer/local arguments.
-    unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-        let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
-        let zero = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
-        libc::syscall(libc::SYS_capset, &mut header as *mut CapHeader, zero.as_ptr());
-    }
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    set_own(&NO_CAPS);
     let handler =
         if supervise { supervisor_signal as *const () as usize } else { forward_signal as *const () as usize };
     SUPERVISOR_EXIT_FD.store(exit_fd, std::sync::atomic::Ordering::Relaxed);

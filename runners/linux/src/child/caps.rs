@@ -11,9 +11,9 @@ use crate::sys::errno;
 
 /// `struct __user_cap_header_struct` / `__user_cap_data_struct` for capset/capget.
 #[repr(C)]
-pub(crate) struct CapHeader {
-    pub(crate) version: u32,
-    pub(crate) pid: i32,
+struct CapHeader {
+    version: u32,
+    pid: i32,
 }
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -22,7 +22,26 @@ pub(crate) struct CapData {
     pub(crate) permitted: u32,
     pub(crate) inheritable: u32,
 }
-pub(crate) const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+/// Every set empty.
+pub(crate) const NO_CAPS: [CapData; 2] = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
+
+/// Read the calling thread's capability sets (raw `capget`, version 3; async-signal
+/// safe). `false` on error, with `errno` set.
+pub(crate) fn get_own(data: &mut [CapData; 2]) -> bool {
+    let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    // SAFETY: capget with a v3 header and a two-element data array to fill.
+    unsafe { libc::syscall(libc::SYS_capget, &mut header as *mut CapHeader, data.as_mut_ptr()) == 0 }
+}
+
+/// Set the calling thread's capability sets (raw `capset`, version 3; async-signal
+/// safe). `false` on error, with `errno` set.
+pub(crate) fn set_own(data: &[CapData; 2]) -> bool {
+    let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    // SAFETY: capset with a v3 header and a two-element data array.
+    unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut CapHeader, data.as_ptr()) == 0 }
+}
+
 const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
 const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
 const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
@@ -35,10 +54,8 @@ const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
 const CAP_SETPCAP: u32 = 8;
 
 pub(super) fn drop_all_capabilities(p: &Prepared<'_>) {
-    let mut before = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
-    let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
-    // SAFETY: capget with a v3 header and a two-element data array to fill.
-    if unsafe { libc::syscall(libc::SYS_capget, &mut header as *mut CapHeader, before.as_mut_ptr()) } != 0 {
+    let mut before = NO_CAPS;
+    if !get_own(&mut before) {
         fail(p, Step::Capabilities, errno(), detail::CAPS_GET);
     }
     // Without CAP_SETPCAP (an unprivileged caller with no user namespace) the bounding
@@ -71,17 +88,12 @@ pub(super) fn drop_all_capabilities(p: &Prepared<'_>) {
     if r != 0 && errno() != libc::EINVAL {
         fail(p, Step::Capabilities, errno(), detail::CAPS_AMBIENT_CLEAR);
     }
-    let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
-    let zero = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
-    // SAFETY: capset with a v3 header and a two-element data array.
-    if unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut CapHeader, zero.as_ptr()) } != 0 {
+    if !set_own(&NO_CAPS) {
         fail(p, Step::Capabilities, errno(), detail::CAPS_SET);
     }
     // Verify: read back; every set must be empty.
     let mut now = [CapData { effective: 1, permitted: 1, inheritable: 1 }; 2];
-    let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
-    // SAFETY: capget with a v3 header and a two-element data array to fill.
-    if unsafe { libc::syscall(libc::SYS_capget, &mut header as *mut CapHeader, now.as_mut_ptr()) } != 0 {
+    if !get_own(&mut now) {
         fail(p, Step::Capabilities, errno(), detail::CAPS_VERIFY_GET);
     }
     if now.iter().any(|d| d.effective != 0 || d.permitted != 0 || d.inheritable != 0) {

@@ -35,11 +35,8 @@ pub fn egid() -> u32 {
 
 /// This process's effective capability set (`capget(2)`, version 3: no `/proc` read).
 pub fn effective_capabilities() -> Option<u64> {
-    let mut header = crate::child::caps::CapHeader { version: crate::child::caps::LINUX_CAPABILITY_VERSION_3, pid: 0 };
-    let mut data = [crate::child::caps::CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
-    // SAFETY: capget with a version-3 header fills two data structs, as provided.
-    let r = unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) };
-    (r == 0).then(|| u64::from(data[0].effective) | (u64::from(data[1].effective) << 32))
+    let mut data = crate::child::caps::NO_CAPS;
+    crate::child::caps::get_own(&mut data).then(|| u64::from(data[0].effective) | (u64::from(data[1].effective) << 32))
 }
 
 /// Total usable RAM in bytes (`sysinfo(2)`: the figure `/proc/meminfo` calls

@@ -33,20 +33,16 @@ const PERMISSION_OVERRIDES: [u32; 3] = [1, 2, 3];
 /// capabilities) — ACLs included. The permitted set is kept (nothing is lost for good);
 /// other threads are unaffected. A caller without them changes nothing.
 pub fn drop_thread_permission_overrides() -> io::Result<()> {
-    use crate::child::caps::{CapData, CapHeader, LINUX_CAPABILITY_VERSION_3};
-    let mut data = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
-    let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
-    // SAFETY: capget with a v3 header and a two-element data array to fill.
-    if unsafe { libc::syscall(libc::SYS_capget, &mut header as *mut CapHeader, data.as_mut_ptr()) } != 0 {
+    use crate::child::caps::{get_own, set_own, NO_CAPS};
+    let mut data = NO_CAPS;
+    if !get_own(&mut data) {
         return Err(io::Error::last_os_error());
     }
     for cap in PERMISSION_OVERRIDES {
         data[0].effective &= !(1 << cap);
     }
-    // pid 0: the calling thread only (capabilities are per thread).
-    let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
-    // SAFETY: capset with a v3 header and the two-element data array read above.
-    if unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut CapHeader, data.as_ptr()) } != 0 {
+    // The calling thread only (capabilities are per thread).
+    if !set_own(&data) {
         return Err(io::Error::last_os_error());
     }
     Ok(())
@@ -57,19 +53,15 @@ pub fn drop_thread_permission_overrides() -> io::Result<()> {
 /// ([`drop_thread_permission_overrides`]) and that acts for the caller, not the
 /// command. A caller without them changes nothing.
 pub fn restore_thread_permission_overrides() -> io::Result<()> {
-    use crate::child::caps::{CapData, CapHeader, LINUX_CAPABILITY_VERSION_3};
-    let mut data = [CapData { effective: 0, permitted: 0, inheritable: 0 }; 2];
-    let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
-    // SAFETY: capget with a v3 header and a two-element data array to fill.
-    if unsafe { libc::syscall(libc::SYS_capget, &mut header as *mut CapHeader, data.as_mut_ptr()) } != 0 {
+    use crate::child::caps::{get_own, set_own, NO_CAPS};
+    let mut data = NO_CAPS;
+    if !get_own(&mut data) {
         return Err(io::Error::last_os_error());
     }
     for cap in PERMISSION_OVERRIDES {
         data[0].effective |= data[0].permitted & (1 << cap);
     }
-    let mut header = CapHeader { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
-    // SAFETY: capset with a v3 header and the two-element data array read above.
-    if unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut CapHeader, data.as_ptr()) } != 0 {
+    if !set_own(&data) {
         return Err(io::Error::last_os_error());
     }
     Ok(())
