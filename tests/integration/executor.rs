@@ -1116,7 +1116,6 @@ fn cli_phase_trace_names_every_phase_only_when_asked() {
     {
         assert!(names.contains(&want), "phase {want} missing from {line}");
     }
-    assert!(phases.iter().map(|(_, us)| us).sum::<u64>() > 0, "durations are measured: {line}");
     assert!(out.stderr.starts_with("err\n"), "the command's stderr comes first: {:?}", out.stderr);
 
     let plain = cordon(&args, ws.path(), &[("CORDON_TRACE_PHASES", "0")]);
