@@ -1287,6 +1287,48 @@ case!(proc_procfs_of_host_processes_denied, |c| {
     assert!(ctl.ok && ctl.detail.contains(&v.secret), "control: environ readable on the host: {ctl:?}");
 });
 
+// The run's init shares cordon's memory and is not marked non-dumpable (that mark
+// belongs to the memory, so it would be cordon's too): from inside, nothing of it may
+// be reachable. cordon's own environment holds a credential the scrub keeps from the
+// command; the init is the command's parent (pid 1 in a run's pid namespace).
+case!(proc_init_unreachable_from_inside, |c| {
+    let secret = format!("init-secret-{}", c.unique());
+    for mode in CONFINED {
+        let mut o = c.opts(mode);
+        o.env = vec![("MY_SECRET_TOKEN".into(), secret.clone())];
+        // The parent is there to be named (a refusal below is not a missing process).
+        c.probe_with(&o, "stat", &["/proc/@ppid/status"])?.assert_ok("stat the parent's /proc entry");
+        let env = c.probe_with(&o, "read", &["/proc/@ppid/environ"])?;
+        assert!(!env.detail.contains(&secret), "read the init's environ ({mode}): {env:?}");
+        env.assert_refused("read the init's environ");
+        let maps = c.probe_with(&o, "read", &["/proc/@ppid/maps"])?;
+        maps.assert_refused("read the init's maps");
+        c.probe_with(&o, "proc-mem", &["@ppid", "0x400000"])?.assert_refused("read the init's /proc/<pid>/mem");
+        c.probe_with(&o, "vm-read", &["@ppid", "0x400000"])?.assert_refused("process_vm_readv of the init");
+        c.probe_with(&o, "ptrace-attach", &["@ppid"])?.assert_refused("ptrace the init");
+        // (Listing /proc/<init>/fd shows fd numbers only, by file mode; what one holds
+        // is behind the same ptrace-style check as the links below.)
+        c.probe_with(&o, "readlink", &["/proc/@ppid/exe"])?.assert_refused("readlink the init's exe");
+        c.probe_with(&o, "readlink", &["/proc/@ppid/cwd"])?.assert_refused("readlink the init's cwd");
+        c.probe_with(&o, "ls", &["/proc/@ppid/root"])?.assert_refused("list the init's root");
+        let g = c.probe_with(&o, "proc-grep", &[&secret])?;
+        g.assert_ok("scan /proc/*/environ");
+        assert!(g.detail.contains("matches=[]"), "cordon's credential is readable inside ({mode}): {g:?}");
+    }
+    // Control: on the host the same probe reads its parent's environ (a shell of the
+    // same identity that does not exec it, started with the same credential).
+    let probe = c.suite.probe.to_str().unwrap().to_string();
+    let out = c
+        .host_cmd("/bin/sh")
+        .arg("-c")
+        .arg(format!("'{probe}' read /proc/@ppid/environ; exit $?"))
+        .env("MY_SECRET_TOKEN", &secret)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains(&secret), "control: a parent's environ on the host: {out:?}");
+});
+
 case!(proc_priority_and_rlimit_denied, |c| {
     for mode in CONFINED {
         let v = c.victim();

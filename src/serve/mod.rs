@@ -111,9 +111,9 @@ pub fn main(args: CeilingArgs) -> ExitCode {
             return ExitCode::from(EXIT_SETUP_FAILED);
         }
     };
-    // One thread: a run is mostly waiting (pipes, pidfds), and cloning a run's init
-    // from a process with fewer threads is cheaper (fewer TLB shootdowns on the
-    // copy-on-write faults that follow; docs/performance.md).
+    // One thread: a run is mostly waiting (pipes, pidfds), and the spawns go through
+    // one thread anyway (the stage's spawner: the parent-death signal must mean
+    // "cordon exited").
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

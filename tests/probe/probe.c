@@ -1198,6 +1198,19 @@ int main(int argc, char **argv) {
     }
     g_op = argv[1];
     const char *op = argv[1];
+    /* "@ppid" inside an argument stands for this process's parent: the run's init when
+       the probe is the command itself. */
+    for (int i = 2; i < argc; i++) {
+        char *at = strstr(argv[i], "@ppid");
+        if (!at)
+            continue;
+        size_t len = strlen(argv[i]) + 16;
+        char *arg = malloc(len);
+        if (!arg)
+            fail(ENOMEM, "malloc");
+        snprintf(arg, len, "%.*s%d%s", (int)(at - argv[i]), argv[i], (int)getppid(), at + 5);
+        argv[i] = arg;
+    }
     char **a = argv + 2; /* a[0] is the first argument after OP */
 
     /* files */

@@ -3,30 +3,36 @@
 //! With a pid namespace it is pid 1: it applies the outer steps (1, 2, 4, 5), starts
 //! the command with a vfork-style clone, then only forwards signals to it, reaps
 //! orphans and reports the command's raw wait status on the exit-status pipe. Without
-//! one it is the supervising child subreaper (see `init_stage`). Everything after the
-//! fork-style clone runs in the child: raw, async-signal-safe syscalls only; the
-//! statics below are the only state the signal handlers share with the init's loop.
+//! one it is the supervising child subreaper (see `init_stage`).
+//!
+//! It shares cordon's memory (`CLONE_VM`, where [`raw`](crate::raw) has the system
+//! calls; a fork-style copy elsewhere): no page tables are copied at its clone, cordon
+//! takes no copy-on-write faults after it, and its exit unmaps nothing. So it runs on
+//! a stack of its own ([`stack`](crate::stack)), keeps what its signal handlers share
+//! with its loop at the top of that stack (never in statics: several runs' inits may
+//! be alive at once), and reads the parent's `Prepared` only while the parent is
+//! blocked on the status pipe. Once it closes its copy of that pipe the parent resumes
+//! and may free the plan, so from there on it touches only its own stack and makes
+//! only raw system calls (a C library wrapper would write the `errno` of the cordon
+//! thread that cloned it).
 //!
 //! What it does not do: decide anything about the command; it never execs.
 
-use std::os::fd::RawFd;
+use std::sync::atomic::Ordering;
 
 use crate::child::caps::{set_own, NO_CAPS};
 use crate::child::{fail, stage_inner, stage_outer, Prepared};
+use crate::raw;
+use crate::stack::{state_here, InitState};
 use crate::status::{detail, Step, STAGE_SETUP_FAILED_EXIT};
 use crate::sys::errno;
 
-/// The command's pid inside the namespace, for the init's signal forwarder.
-static INIT_CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-
 extern "C" fn forward_signal(sig: libc::c_int) {
-    let child = INIT_CHILD.load(std::sync::atomic::Ordering::Relaxed);
+    let child = state_here().child.load(Ordering::Relaxed);
     if child > 0 {
-        // SAFETY: kill is async-signal-safe; the targets are the command and its group.
-        unsafe {
-            libc::kill(-child, sig);
-            libc::kill(child, sig);
-        }
+        // The targets are the command's group and the command.
+        raw::kill(-child, sig);
+        raw::kill(child, sig);
     }
 }
 
@@ -56,6 +62,15 @@ extern "C" fn inner_entry(arg: *mut libc::c_void) -> libc::c_int {
     stage_inner(p)
 }
 
+/// The clone entry point of the init, on its own stack (see `spawn`).
+pub(crate) extern "C" fn init_entry(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the parent's `Prepared`; the parent stays blocked on the status
+    // pipe (it frees nothing) until this init closes its copy of that pipe, and the
+    // init does not read `Prepared` after that.
+    let p = unsafe { &mut *(arg as *mut Prepared<'_>) };
+    init_stage(p)
+}
+
 /// The init: pid 1 of a new pid namespace, or (without `CLONE_NEWPID`) a supervising
 /// subreaper. Namespaces and mounts, then the command (vfork-style), then init duties.
 ///
@@ -73,16 +88,14 @@ extern "C" fn inner_entry(arg: *mut libc::c_void) -> libc::c_int {
 /// must kill with [`SUPERVISOR_SWEEP_SIGNAL`] (see [`request_sweep`](crate::request_sweep)) rather than a
 /// SIGKILL that would end the init before the descendants that left its group.
 pub(crate) fn init_stage(p: &mut Prepared<'_>) -> ! {
+    let state = state_here();
     let supervise = p.plan.namespaces & libc::CLONE_NEWPID as libc::c_ulong == 0;
     stage_outer(p, false, if supervise { SUPERVISOR_PDEATHSIG } else { libc::SIGKILL });
     if supervise {
         // cordon may have died before the parent-death signal was armed.
-        // SAFETY: getppid has no arguments.
-        if unsafe { libc::getppid() } != p.parent_pid {
-            // SAFETY: _exit cannot fail.
-            unsafe { libc::_exit(STAGE_SETUP_FAILED_EXIT) };
+        if raw::getppid() != p.parent_pid {
+            raw::exit(STAGE_SETUP_FAILED_EXIT);
         }
-        SUPERVISOR_PARENT.store(p.parent_pid, std::sync::atomic::Ordering::Relaxed);
         // 3. The session step is the init's; the command joins its group.
         // SAFETY: setsid/setpgid with integer arguments.
         let r = unsafe {
@@ -105,9 +118,9 @@ pub(crate) fn init_stage(p: &mut Prepared<'_>) -> ! {
         // SAFETY: setpgid with integer arguments.
         unsafe { libc::setpgid(0, 0) };
     }
-    // SAFETY: `inner_entry` runs on the dedicated stack (this process's copy of the
-    // parent's allocation) with a pointer to our `Prepared`; CLONE_VFORK suspends us
-    // until it has exec'd or exited.
+    // SAFETY: `inner_entry` runs on the dedicated stack (the parent's allocation)
+    // with a pointer to our `Prepared`; CLONE_VFORK suspends us until it has exec'd
+    // or exited.
     let child = unsafe {
         libc::clone(
             inner_entry,
@@ -119,27 +132,26 @@ pub(crate) fn init_stage(p: &mut Prepared<'_>) -> ! {
     if child < 0 {
         fail(p, Step::Clone, errno(), detail::CLONE_COMMAND);
     }
-    INIT_CHILD.store(child, std::sync::atomic::Ordering::Relaxed);
-    // From here on we are the init. Keep only the exit-status pipe: every other fd is
-    // a copy of the parent's (other runs' pipes among them) and must not stay open.
+    state.child.store(child, Ordering::Relaxed);
     let exit_fd = p.exit_fd;
-    // SAFETY: close_range with integer arguments; the exit fd is kept.
-    unsafe {
-        if exit_fd > 0 {
-            libc::syscall(libc::SYS_close_range, 0u32, (exit_fd - 1) as u32, 0u32);
-        }
-        libc::syscall(libc::SYS_close_range, (exit_fd + 1) as u32, u32::MAX, 0u32);
-    }
-    // No ptrace-style access to pid 1 from inside, and no capabilities kept.
-    // SAFETY: prctl with integer arguments.
-    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    // No capabilities kept.
     set_own(&NO_CAPS);
+    if !raw::SHARED_INIT {
+        // A copy of cordon's memory: no ptrace-style access to it from inside. (A
+        // shared init cannot: dumpability belongs to the memory, so this would make
+        // cordon itself non-dumpable, and then its /proc files, the next runs' id maps
+        // among them, root's. There the command's Landlock domain, seccomp filter and
+        // pid namespace keep it from the init; see docs/guarantees.md.)
+        // SAFETY: prctl with integer arguments.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    }
     let handler =
         if supervise { supervisor_signal as *const () as usize } else { forward_signal as *const () as usize };
-    SUPERVISOR_EXIT_FD.store(exit_fd, std::sync::atomic::Ordering::Relaxed);
     let sweep = supervise.then_some((SUPERVISOR_SWEEP_SIGNAL, supervisor_sweep as *const () as usize));
     for (sig, handler) in FORWARDED_SIGNALS.into_iter().map(|s| (s, handler)).chain(sweep) {
-        // SAFETY: installing an async-signal-safe handler with sigaction.
+        // SAFETY: installing an async-signal-safe handler with sigaction (the C
+        // library's wrapper supplies the return trampoline; every signal stays
+        // blocked until the loop below).
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = handler;
@@ -148,28 +160,30 @@ pub(crate) fn init_stage(p: &mut Prepared<'_>) -> ! {
             libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
     }
-    // SAFETY: sigemptyset/sigprocmask on a local set.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+    // From here on we are the init. Keep only the exit-status pipe: every other fd is
+    // a copy of the parent's (other runs' pipes among them) and must not stay open.
+    // Closing the status pipe lets the parent resume: after this, no `p`, raw calls only.
+    #[allow(clippy::cast_sign_loss, reason = "fds are non-negative")]
+    {
+        if exit_fd > 0 {
+            raw::close_range(0, (exit_fd - 1) as u32);
+        }
+        raw::close_range((exit_fd + 1) as u32, u32::MAX);
     }
+    raw::unblock_all_signals();
     loop {
         let mut status: libc::c_int = 0;
-        // SAFETY: wait4 for any child into a local status word.
-        let r = unsafe { libc::wait4(-1, &mut status, libc::__WALL, std::ptr::null_mut()) };
-        if r == child {
+        let r = raw::wait4(-1, &mut status, libc::__WALL);
+        if r == child as isize {
             // The status first: a sweep signal during the sweep below must not lose it.
-            report_status(exit_fd, status);
+            report_status(state, status);
             if supervise {
-                kill_and_reap_all_children(0);
+                kill_and_reap_all_children(state, 0);
             }
-            // SAFETY: _exit cannot fail.
-            unsafe { libc::_exit(0) };
+            raw::exit(0);
         }
-        if r < 0 && errno() != libc::EINTR {
-            // SAFETY: _exit cannot fail.
-            unsafe { libc::_exit(0) };
+        if r < 0 && r != -(libc::EINTR as isize) {
+            raw::exit(0);
         }
     }
 }
@@ -180,13 +194,6 @@ pub(crate) fn init_stage(p: &mut Prepared<'_>) -> ! {
 /// still there) is ignored.
 pub const SUPERVISOR_PDEATHSIG: libc::c_int = libc::SIGHUP;
 
-/// cordon's pid, as the supervising init saw it at start.
-static SUPERVISOR_PARENT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-/// The init's exit-status pipe, for the sweep handler.
-static SUPERVISOR_EXIT_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
-/// The command's wait status was written to the exit-status pipe.
-static STATUS_REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
 /// Sent by cordon to a supervising init (to its pid alone, never its group) to end the
 /// run at once: the init SIGKILLs and reaps every descendant, reports the command's
 /// status when it reaped it, and exits. A SIGKILL to the run's group would end the init
@@ -196,47 +203,40 @@ static STATUS_REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::Atomi
 pub const SUPERVISOR_SWEEP_SIGNAL: libc::c_int = 40;
 
 /// Write the command's raw wait status to the exit-status pipe (once).
-fn report_status(exit_fd: RawFd, status: libc::c_int) {
-    if STATUS_REPORTED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+fn report_status(state: &InitState, status: libc::c_int) {
+    if state.reported.swap(true, Ordering::Relaxed) {
         return;
     }
-    let bytes = status.to_ne_bytes();
-    // SAFETY: write is async-signal-safe; the buffer is local.
-    unsafe { libc::write(exit_fd, bytes.as_ptr() as *const libc::c_void, bytes.len()) };
+    raw::write(state.exit_fd.load(Ordering::Relaxed), &status.to_ne_bytes());
 }
 
 /// The supervising init's [`SUPERVISOR_SWEEP_SIGNAL`] handler.
 extern "C" fn supervisor_sweep(_sig: libc::c_int) {
-    let command = INIT_CHILD.load(std::sync::atomic::Ordering::Relaxed);
-    if !kill_and_reap_all_children(command) {
-        // SAFETY: kill is async-signal-safe; 0 is the run's group, this init included.
-        unsafe { libc::kill(0, libc::SIGKILL) };
+    let state = state_here();
+    let command = state.child.load(Ordering::Relaxed);
+    if !kill_and_reap_all_children(state, command) {
+        // 0 is the run's group, this init included.
+        raw::kill(0, libc::SIGKILL);
     }
-    // SAFETY: _exit cannot fail.
-    unsafe { libc::_exit(0) };
+    raw::exit(0);
 }
 
 /// The supervising init's handler: a signal aimed at the run's group is for the
 /// command (which got it too); once cordon is gone, kill everything and die.
 extern "C" fn supervisor_signal(_sig: libc::c_int) {
-    // SAFETY: getppid has no arguments.
-    let parent = unsafe { libc::getppid() };
-    if parent == SUPERVISOR_PARENT.load(std::sync::atomic::Ordering::Relaxed) {
+    let state = state_here();
+    if raw::getppid() == state.parent.load(Ordering::Relaxed) {
         return;
     }
     // Every descendant comes to this subreaper as its parent dies: kill and reap
     // until none is left (the run's group and those that left it alike).
-    if kill_and_reap_all_children(0) {
-        // SAFETY: _exit cannot fail.
-        unsafe { libc::_exit(0) };
+    if kill_and_reap_all_children(state, 0) {
+        raw::exit(0);
     }
     // No `children` file: kill the run's group, which includes this init, so this
     // does not return.
-    // SAFETY: kill is async-signal-safe; 0 is this process's group.
-    unsafe {
-        libc::kill(0, libc::SIGKILL);
-        libc::_exit(0);
-    }
+    raw::kill(0, libc::SIGKILL);
+    raw::exit(0);
 }
 
 /// SIGKILL every child of this (single-threaded) process listed in
@@ -247,22 +247,24 @@ fn kill_children() -> bool {
     let prefix = b"/proc/self/task/";
     path[..prefix.len()].copy_from_slice(prefix);
     let mut n = prefix.len();
-    // SAFETY: getpid has no arguments.
-    let pid = unsafe { libc::getpid() };
-    n += write_decimal(&mut path[n..], pid as u32);
+    #[allow(clippy::cast_sign_loss, reason = "a pid is positive")]
+    {
+        n += write_decimal(&mut path[n..], raw::getpid() as u32);
+    }
     let suffix = b"/children\0";
     path[n..n + suffix.len()].copy_from_slice(suffix);
-    // SAFETY: `path` is NUL-terminated; open/read/close are async-signal-safe.
-    let fd = unsafe { libc::open(path.as_ptr() as *const libc::c_char, libc::O_RDONLY | libc::O_CLOEXEC) };
+    let Ok(path) = std::ffi::CStr::from_bytes_until_nul(&path) else { return false };
+    let fd = raw::open(path, libc::O_RDONLY | libc::O_CLOEXEC);
     if fd < 0 {
         return false;
     }
+    #[allow(clippy::cast_possible_truncation, reason = "an fd is an int widened to long")]
+    let fd = fd as libc::c_int;
     let mut buf = [0u8; 4096];
     // Pids fit in an i32 (the kernel's PID_MAX_LIMIT is 2^22); saturate anyway.
     let mut current: i32 = -1;
     loop {
-        // SAFETY: reading into a local buffer.
-        let got = unsafe { libc::read(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
+        let got = raw::read(fd, &mut buf);
         if got <= 0 {
             break;
         }
@@ -270,18 +272,15 @@ fn kill_children() -> bool {
             if b.is_ascii_digit() {
                 current = current.max(0).saturating_mul(10).saturating_add(i32::from(b - b'0'));
             } else if current > 0 {
-                // SAFETY: kill with integer arguments.
-                unsafe { libc::kill(current, libc::SIGKILL) };
+                raw::kill(current, libc::SIGKILL);
                 current = -1;
             }
         }
     }
     if current > 0 {
-        // SAFETY: kill with integer arguments.
-        unsafe { libc::kill(current, libc::SIGKILL) };
+        raw::kill(current, libc::SIGKILL);
     }
-    // SAFETY: closing the fd opened above.
-    unsafe { libc::close(fd) };
+    raw::close(fd);
     true
 }
 
@@ -290,18 +289,17 @@ fn kill_children() -> bool {
 /// it can be reaped), until there is no child left: then every descendant is gone.
 /// Without the `children` file, return false at once (cordon's group kill is then the
 /// only sweep). When it reaps `command` (> 0), its status is reported.
-fn kill_and_reap_all_children(command: libc::pid_t) -> bool {
+fn kill_and_reap_all_children(state: &InitState, command: libc::pid_t) -> bool {
     loop {
         if !kill_children() {
             return false;
         }
         let mut status = 0;
-        // SAFETY: wait4 for any child into a local status word.
-        let r = unsafe { libc::wait4(-1, &mut status, libc::__WALL, std::ptr::null_mut()) };
-        if r > 0 && r == command {
-            report_status(SUPERVISOR_EXIT_FD.load(std::sync::atomic::Ordering::Relaxed), status);
+        let r = raw::wait4(-1, &mut status, libc::__WALL);
+        if r > 0 && r == command as isize {
+            report_status(state, status);
         }
-        if r < 0 && errno() != libc::EINTR {
+        if r < 0 && r != -(libc::EINTR as isize) {
             return true;
         }
     }

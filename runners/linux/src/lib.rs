@@ -61,15 +61,18 @@
 //! | --- | --- |
 //! | `contract` | the data the parent hands the child: [`StagePlan`], [`MountOp`], [`IdMaps`], [`ChildLimits`], [`FileIdentity`] |
 //! | `status` | the status record: [`Step`], [`StageFailure`], the [`detail`] numbers, encoding and decoding |
-//! | `spawn` | [`spawn`]: the spawner thread, the vfork-style clone, the fork-style clone of an init, the parent's wait for the verdict |
+//! | `spawn` | [`spawn`]: the spawner thread, the vfork-style clone, the clone of an init (sharing cordon's memory), the parent's wait for the verdict |
 //! | `init` | the minimal init (pid 1, or the supervising subreaper) and its signal handlers |
+//! | `stack` | the init's own stack, the state its handlers find at its top, and the pool that reuses a stack once its init exited |
+//! | `raw` | system calls issued without the C library (no `errno`), for the init once cordon runs on |
 //! | `child` | the child's steps: outer (1, 2, 4, 5) and inner (3, 6 to 13), with mounts, Landlock, capabilities and seccomp (the listener hand-back) in submodules |
 //! | [`helper`] | the bwrap runner's stage helper (steps 9 to 13 inside bubblewrap's sandbox) |
 //! | `sys` | raw, async-signal-safe syscall wrappers both sides use ([`open_path_no_symlinks`]) |
 //! | `parent` | parent-side syscall wrappers: [`host`], [`signals`], [`fds`], [`notify`], [`request_sweep`] |
 //!
-//! Only `child`, `init`, `sys` and the parts of `status` and `contract` they call run
-//! between `clone` and `execve`; everything there is async-signal-safe.
+//! Only `child`, `init`, `raw`, `sys`, `stack::state_here` and the parts of `status`
+//! and `contract` they call run between `clone` and `execve` (and in the init);
+//! everything there is async-signal-safe.
 //!
 //! # What this crate does not do
 //!
@@ -85,7 +88,9 @@ mod contract;
 pub mod helper;
 mod init;
 mod parent;
+mod raw;
 mod spawn;
+mod stack;
 mod status;
 mod sys;
 

@@ -3,7 +3,9 @@
 //! Children are cloned from the main thread or from one long-lived spawner thread (so
 //! the parent-death signal means "cordon exited"). Without an init the child is a
 //! vfork-style clone (`CLONE_VM|CLONE_VFORK`) on a dedicated stack that runs every
-//! step itself; with an init it is a fork-style clone that runs `init::init_stage`.
+//! step itself; with an init it is a `CLONE_VM` clone (no `CLONE_VFORK`: it outlives
+//! the call) on a stack from the `stack` pool that runs `init::init_stage`, and the
+//! init starts the command vfork-style.
 //! Everything the child reads is prepared here, before the clone
 //! (`child::Prepared`). The parent then reads the status pipe: a
 //! [`StageFailure`] record, or end-of-file once the command has exec'd.
@@ -17,7 +19,9 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::child::{child_entry, Prepared};
 use crate::contract::StagePlan;
-use crate::init::init_stage;
+use crate::init::init_entry;
+use crate::raw;
+use crate::stack;
 use crate::status::{decode_record, detail, StageFailure, Step, STATUS_RECORD_LEN};
 
 /// Stack size for the child between clone and exec (it makes only raw syscalls).
@@ -203,24 +207,29 @@ fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
 /// Wait for the stage's verdict (a failure record, or end-of-file once the command
 /// has exec'd) and open a pidfd for `pid`.
 fn finish_spawn(pid: libc::pid_t, status_read: OwnedFd, exit_status: Option<OwnedFd>) -> Result<Spawned, SpawnError> {
-    // Read the status record; EOF means the exec succeeded.
+    // Read the status record; EOF means the exec succeeded. Raw reads: an init that
+    // shares our memory may be writing this thread's `errno` until it closes its copy
+    // of the pipe, and leaving before EOF while it still reads the plan would free
+    // the plan under it.
     let mut record = [0u8; STATUS_RECORD_LEN];
     let mut got = 0usize;
     while got < record.len() {
-        // SAFETY: reading into the unfilled tail of a local buffer.
-        let n = unsafe {
-            libc::read(status_read.as_raw_fd(), record[got..].as_mut_ptr() as *mut libc::c_void, record.len() - got)
-        };
-        if n < 0 {
-            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                continue;
+        #[allow(clippy::cast_sign_loss, reason = "checked non-negative")]
+        match raw::read(status_read.as_raw_fd(), &mut record[got..]) {
+            0 => break,
+            n if n > 0 => got += n as usize,
+            n if n == -(libc::EINTR as isize) => {}
+            n => {
+                // SAFETY: kill on our own unreaped child; reap waits for it to be gone.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                reap(pid);
+                #[allow(clippy::cast_possible_truncation, reason = "an errno")]
+                return Err(SpawnError::Parent {
+                    what: "reading the stage's status pipe",
+                    source: io::Error::from_raw_os_error(-n as i32),
+                });
             }
-            break;
         }
-        if n == 0 {
-            break;
-        }
-        got += n as usize;
     }
     if got == record.len() {
         reap(pid);
@@ -243,9 +252,10 @@ fn finish_spawn(pid: libc::pid_t, status_read: OwnedFd, exit_status: Option<Owne
     Ok(Spawned { pid, pidfd, exit_status })
 }
 
-/// The init variant of [`spawn_here`]: a fork-style child (its own copy of memory,
-/// so it can outlive this call) becomes pid 1, sets up namespaces and mounts, starts
-/// the command with a vfork-style clone, then serves as init.
+/// The init variant of [`spawn_here`]: a child that shares our memory but runs on a
+/// stack of its own (see `init`) becomes pid 1 or the supervising init, sets up
+/// namespaces and mounts, starts the command with a vfork-style clone, then serves as
+/// init.
 fn spawn_with_init(
     mut prepared: Prepared<'_>,
     status_read: OwnedFd,
@@ -259,11 +269,19 @@ fn spawn_with_init(
     // SAFETY: pipe2 succeeded, so both fds are open and owned by nobody else.
     let (exit_read, exit_write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     prepared.exit_fd = exit_write.as_raw_fd();
-    // The command's stack, in the init's copy of this allocation.
+    // The command's stack (used until it execs, which is before our status read ends).
     let mut stack = vec![0u8; CHILD_STACK_SIZE];
     // SAFETY: the top of the allocation, rounded down to 16 bytes.
     prepared.inner_stack_top = unsafe { stack.as_mut_ptr().add(CHILD_STACK_SIZE) } as usize & !0xf;
-    let flags = prepared.plan.namespaces | libc::SIGCHLD as libc::c_ulong;
+    let namespaces = libc::c_int::try_from(prepared.plan.namespaces).map_err(|_| SpawnError::Parent {
+        what: "namespace flags outside clone's int",
+        source: io::ErrorKind::InvalidInput.into(),
+    })?;
+    let init_stack =
+        stack::take().map_err(|source| SpawnError::Parent { what: "mapping a stack for the run's init", source })?;
+    init_stack.prepare(prepared.parent_pid, prepared.exit_fd);
+    let shared = if raw::SHARED_INIT { libc::CLONE_VM } else { 0 };
+    let flags = namespaces | shared | libc::SIGCHLD;
     // SAFETY: a zeroed sigset_t is a valid (empty) set.
     let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: sigfillset/pthread_sigmask on local sets.
@@ -272,17 +290,18 @@ fn spawn_with_init(
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
     }
-    // SAFETY: a raw clone without CLONE_VM behaves like fork: the child gets its own
-    // copy of the address space and only runs `init_stage`, which never returns.
-    let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
-    if pid == 0 {
-        init_stage(&mut prepared);
-    }
+    // SAFETY: `init_entry` runs on the init stack with a pointer to `prepared`, which
+    // lives until this function returns; the init reads it only until it closes its
+    // copy of the status pipe, and `finish_spawn` returns only after that (or after
+    // the init is gone). Without CLONE_VM the child works on its own copy.
+    let pid = unsafe {
+        libc::clone(init_entry, init_stack.top(), flags, &mut prepared as *mut Prepared<'_> as *mut libc::c_void)
+    };
     let clone_errno = io::Error::last_os_error().raw_os_error().unwrap_or(0);
     // SAFETY: restoring the mask saved above.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
-    drop(stack);
     if pid < 0 {
+        stack::done(init_stack);
         return Err(SpawnError::Stage(StageFailure {
             step: Step::Clone,
             errno: clone_errno,
@@ -291,9 +310,16 @@ fn spawn_with_init(
     }
     drop(status_write);
     drop(exit_write);
-    #[allow(clippy::cast_possible_truncation, reason = "the kernel returns a pid (an int) widened to long")]
-    let pid = pid as libc::pid_t;
-    finish_spawn(pid, status_read, Some(exit_read))
+    let result = finish_spawn(pid, status_read, Some(exit_read));
+    // The command has exec'd (or is gone) and the init no longer reads `prepared`.
+    drop(stack);
+    match &result {
+        // The init runs on: its stack comes back once its pidfd says it exited.
+        Ok(spawned) => stack::in_use(init_stack, &spawned.pidfd),
+        // Every error path of `finish_spawn` reaped the init.
+        Err(_) => stack::done(init_stack),
+    }
+    result
 }
 
 fn reap(pid: libc::pid_t) {
