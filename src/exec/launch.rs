@@ -308,6 +308,7 @@ impl Executor {
                 allowed_sockets,
                 denials: &denials,
             })
+            .await
         };
         #[cfg(not(target_os = "linux"))]
         let started = spawn_direct();
@@ -428,7 +429,7 @@ pub(super) struct Staged<'a> {
 impl Executor {
     /// Launch through the child-side stage (`cordon_stage::spawn`): the `landlock`,
     /// `bwrap` and `passthrough` runners on Linux.
-    pub(super) fn start_staged(&self, s: Staged<'_>) -> Result<Started, CordonError> {
+    pub(super) async fn start_staged(&self, s: Staged<'_>) -> Result<Started, CordonError> {
         let Staged { spec, policy, proxy, plan, env, stdio, terminals, pins, limits, runner, allowed_sockets, denials } =
             s;
         // The landlock runner's stage (and the bwrap runner's stage helper) hands its
@@ -461,9 +462,15 @@ impl Executor {
         stage_plan.limits = limits.child();
         crate::phases::mark("stage_plan");
 
-        // Spawning blocks for the child's stage (well under a millisecond); doing it
-        // inline avoids a thread hop per run.
-        let spawned = cordon_stage::spawn(stage_plan);
+        // Spawning blocks for the child's stage (about a millisecond). Alone, it is done
+        // inline (no thread hop); with other runs in flight, on the spawner thread while
+        // this runtime serves them.
+        let others_running = !self.registry.running.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
+        let spawned = if others_running {
+            spawn_beside(stage_plan, !plan.namespaces.pid).await
+        } else {
+            cordon_stage::spawn(stage_plan)
+        };
         drop(passed_fds);
         let mut helper_socket = None;
         let listener = match notify_pair {
@@ -608,6 +615,29 @@ pub(super) fn getrandom_bytes(buf: &mut [u8]) -> std::io::Result<()> {
     }
     use std::io::Read;
     std::fs::File::open("/dev/urandom")?.read_exact(buf)
+}
+
+/// Spawn on the stage's spawner thread and wait without blocking the runtime. If this
+/// future is dropped before the outcome arrives, the spawner thread ends the run it
+/// started (nothing else would know of it). `supervised`: the run has no pid
+/// namespace (its init is a supervising subreaper).
+#[cfg(target_os = "linux")]
+async fn spawn_beside(plan: cordon_stage::StagePlan, supervised: bool) -> Result<cordon_stage::Spawned, SpawnError> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    cordon_stage::spawn_queued(
+        plan,
+        Box::new(move |outcome| {
+            if let Err(Ok(orphan)) = tx.send(outcome) {
+                end_runs_now(&[(orphan.pid, supervised)]);
+            }
+        }),
+    )?;
+    rx.await.unwrap_or_else(|_| {
+        Err(SpawnError::Parent {
+            what: "waiting for the spawner thread",
+            source: std::io::Error::other("spawner thread is gone"),
+        })
+    })
 }
 
 #[cfg(target_os = "linux")]

@@ -753,6 +753,40 @@ async fn done_within(h: &Handle) -> RunResult {
     tokio::time::timeout(HANG, h.done()).await.expect("done() did not resolve")
 }
 
+// Many runs of one executor in flight at once: the later ones are spawned on the
+// stage's spawner thread while the runtime serves the others, and every run's init
+// shares cordon's memory with its state on a stack of its own. Each result must be its
+// own run's: output, exit code, or the signal it died of.
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_runs_each_report_their_own_outcome() {
+    let test = "concurrent_runs_each_report_their_own_outcome";
+    let fx = Fx::new("concurrent");
+    let signals = [libc::SIGUSR1, libc::SIGUSR2, libc::SIGALRM, libc::SIGTERM];
+    for mode in [Mode::FullAccess, Mode::WorkspaceWrite] {
+        let mut handles = Vec::new();
+        for i in 0..16usize {
+            let end = if i % 4 == 3 { format!("kill -{} $$", signals[i / 4]) } else { format!("exit {}", 10 + i) };
+            let req = fx.req(&format!("echo out-{i}; sleep 0.3; {end}"), mode);
+            let h = if mode.is_confined() {
+                let Some(h) = fx.start_confined(test, req).await else { return };
+                h
+            } else {
+                fx.start(req).await
+            };
+            handles.push((i, h));
+        }
+        for (i, h) in handles {
+            let r = done_within(&h).await;
+            assert_eq!(r.stdout.text, format!("out-{i}\n"), "{mode} run {i}: {r:?}");
+            if i % 4 == 3 {
+                assert_eq!((r.exit_code, r.signal), (None, Some(signals[i / 4])), "{mode} run {i}: {r:?}");
+            } else {
+                assert_eq!((r.exit_code, r.signal), (Some(10 + i as i32), None), "{mode} run {i}: {r:?}");
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn background_reads_return_only_new_bytes() {
     let fx = Fx::new("bg-read");

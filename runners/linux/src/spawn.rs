@@ -66,7 +66,10 @@ impl std::fmt::Display for SpawnError {
 
 impl std::error::Error for SpawnError {}
 
-type Job = (StagePlan, mpsc::Sender<Result<Spawned, SpawnError>>);
+/// What the spawner thread does with the outcome of a spawn (see [`spawn_queued`]).
+pub type Reply = Box<dyn FnOnce(Result<Spawned, SpawnError>) + Send>;
+
+type Job = (StagePlan, Reply);
 
 /// The spawner thread lives as long as the process. Children are cloned from it so
 /// that `PR_SET_PDEATHSIG` (which fires when the *thread* that created the child
@@ -79,7 +82,7 @@ fn spawner() -> &'static Mutex<mpsc::Sender<Job>> {
             .name("cordon-spawner".into())
             .spawn(move || {
                 for (plan, reply) in rx {
-                    let _ = reply.send(spawn_here(plan));
+                    reply(spawn_here(plan));
                 }
             })
             .expect("cannot start the cordon spawner thread");
@@ -99,17 +102,29 @@ pub fn spawn(plan: StagePlan) -> Result<Spawned, SpawnError> {
         return spawn_here(plan);
     }
     let (tx, rx) = mpsc::channel();
-    {
-        let guard = spawner().lock().unwrap_or_else(|p| p.into_inner());
-        guard.send((plan, tx)).map_err(|_| SpawnError::Parent {
-            what: "handing the plan to the spawner thread",
-            source: io::Error::other("spawner thread is gone"),
-        })?;
-    }
+    spawn_queued(
+        plan,
+        Box::new(move |outcome| {
+            let _ = tx.send(outcome);
+        }),
+    )?;
     rx.recv().map_err(|_| SpawnError::Parent {
         what: "waiting for the spawner thread",
         source: io::Error::other("spawner thread is gone"),
     })?
+}
+
+/// Like [`spawn`], but returns at once: the spawner thread spawns and calls `reply`
+/// with the outcome (for a caller that has other work while the stage runs, such as
+/// an async runtime serving other runs). `reply` runs on the spawner thread and must
+/// not block it for long; when it cannot deliver a [`Spawned`] to anyone, it must
+/// end that run itself (nothing else knows of it).
+pub fn spawn_queued(plan: StagePlan, reply: Reply) -> Result<(), SpawnError> {
+    let guard = spawner().lock().unwrap_or_else(|p| p.into_inner());
+    guard.send((plan, reply)).map_err(|_| SpawnError::Parent {
+        what: "handing the plan to the spawner thread",
+        source: io::Error::other("spawner thread is gone"),
+    })
 }
 
 fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
