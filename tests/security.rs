@@ -3504,6 +3504,36 @@ case!(limits_a_fork_loop_is_contained_and_nothing_survives, |c| {
     }
 });
 
+// Many small processes over the memory limit: the OOM killer must end the command's
+// processes, never cordon. (A run's init shares cordon's memory; were it in the run's
+// memory cgroup, or carrying the command's oom_score_adj, the kernel would score it by
+// cordon's whole memory and kill every process sharing that memory with it.)
+case!(limits_an_oom_among_many_small_processes_spares_cordon, |c| {
+    let probe = s(&c.suite.probe).to_string();
+    for mode in LIMIT_MODES {
+        // --best-effort: without a memory cgroup (unprivileged here) the run is not
+        // refused; then nothing is OOM-killed, and only cordon's result is judged.
+        let o = with_args(c.opts(mode), &["--limit-memory", "64M", "--best-effort"]);
+        let script = format!("for i in $(seq 48); do '{probe}' alloc 3 2000 >/dev/null & done; wait; echo after-wait");
+        // cordon itself killed: no result, and `c.cordon` fails the test.
+        let out = c.cordon(&o, &["/bin/sh", "-c", &script])?;
+        let j = out.json.as_ref().expect("cordon's result").clone();
+        if j["limits"]["memory_by"].as_str().is_some_and(|m| m.starts_with("cgroup")) {
+            assert_eq!(j["limit"], "memory", "{mode}: 144 MiB in 48 processes under a 64 MiB cgroup\n{j}");
+        }
+    }
+    // The command carries the OOM score, its init (the landlock runner's pid 1; under
+    // bwrap the parent is bubblewrap's) does not.
+    if c.runner == "landlock" {
+        let o = c.opts(WORKSPACE_WRITE);
+        let r = c.cordon(&o, &["/bin/sh", "-c", "cat /proc/self/oom_score_adj /proc/$PPID/oom_score_adj"])?;
+        let j = r.json.as_ref().expect("cordon's result");
+        let seen: Vec<&str> = j["stdout"]["text"].as_str().unwrap_or("").lines().collect();
+        assert_eq!(seen.first().copied(), Some("1000"), "the command is the OOM killer's first choice: {j}");
+        assert_ne!(seen.get(1).copied(), Some("1000"), "the init took the command's OOM score: {j}");
+    }
+});
+
 case!(limits_a_memory_hog_is_stopped_and_reported, |c| {
     c.host_probe("alloc", &["128"]).assert_ok("control: 128 MiB can be allocated on the host");
     for mode in LIMIT_MODES {

@@ -753,6 +753,28 @@ async fn done_within(h: &Handle) -> RunResult {
     tokio::time::timeout(HANG, h.done()).await.expect("done() did not resolve")
 }
 
+// The library's process is cordon: its OOM score stays its own after runs in every
+// mode (a run's init shares its memory, and the kernel copies an oom_score_adj write
+// to every process sharing the writer's memory), while each command gets 1000.
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_leave_cordons_own_oom_score_alone() {
+    let test = "runs_leave_cordons_own_oom_score_alone";
+    let fx = Fx::new("oom-score");
+    let own = std::fs::read_to_string("/proc/self/oom_score_adj").unwrap();
+    for mode in [Mode::FullAccess, Mode::WorkspaceWrite, Mode::ReadOnly] {
+        let req = fx.req("cat /proc/self/oom_score_adj", mode);
+        let r = if mode.is_confined() {
+            let Some(r) = fx.run_confined(test, req).await else { return };
+            r
+        } else {
+            fx.run(req).await
+        };
+        assert_eq!(r.stdout.text, "1000\n", "{mode}: the command is the OOM killer's first choice: {r:?}");
+        let now = std::fs::read_to_string("/proc/self/oom_score_adj").unwrap();
+        assert_eq!(now, own, "{mode}: a run changed cordon's own oom_score_adj");
+    }
+}
+
 // Many runs of one executor in flight at once: the later ones are spawned on the
 // stage's spawner thread while the runtime serves the others, and every run's init
 // shares cordon's memory with its state on a stack of its own. Each result must be its

@@ -1150,7 +1150,7 @@ static void op_fork_loop(long n, long ms) {
 }
 
 /* Allocate and touch MB mebibytes, one at a time. */
-static void op_alloc(long mb) {
+static void op_alloc(long mb, long hold_ms) {
     long done = 0;
     for (; done < mb; done++) {
         char *p = malloc(1 << 20);
@@ -1161,6 +1161,8 @@ static void op_alloc(long mb) {
         memset(p, 1, 1 << 20);
     }
     dappend("allocated=%ldM", done);
+    if (hold_ms > 0)
+        usleep((useconds_t)(hold_ms * 1000));
     succeed();
 }
 
@@ -1447,7 +1449,7 @@ int main(int argc, char **argv) {
 
     /* resources (the trailing MARK arguments only make the process findable) */
     if (!strcmp(op, "fork-loop")) { NEED(2, "fork-loop N MS [MARK]"); op_fork_loop(num(a[0]), num(a[1])); }
-    if (!strcmp(op, "alloc")) { NEED(1, "alloc MB"); op_alloc(num(a[0])); }
+    if (!strcmp(op, "alloc")) { NEED(1, "alloc MB [HOLD_MS]"); op_alloc(num(a[0]), argc > 3 ? num(a[1]) : 0); }
     if (!strcmp(op, "fill")) { NEED(2, "fill PATH MAXBYTES"); op_fill(a[0], num(a[1])); }
     if (!strcmp(op, "spin")) op_spin();
 

@@ -260,6 +260,7 @@ pub fn run(plan: HelperPlan) -> ! {
         join_init_group: false,
         // SAFETY: getpid has no arguments and cannot fail.
         parent_pid: unsafe { libc::getpid() },
+        proc_dir: -1,
     };
     // 3 to 7.
     confine_and_exec(&mut prepared)

@@ -134,8 +134,16 @@ pub(crate) fn init_stage(p: &mut Prepared<'_>) -> ! {
     }
     state.child.store(child, Ordering::Relaxed);
     let exit_fd = p.exit_fd;
-    // No capabilities kept.
+    // No capabilities kept, and never a core dump: one would hold cordon's memory.
     set_own(&NO_CAPS);
+    let no_core = libc::rlimit64 { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: prlimit64 on ourselves (pid 0) with a local struct; lowering needs no privilege.
+    if unsafe {
+        libc::syscall(libc::SYS_prlimit64, 0, libc::RLIMIT_CORE, &no_core, std::ptr::null_mut::<libc::rlimit64>())
+    } != 0
+    {
+        fail(p, Step::Limits, errno(), detail::LIMITS_INIT_CORE);
+    }
     if !raw::SHARED_INIT {
         // A copy of cordon's memory: no ptrace-style access to it from inside. (A
         // shared init cannot: dumpability belongs to the memory, so this would make

@@ -10,9 +10,11 @@
 //! # The child's contract, in order
 //!
 //! 1. Parent-death signal (`PR_SET_PDEATHSIG`), so the command dies with cordon.
-//!    Then the run's resource limits ([`ChildLimits`]): join the run's cgroups (a
-//!    raw `write("0")` to each attach fd the parent opened: `cgroup.procs`, or `tasks` on v1), set the rlimits,
-//!    and make this process (and so the command) the OOM killer's first choice.
+//!    Then (1b, in the process that execs the command, never in an init: see `init`)
+//!    the run's resource limits ([`ChildLimits`]): join the run's cgroups (a raw
+//!    `write("0")` to each attach fd the parent opened: `cgroup.procs`, or `tasks` on
+//!    v1), set the rlimits, and make this process (and so the command) the OOM
+//!    killer's first choice.
 //! 2. Signal dispositions reset to default and the signal mask cleared (the parent
 //!    ignores `SIGPIPE`; the command must not inherit that).
 //! 3. New session (`setsid`): no controlling terminal, so no `TIOCSTI` into the
@@ -41,7 +43,7 @@
 //! 13. `execve`.
 //!
 //! With an init ([`StagePlan::init`]), steps 1, 2, 4 and 5 are the init's; it then
-//! starts the command, which takes steps 3 and 6 to 13. Without a pid namespace the
+//! starts the command, which takes steps 1b, 3 and 6 to 13. Without a pid namespace the
 //! init supervises instead of being pid 1: it takes step 3 itself (the command joins
 //! its process group), its parent-death signal is [`SUPERVISOR_PDEATHSIG`], and it is a
 //! child subreaper that kills and reaps every process the run leaves behind.

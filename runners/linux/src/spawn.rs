@@ -151,6 +151,18 @@ fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
             Ok(libc::sock_fprog { len, filter: p.as_ptr() as *mut libc::sock_filter })
         })
         .collect::<Result<_, SpawnError>>()?;
+    // The host's /proc for the command's `oom_score_adj` (see `Prepared::proc_dir`).
+    let proc_dir = if plan.limits.oom_score_adj.is_some() {
+        // SAFETY: open with a static NUL-terminated path; the result is checked.
+        let fd = unsafe { libc::open(c"/proc".as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(SpawnError::Parent { what: "opening /proc", source: io::Error::last_os_error() });
+        }
+        // SAFETY: a fresh fd we own.
+        Some(unsafe { OwnedFd::from_raw_fd(fd) })
+    } else {
+        None
+    };
     let mut prepared = Prepared {
         plan: &plan,
         argv,
@@ -165,6 +177,7 @@ fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
         join_init_group: false,
         // SAFETY: getpid has no arguments and cannot fail.
         parent_pid: unsafe { libc::getpid() },
+        proc_dir: proc_dir.as_ref().map_or(-1, |d| d.as_raw_fd()),
     };
     if plan.init {
         return spawn_with_init(prepared, status_read, status_write);
@@ -337,15 +350,12 @@ fn spawn_with_init(
     result
 }
 
+/// Wait for `pid` to be gone (raw `wait4`: after a failure record the init may still
+/// run in C library wrappers that write this thread's `errno`, and stopping early
+/// would hand its stack to the next run).
 fn reap(pid: libc::pid_t) {
     let mut status = 0;
-    loop {
-        // SAFETY: waiting for our own child.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            break;
-        }
-    }
+    while raw::wait4(pid, &mut status, 0) == -(libc::EINTR as isize) {}
 }
 
 /// The highest capability number the running kernel knows (read once per process:

@@ -21,8 +21,9 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Mutex;
 
-/// Bytes of one init stack: a power of two, and its alignment.
-pub(crate) const STACK_SIZE: usize = 128 * 1024;
+/// Bytes of one init stack: a power of two, and its alignment (room for a guard of
+/// 64 KiB pages; the init touches a few KiB).
+pub(crate) const STACK_SIZE: usize = 256 * 1024;
 /// Bytes reserved for the [`InitState`] at the top of the stack.
 const STATE_RESERVE: usize = 64;
 /// Idle stacks kept mapped for the next runs.
@@ -86,7 +87,7 @@ impl InitStack {
         // SAFETY: sysconf has no memory arguments.
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096).max(4096);
         // SAFETY: the guard page is the lowest page of our own mapping.
-        if page < STACK_SIZE / 4 && unsafe { libc::mprotect(base as *mut libc::c_void, page, libc::PROT_NONE) } != 0 {
+        if page <= STACK_SIZE / 4 && unsafe { libc::mprotect(base as *mut libc::c_void, page, libc::PROT_NONE) } != 0 {
             let err = io::Error::last_os_error();
             // SAFETY: unmapping our own, unused mapping.
             unsafe { libc::munmap(base as *mut libc::c_void, STACK_SIZE) };

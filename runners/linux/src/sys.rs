@@ -42,10 +42,16 @@ pub(crate) fn errno() -> i32 {
 
 /// Write all of `data` to `path` with raw syscalls (used for the id maps).
 pub(crate) fn write_file(path: &[u8], data: &[u8]) -> Result<(), i32> {
+    write_file_at(libc::AT_FDCWD, path, data)
+}
+
+/// Write all of `data` to `path` relative to `dirfd` (`AT_FDCWD`: the working
+/// directory) with raw syscalls.
+pub(crate) fn write_file_at(dirfd: RawFd, path: &[u8], data: &[u8]) -> Result<(), i32> {
     // SAFETY: `path` is NUL-terminated (callers pass byte literals ending in \0 or
-    // CString bytes with NUL); open/write/close are async-signal-safe.
+    // CString bytes with NUL); openat/write/close are async-signal-safe.
     unsafe {
-        let fd = libc::open(path.as_ptr() as *const libc::c_char, libc::O_WRONLY | libc::O_CLOEXEC);
+        let fd = libc::openat(dirfd, path.as_ptr() as *const libc::c_char, libc::O_WRONLY | libc::O_CLOEXEC);
         if fd < 0 {
             return Err(errno());
         }

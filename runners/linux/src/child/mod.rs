@@ -15,7 +15,7 @@ use std::os::fd::RawFd;
 
 use crate::contract::FileIdentity;
 use crate::status::{detail, write_record, Step};
-use crate::sys::{errno, write_file};
+use crate::sys::{errno, write_file, write_file_at};
 
 pub(crate) mod caps;
 mod landlock;
@@ -40,7 +40,7 @@ pub(crate) fn child_stage(p: &mut Prepared<'_>) -> ! {
 }
 
 /// Steps 1, 2, 4 and 5: parent-death signal, signal dispositions, identity maps,
-/// mounts. `unblock` clears the signal mask (the init keeps it full until its
+/// mounts. (The limits of step 1 are the command's own: `stage_inner`.) `unblock` clears the signal mask (the init keeps it full until its
 /// forwarders are installed).
 pub(crate) fn stage_outer(p: &mut Prepared<'_>, unblock: bool, pdeath_signal: libc::c_int) {
     let plan = p.plan;
@@ -52,7 +52,6 @@ pub(crate) fn stage_outer(p: &mut Prepared<'_>, unblock: bool, pdeath_signal: li
     if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, pdeath_signal as libc::c_ulong, 0, 0, 0) } != 0 {
         fail(p, Step::ParentDeathSignal, errno(), detail::PDEATH_SIGNAL);
     }
-    apply_limits(p);
 
     // 2. Signals: default dispositions, empty mask.
     for sig in 1..=64 {
@@ -85,6 +84,12 @@ pub(crate) fn stage_outer(p: &mut Prepared<'_>, unblock: bool, pdeath_signal: li
 }
 
 /// Step 1b: join the run's cgroups, set the rlimits, volunteer for the OOM killer.
+/// Taken by the process that execs the command, never by an init: the init shares
+/// cordon's memory, and the kernel copies an `oom_score_adj` write to every process
+/// sharing the writer's memory, and an OOM kill of one (a memory cgroup's, or all of
+/// them with `memory.oom.group`) to all of them: cordon included. The init stays in
+/// cordon's cgroups, holding nothing the run could use up. (A vfork-style child's
+/// `oom_score_adj` write stays its own.)
 fn apply_limits(p: &Prepared<'_>) {
     let limits = &p.plan.limits;
     for (i, &fd) in limits.cgroup_procs.iter().enumerate() {
@@ -116,7 +121,9 @@ fn apply_limits(p: &Prepared<'_>) {
         }
     }
     if let Some(adj) = limits.oom_score_adj {
-        if let Err(e) = write_file(b"/proc/self/oom_score_adj\0", adj) {
+        // Through the /proc opened before the mounts: `self` there is this process
+        // as cordon's pid namespace numbers it.
+        if let Err(e) = write_file_at(p.proc_dir, b"self/oom_score_adj\0", adj) {
             fail(p, Step::Limits, e, detail::LIMITS_OOM_SCORE_ADJ);
         }
     }
@@ -137,6 +144,8 @@ fn unblock_signals(p: &Prepared<'_>) {
 /// capabilities, seccomp, exec. Never returns.
 pub(crate) fn stage_inner(p: &mut Prepared<'_>) -> ! {
     let plan = p.plan;
+    // 1b. The run's limits, before anything else runs in this process.
+    apply_limits(p);
     unblock_signals(p);
     // 3. New session, or at least a process group of its own (under a supervising
     // init, the init's group: it took this step).

@@ -28,6 +28,11 @@ pub(crate) struct Prepared<'a> {
     pub(crate) join_init_group: bool,
     /// The pid of the process that spawns (cordon), for the init's parent-death check.
     pub(crate) parent_pid: libc::pid_t,
+    /// `/proc` as cordon sees it (opened by the parent when the plan sets
+    /// `oom_score_adj`, else -1): the command's step 1b writes its `oom_score_adj`
+    /// through it, since the run's own `/proc` (and, read-only mode, every mount of
+    /// its namespace) is read-only.
+    pub(crate) proc_dir: RawFd,
 }
 
 /// Report a failed step on the status pipe and exit. Never returns.
