@@ -3816,7 +3816,9 @@ case!(limits_a_bash_fork_bomb_is_contained, |c| {
     let j = out.j();
     let procs: u64 =
         out.out().split("procs=").nth(1).and_then(|v| v.trim().parse().ok()).unwrap_or_else(|| panic!("{out:?}"));
-    assert!(procs <= 64, "{procs} processes inside the run with --limit-pids 64: {out:?}");
+    // The run's init (pid 1 here) is cordon's and outside the limit: it shares
+    // cordon's memory and stays in cordon's cgroups (see the OOM case above).
+    assert!(procs <= 64 + 1, "{procs} processes inside the run with --limit-pids 64 (and its init): {out:?}");
     assert!(procs > 3, "control: the bomb must have forked at all ({procs} processes): {out:?}");
     if j["limits"]["pids_by"].as_str().is_some_and(|m| m.starts_with("cgroup")) {
         assert_eq!(j["limit"], "pids", "the pids cgroup refused forks: {j}");
