@@ -19,6 +19,8 @@
 # Peers are looked up on PATH and in $SPAWN_PEERS/node_modules/.bin (e.g. after
 # `npm install --prefix DIR @anthropic-ai/sandbox-runtime @openai/codex`; both need
 # ripgrep and socat). Needs hyperfine (>= 1.13), jq, python3; cc for the floor row.
+# SPAWN_BASELINE=<an older cordon binary> adds alternating serve rounds through it
+# (64 in flight) and the throughput ratio.
 # Results: printed, and written to bench/spawn-latest.txt. A benchmark, not a test: it
 # exits 0 whatever the figures say.
 set -euo pipefail
@@ -30,7 +32,7 @@ while [ $# -gt 0 ]; do
         --no-build) build=0 ;;
         --runs) runs=$2; shift ;;
         --rounds) rounds=$2; shift ;;
-        -h|--help) sed -n 2,21p "$0"; exit 0 ;;
+        -h|--help) sed -n 2,25p "$0"; exit 0 ;;
         *) echo "spawn.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -202,19 +204,32 @@ for mode in full-access workspace-write; do
     say "$(jq -r '"    phases (µs, medians): " + ([.phases_us[] | "\(.[0])=\(.[1])"] | join(" "))' <<<"$j")"
 done
 
-# --- serve: sequential and 64 in flight
+# --- serve: sequential and 64 in flight (and, with SPAWN_BASELINE=<an older cordon
+# binary>, the same loads through it, alternating rounds, for the throughput ratio)
 say ""
 say "cordon serve, workspace-write, echo per run"
+serve_round() { # BINARY INFLIGHT TOTAL JSON
+    python3 "$here/bench/serve_load.py" --cordon "$1" --serve-only --runs "$3" --inflight "$2" --json "$4" >/dev/null || true
+}
 for inflight in 1 64; do
     total=$(( inflight == 1 ? runs : runs * 2 ))
-    python3 "$here/bench/serve_load.py" --cordon "$cordon" --serve-only --runs "$total" --inflight "$inflight" \
-        --json "$work/serve-$inflight.json" >/dev/null || true
+    serve_round "$cordon" "$inflight" "$total" "$work/serve-$inflight.json"
     if [ -f "$work/serve-$inflight.json" ]; then
         say "$(jq -r --arg i "$inflight" '"  \($i) in flight: \(.serve.runs_per_second) runs/s, \((1000 / .serve.runs_per_second * 1000 | round) / 1000) ms per run, latency p50 \(.serve.latency_ms_p50) ms, lost \(.serve.lost), bad \(.serve.bad)"' "$work/serve-$inflight.json")"
     else
         say "  $inflight in flight: serve_load.py failed"
     fi
 done
+if [ -n "${SPAWN_BASELINE:-}" ] && [ -x "$SPAWN_BASELINE" ]; then
+    say "  against SPAWN_BASELINE=$SPAWN_BASELINE, 64 in flight, $rounds alternating rounds of $((runs * 2)) runs (median runs/s):"
+    for r in $(seq "$rounds"); do
+        serve_round "$SPAWN_BASELINE" 64 $((runs * 2)) "$work/base-$r.json"
+        serve_round "$cordon" 64 $((runs * 2)) "$work/this-$r.json"
+    done
+    base_rps=$(jq -s 'map(.serve.runs_per_second) | sort | .[length/2|floor]' "$work"/base-*.json 2>/dev/null || echo nan)
+    this_rps=$(jq -s 'map(.serve.runs_per_second) | sort | .[length/2|floor]' "$work"/this-*.json 2>/dev/null || echo nan)
+    say "    baseline $base_rps, this build $this_rps: $(echo "scale=2; $this_rps / $base_rps" | bc -l 2>/dev/null || echo nan)x"
+fi
 
 say ""
 add() { echo "${med[$1]:-nan} - $bare" | bc -l 2>/dev/null || echo nan; }
