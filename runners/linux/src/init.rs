@@ -90,7 +90,7 @@ pub(crate) extern "C" fn init_entry(arg: *mut libc::c_void) -> libc::c_int {
 pub(crate) fn init_stage(p: &mut Prepared<'_>) -> ! {
     let state = state_here();
     let supervise = p.plan.namespaces & libc::CLONE_NEWPID as libc::c_ulong == 0;
-    stage_outer(p, false, if supervise { SUPERVISOR_PDEATHSIG } else { libc::SIGKILL });
+    stage_outer(p, if supervise { SUPERVISOR_PDEATHSIG } else { libc::SIGKILL });
     if supervise {
         // cordon may have died before the parent-death signal was armed.
         if raw::getppid() != p.parent_pid {
@@ -134,15 +134,20 @@ pub(crate) fn init_stage(p: &mut Prepared<'_>) -> ! {
     }
     state.child.store(child, Ordering::Relaxed);
     let exit_fd = p.exit_fd;
-    // No capabilities kept, and never a core dump: one would hold cordon's memory.
+    // No capabilities kept, and no core dump: one would hold cordon's memory. Only
+    // the soft limit is lowered (a hard-limit change can be refused, e.g. by SELinux's
+    // setrlimit check), and a failure is not fatal: the command runs already, and
+    // failing here would orphan it.
     set_own(&NO_CAPS);
-    let no_core = libc::rlimit64 { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: prlimit64 on ourselves (pid 0) with a local struct; lowering needs no privilege.
-    if unsafe {
-        libc::syscall(libc::SYS_prlimit64, 0, libc::RLIMIT_CORE, &no_core, std::ptr::null_mut::<libc::rlimit64>())
-    } != 0
-    {
-        fail(p, Step::Limits, errno(), detail::LIMITS_INIT_CORE);
+    let mut core = libc::rlimit64 { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: prlimit64 on ourselves (pid 0) reading into, then writing from, a local
+    // struct; lowering the soft limit needs no privilege.
+    unsafe {
+        if libc::syscall(libc::SYS_prlimit64, 0, libc::RLIMIT_CORE, std::ptr::null::<libc::rlimit64>(), &mut core) == 0
+        {
+            core.rlim_cur = 0;
+            libc::syscall(libc::SYS_prlimit64, 0, libc::RLIMIT_CORE, &core, std::ptr::null_mut::<libc::rlimit64>());
+        }
     }
     if !raw::SHARED_INIT {
         // A copy of cordon's memory: no ptrace-style access to it from inside. (A

@@ -15,8 +15,10 @@
 //!    `write("0")` to each attach fd the parent opened: `cgroup.procs`, or `tasks` on
 //!    v1), set the rlimits, and make this process (and so the command) the OOM
 //!    killer's first choice.
-//! 2. Signal dispositions reset to default and the signal mask cleared (the parent
-//!    ignores `SIGPIPE`; the command must not inherit that).
+//! 2. Signal dispositions reset to default (the parent ignores `SIGPIPE`; the command
+//!    must not inherit that). The signal mask stays full until just before `execve`
+//!    (step 13): until then the process shares cordon's memory, and a core-dumping
+//!    signal would write it out.
 //! 3. New session (`setsid`): no controlling terminal, so no `TIOCSTI` into the
 //!    caller's terminal; the child leads its own process group. When the plan keeps
 //!    the session (an interactive caller's job control), `setpgid` still gives the

@@ -61,7 +61,7 @@ pub enum Step {
     /// environment ([`detail::EXEC_HELPER_ENV`]).
     Exec = 13,
     /// Applying [`ChildLimits`](crate::ChildLimits): [`detail::LIMITS_CGROUP`],
-    /// [`detail::LIMITS_RLIMIT`], [`detail::LIMITS_OOM_SCORE_ADJ`] or [`detail::LIMITS_INIT_CORE`], plus
+    /// [`detail::LIMITS_RLIMIT`] or [`detail::LIMITS_OOM_SCORE_ADJ`], plus
     /// [`detail::LIMITS_STRIDE`] × the cgroup's or rlimit's index.
     Limits = 14,
 }
@@ -170,9 +170,6 @@ pub mod detail {
     pub const LIMITS_RLIMIT: u32 = 1;
     /// [`Step::Limits`](super::Step::Limits): writing `oom_score_adj`.
     pub const LIMITS_OOM_SCORE_ADJ: u32 = 2;
-    /// [`Step::Limits`](super::Step::Limits): the init could not forbid its own core
-    /// dumps (`RLIMIT_CORE` 0).
-    pub const LIMITS_INIT_CORE: u32 = 3;
     /// [`Step::Limits`](super::Step::Limits): the cgroup's or rlimit's index is added
     /// times this.
     pub const LIMITS_STRIDE: u32 = 16;
@@ -362,8 +359,8 @@ mod tests {
         assert!(distinct(&[SESSION_SETSID, SESSION_SETPGID, SESSION_INIT]));
         assert!(distinct(&[ID_MAPS_SETGROUPS, ID_MAPS_UID, ID_MAPS_GID]));
         assert!(distinct(&[CHDIR_CALL, CHDIR_IDENTITY]));
-        assert!(distinct(&[LIMITS_CGROUP, LIMITS_RLIMIT, LIMITS_OOM_SCORE_ADJ, LIMITS_INIT_CORE]));
-        const _: () = assert!(LIMITS_INIT_CORE < LIMITS_STRIDE);
+        assert!(distinct(&[LIMITS_CGROUP, LIMITS_RLIMIT, LIMITS_OOM_SCORE_ADJ]));
+        const _: () = assert!(LIMITS_OOM_SCORE_ADJ < LIMITS_STRIDE);
         assert!(distinct(&[EXEC_CALL, EXEC_HELPER_ARGUMENTS, EXEC_HELPER_ENV]));
         assert!(distinct(&[SECCOMP_HELPER_READ, SECCOMP_HELPER_TOO_LONG]));
         const _: () = assert!(SECCOMP_SEND_LISTENER < SECCOMP_HELPER_READ);

@@ -35,14 +35,15 @@ pub(crate) extern "C" fn child_entry(arg: *mut libc::c_void) -> libc::c_int {
 
 /// The child side without an init: outer then inner steps. Never returns.
 pub(crate) fn child_stage(p: &mut Prepared<'_>) -> ! {
-    stage_outer(p, true, libc::SIGKILL);
+    stage_outer(p, libc::SIGKILL);
     stage_inner(p)
 }
 
 /// Steps 1, 2, 4 and 5: parent-death signal, signal dispositions, identity maps,
-/// mounts. (The limits of step 1 are the command's own: `stage_inner`.) `unblock` clears the signal mask (the init keeps it full until its
-/// forwarders are installed).
-pub(crate) fn stage_outer(p: &mut Prepared<'_>, unblock: bool, pdeath_signal: libc::c_int) {
+/// mounts. (The limits of step 1 are the command's own: `stage_inner`.) The signal
+/// mask stays full: the init clears its own once its forwarders are installed, the
+/// command's process just before `execve`.
+pub(crate) fn stage_outer(p: &mut Prepared<'_>, pdeath_signal: libc::c_int) {
     let plan = p.plan;
     // SAFETY (whole function): every call below is a raw, async-signal-safe syscall on
     // memory prepared by the parent before clone; nothing allocates or takes a lock.
@@ -61,9 +62,6 @@ pub(crate) fn stage_outer(p: &mut Prepared<'_>, unblock: bool, pdeath_signal: li
         // SAFETY: signal() with SIG_DFL on a valid signal number; failures for
         // numbers the kernel does not accept are harmless and ignored.
         unsafe { libc::signal(sig, libc::SIG_DFL) };
-    }
-    if unblock {
-        unblock_signals(p);
     }
 
     // 4. Identity maps in a new user namespace.
@@ -146,7 +144,8 @@ pub(crate) fn stage_inner(p: &mut Prepared<'_>) -> ! {
     let plan = p.plan;
     // 1b. The run's limits, before anything else runs in this process.
     apply_limits(p);
-    unblock_signals(p);
+    // (Signals stay blocked until just before execve: this process shares cordon's
+    // memory until then, and a core-dumping signal would write it out.)
     // 3. New session, or at least a process group of its own (under a supervising
     // init, the init's group: it took this step).
     if p.join_init_group {
@@ -250,6 +249,8 @@ pub(crate) fn confine_and_exec(p: &mut Prepared<'_>) -> ! {
     if p.ok_record {
         write_record(p.status_fd, Step::Exec, 0, detail::EXEC_CALL);
     }
+    // Step 2's empty mask, as late as possible (see `stage_inner`).
+    unblock_signals(p);
     // SAFETY: execve with NUL-terminated, null-terminated arrays built before clone.
     unsafe { libc::execve(plan.program.as_ptr(), p.argv.as_ptr(), p.envp.as_ptr()) };
     fail(p, Step::Exec, errno(), detail::EXEC_CALL);
