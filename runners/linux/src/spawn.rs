@@ -71,21 +71,34 @@ pub type Reply = Box<dyn FnOnce(Result<Spawned, SpawnError>) + Send>;
 
 type Job = (StagePlan, Reply);
 
-/// The spawner thread lives as long as the process. Children are cloned from it so
+/// Spawner threads: as many as the machine has CPUs, from 2 to 4, so that runs
+/// queued by a busy executor set up in parallel (each spawn blocks its thread for the
+/// run's stage, about a millisecond).
+const SPAWNERS_MIN: usize = 2;
+const SPAWNERS_MAX: usize = 4;
+
+/// The spawner threads live as long as the process. Children are cloned from them so
 /// that `PR_SET_PDEATHSIG` (which fires when the *thread* that created the child
-/// exits) means "cordon exited", not "some worker thread retired".
+/// exits) means "cordon exited", not "some worker thread retired". They take jobs
+/// from one queue: the next free one spawns.
 fn spawner() -> &'static Mutex<mpsc::Sender<Job>> {
     static SPAWNER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
     SPAWNER.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<Job>();
-        std::thread::Builder::new()
-            .name("cordon-spawner".into())
-            .spawn(move || {
-                for (plan, reply) in rx {
+        let rx = std::sync::Arc::new(Mutex::new(rx));
+        let n =
+            std::thread::available_parallelism().map_or(SPAWNERS_MIN, |n| n.get().clamp(SPAWNERS_MIN, SPAWNERS_MAX));
+        for _ in 0..n {
+            let rx = rx.clone();
+            std::thread::Builder::new()
+                .name("cordon-spawner".into())
+                .spawn(move || loop {
+                    let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                    let Ok((plan, reply)) = job else { return };
                     reply(spawn_here(plan));
-                }
-            })
-            .expect("cannot start the cordon spawner thread");
+                })
+                .expect("cannot start the cordon spawner thread");
+        }
         Mutex::new(tx)
     })
 }
