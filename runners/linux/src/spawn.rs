@@ -1,6 +1,6 @@
 //! Spawning: clone a child that applies a [`StagePlan`] and wait for its verdict.
 //!
-//! Children are cloned from the main thread or from one long-lived spawner thread (so
+//! Children are cloned from the main thread or from long-lived spawner threads (so
 //! the parent-death signal means "cordon exited"). Without an init the child is a
 //! vfork-style clone (`CLONE_VM|CLONE_VFORK`) on a dedicated stack that runs every
 //! step itself; with an init it is a `CLONE_VM` clone (no `CLONE_VFORK`: it outlives
