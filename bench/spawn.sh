@@ -196,10 +196,12 @@ print(" ".join(f"{k}={statistics.median(v):.0f}" for k, v in d.items()), f"(sum 
 done
 
 # --- the library, warm (in-process baseline)
+declare -A lib_added
 say ""
 say "library, warm executor, sequential (/bin/true vs std::process::Command in the same process)"
 for mode in full-access workspace-write; do
     j=$(cd "$ws" && CORDON_TRACE_PHASES=1 "$libbench" "$runs" "$mode")
+    lib_added[$mode]=$(jq -r '.added_ms.median' <<<"$j")
     say "$(jq -r '"  \(.mode) (\(.runner)): median \(.cordon_ms.median*1000|round/1000) ms vs \(.bare_ms.median*1000|round/1000) ms bare, added \(.added_ms.median*1000|round/1000) ms"' <<<"$j")"
     say "$(jq -r '"    phases (µs, medians): " + ([.phases_us[] | "\(.[0])=\(.[1])"] | join(" "))' <<<"$j")"
 done
@@ -228,7 +230,8 @@ if [ -n "${SPAWN_BASELINE:-}" ] && [ -x "$SPAWN_BASELINE" ]; then
     done
     base_rps=$(jq -s 'map(.serve.runs_per_second) | sort | .[length/2|floor]' "$work"/base-*.json 2>/dev/null || echo nan)
     this_rps=$(jq -s 'map(.serve.runs_per_second) | sort | .[length/2|floor]' "$work"/this-*.json 2>/dev/null || echo nan)
-    say "    baseline $base_rps, this build $this_rps: $(echo "scale=2; $this_rps / $base_rps" | bc -l 2>/dev/null || echo nan)x"
+    serve_ratio=$(echo "scale=2; $this_rps / $base_rps" | bc -l 2>/dev/null || echo nan)
+    say "    baseline $base_rps, this build $this_rps: ${serve_ratio}x"
 fi
 
 say ""
@@ -247,5 +250,15 @@ if [ -n "${med[static-landlock]:-}" ]; then
 fi
 if [ -n "${med[cordon-bwrap]:-}" ] && [ -n "${med[bwrap-alone]:-}" ]; then
     goal "bwrap runner over bubblewrap alone" "$(echo "${med[cordon-bwrap]} - ${med[bwrap-alone]}" | bc -l)" 1.0
+fi
+for mode in full-access workspace-write; do
+    [ -n "${lib_added[$mode]:-}" ] && goal "library $mode over Command" "${lib_added[$mode]}" 0.5
+done
+if [ -n "${serve_ratio:-}" ]; then
+    verdict=miss
+    [ "$(echo "$serve_ratio >= 2" | bc -l 2>/dev/null || echo 0)" = 1 ] && verdict=met
+    say "$(printf '  goal %-46s %8sx    (limit 2x)   %s' "serve 64 in flight over SPAWN_BASELINE" "$serve_ratio" "$verdict")"
+else
+    say "  goal serve 64 in flight, 2x the build before issue 14: set SPAWN_BASELINE to judge it"
 fi
 cp "$out" "$here/bench/spawn-latest.txt"
