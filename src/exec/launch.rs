@@ -618,26 +618,99 @@ pub(super) fn getrandom_bytes(buf: &mut [u8]) -> std::io::Result<()> {
 }
 
 /// Spawn on the stage's spawner thread and wait without blocking the runtime. If this
-/// future is dropped before the outcome arrives, the spawner thread ends the run it
-/// started (nothing else would know of it). `supervised`: the run has no pid
-/// namespace (its init is a supervising subreaper).
+/// future is dropped before it has taken the spawned run, that run is ended (nothing
+/// else would know of it). `supervised`: the run has no pid namespace (its init is a
+/// supervising subreaper).
+///
+/// The plan names the caller's descriptors by number (stdio, passed fds, the
+/// notification socket, cgroup attach files), and they must stay open until the
+/// spawner is done with it: were they closed early, another run's new descriptors
+/// could take those numbers. So a drop of this future before then waits for the
+/// spawner (about a millisecond); being the innermost awaited future, it is dropped
+/// before the caller's locals that own those descriptors.
 #[cfg(target_os = "linux")]
 async fn spawn_beside(plan: cordon_stage::StagePlan, supervised: bool) -> Result<cordon_stage::Spawned, SpawnError> {
+    let finished = Arc::new(SpawnFinished::default());
+    // Declared before the channel, so dropped after it: a dropped future closes the
+    // channel first (a run in it, or one the reply can no longer deliver, is ended by
+    // `Undelivered`'s drop), then waits for the spawner.
+    let _wait_on_drop = WaitForSpawn(finished.clone());
     let (tx, rx) = tokio::sync::oneshot::channel();
+    let mark = FinishMark(finished);
     cordon_stage::spawn_queued(
         plan,
         Box::new(move |outcome| {
-            if let Err(Ok(orphan)) = tx.send(outcome) {
-                end_runs_now(&[(orphan.pid, supervised)]);
-            }
+            // Dropped when this reply ends: the spawn is over (and an orphan ended).
+            let _mark = mark;
+            let _ = tx.send(outcome.map(|s| Undelivered { spawned: Some(s), supervised }));
         }),
     )?;
-    rx.await.unwrap_or_else(|_| {
-        Err(SpawnError::Parent {
+    match rx.await {
+        Ok(outcome) => outcome.and_then(|mut u| {
+            u.spawned.take().ok_or_else(|| SpawnError::Parent {
+                what: "taking the spawned run",
+                source: std::io::Error::other("delivered twice"),
+            })
+        }),
+        Err(_) => Err(SpawnError::Parent {
             what: "waiting for the spawner thread",
             source: std::io::Error::other("spawner thread is gone"),
-        })
-    })
+        }),
+    }
+}
+
+/// A spawned run on its way to the future that awaits it (see [`spawn_beside`]): if
+/// it is dropped undelivered (that future was dropped first), the run is ended, since
+/// nothing else knows of it.
+#[cfg(target_os = "linux")]
+struct Undelivered {
+    spawned: Option<cordon_stage::Spawned>,
+    supervised: bool,
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for Undelivered {
+    fn drop(&mut self) {
+        if let Some(orphan) = self.spawned.take() {
+            end_runs_now(&[(orphan.pid, self.supervised)]);
+        }
+    }
+}
+
+/// Whether the spawner is done with a queued plan (see [`spawn_beside`]).
+#[cfg(target_os = "linux")]
+#[derive(Default)]
+struct SpawnFinished {
+    done: Mutex<bool>,
+    changed: std::sync::Condvar,
+}
+
+/// Owned by the spawner's reply: dropped when the reply has run, or is dropped
+/// without running (a spawner that failed, a plan never queued), it marks the plan
+/// as done with.
+#[cfg(target_os = "linux")]
+struct FinishMark(Arc<SpawnFinished>);
+
+#[cfg(target_os = "linux")]
+impl Drop for FinishMark {
+    fn drop(&mut self) {
+        *self.0.done.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.0.changed.notify_all();
+    }
+}
+
+/// Held by the awaiting future: its drop waits until the spawner is done.
+#[cfg(target_os = "linux")]
+struct WaitForSpawn(Arc<SpawnFinished>);
+
+#[cfg(target_os = "linux")]
+impl Drop for WaitForSpawn {
+    fn drop(&mut self) {
+        let mut done = self.0.done.lock().unwrap_or_else(|p| p.into_inner());
+        while !*done {
+            done = self.0.changed.wait(done).unwrap_or_else(|p| p.into_inner());
+        }
+    }
 }
 
 #[cfg(target_os = "linux")]

@@ -753,6 +753,42 @@ async fn done_within(h: &Handle) -> RunResult {
     tokio::time::timeout(HANG, h.done()).await.expect("done() did not resolve")
 }
 
+// A run dropped while it is being spawned beside the runtime (another run is in
+// flight, so the spawn goes to the spawner thread; the caller gives up after 0 to 3
+// ms, some of which land while the stage runs): the drop waits for the spawner, the
+// spawner ends the run nobody awaits, nothing of it survives, later runs are fine.
+// Without cgroups (whose sweep would end such a run too), so in a process of its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_dropped_mid_spawn_leaves_nothing_behind() {
+    let test = "a_run_dropped_mid_spawn_leaves_nothing_behind";
+    if std::env::var_os("CORDON_TEST_DROP_MID_SPAWN").is_none() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([&format!("executor::{test}"), "--exact", "--nocapture", "--test-threads", "1"])
+            .env("CORDON_TEST_DROP_MID_SPAWN", "1")
+            .env("CORDON_DISABLE_CGROUPS", "1")
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && text.contains("1 passed"), "{text}");
+        return;
+    }
+    let fx = Fx::new("drop-mid-spawn");
+    let m = unique_marker();
+    let busy = fx.start(fx.req("sleep 30", Mode::FullAccess)).await;
+    let mut orphans = 0;
+    for i in 0..24u64 {
+        let spec = fx.exec.resolve(fx.req(&format!("sleep {m}"), Mode::FullAccess)).expect("resolve");
+        if tokio::time::timeout(Duration::from_micros(i * 125), fx.exec.run(spec)).await.is_err() {
+            orphans += 1;
+        }
+    }
+    assert!(orphans > 0, "control: no run was dropped");
+    assert_no_process_with(&m, "runs dropped mid-spawn").await;
+    let r = fx.run(fx.req("echo still-fine", Mode::FullAccess)).await;
+    assert_eq!(r.stdout.text, "still-fine\n", "{r:?}");
+    assert!(busy.kill());
+}
+
 // The library's process is cordon: its OOM score stays its own after runs in every
 // mode (a run's init shares its memory, and the kernel copies an oom_score_adj write
 // to every process sharing the writer's memory), while each command gets 1000.
