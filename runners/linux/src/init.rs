@@ -21,7 +21,7 @@
 use std::sync::atomic::Ordering;
 
 use crate::child::caps::{set_own, NO_CAPS};
-use crate::child::{fail, stage_inner, stage_outer, Prepared};
+use crate::child::{fail, lower_own_rlimit, stage_inner, stage_outer, Prepared};
 use crate::raw;
 use crate::stack::{state_here, InitState};
 use crate::status::{detail, Step, STAGE_SETUP_FAILED_EXIT};
@@ -139,16 +139,7 @@ pub(crate) fn init_stage(p: &mut Prepared<'_>) -> ! {
     // setrlimit check), and a failure is not fatal: the command runs already, and
     // failing here would orphan it.
     set_own(&NO_CAPS);
-    let mut core = libc::rlimit64 { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: prlimit64 on ourselves (pid 0) reading into, then writing from, a local
-    // struct; lowering the soft limit needs no privilege.
-    unsafe {
-        if libc::syscall(libc::SYS_prlimit64, 0, libc::RLIMIT_CORE, std::ptr::null::<libc::rlimit64>(), &mut core) == 0
-        {
-            core.rlim_cur = 0;
-            libc::syscall(libc::SYS_prlimit64, 0, libc::RLIMIT_CORE, &core, std::ptr::null_mut::<libc::rlimit64>());
-        }
-    }
+    let _ = lower_own_rlimit(libc::RLIMIT_CORE, 0, libc::RLIM_INFINITY);
     if !raw::SHARED_INIT {
         // A copy of cordon's memory: no ptrace-style access to it from inside. (A
         // shared init cannot: dumpability belongs to the memory, so this would make

@@ -165,16 +165,9 @@ fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
         })
         .collect::<Result<_, SpawnError>>()?;
     // The host's /proc for the command's `oom_score_adj` (see `Prepared::proc_dir`).
-    let proc_dir = if plan.limits.oom_score_adj.is_some() {
-        // SAFETY: open with a static NUL-terminated path; the result is checked.
-        let fd = unsafe { libc::open(c"/proc".as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(SpawnError::Parent { what: "opening /proc", source: io::Error::last_os_error() });
-        }
-        // SAFETY: a fresh fd we own.
-        Some(unsafe { OwnedFd::from_raw_fd(fd) })
-    } else {
-        None
+    let proc_dir = match plan.limits.oom_score_adj {
+        Some(_) => host_proc_dir().map_err(|source| SpawnError::Parent { what: "opening /proc", source })?,
+        None => -1,
     };
     let mut prepared = Prepared {
         plan: &plan,
@@ -190,7 +183,7 @@ fn spawn_here(plan: StagePlan) -> Result<Spawned, SpawnError> {
         join_init_group: false,
         // SAFETY: getpid has no arguments and cannot fail.
         parent_pid: unsafe { libc::getpid() },
-        proc_dir: proc_dir.as_ref().map_or(-1, |d| d.as_raw_fd()),
+        proc_dir,
     };
     if plan.init {
         return spawn_with_init(prepared, status_read, status_write);
@@ -369,6 +362,24 @@ fn spawn_with_init(
 fn reap(pid: libc::pid_t) {
     let mut status = 0;
     while raw::wait4(pid, &mut status, 0) == -(libc::EINTR as isize) {}
+}
+
+/// cordon's `/proc` (`O_PATH`, close-on-exec), opened once per process: the mount
+/// cannot change under a running cordon, and every spawn with an `oom_score_adj` needs
+/// it. A failure is not remembered (the next spawn tries again).
+fn host_proc_dir() -> io::Result<RawFd> {
+    static PROC: OnceLock<OwnedFd> = OnceLock::new();
+    if let Some(fd) = PROC.get() {
+        return Ok(fd.as_raw_fd());
+    }
+    // SAFETY: open with a static NUL-terminated path; the result is checked.
+    let fd = unsafe { libc::open(c"/proc".as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh fd we own; a racing spawn's duplicate is dropped (closed) by `set`.
+    let _ = PROC.set(unsafe { OwnedFd::from_raw_fd(fd) });
+    Ok(PROC.get().map_or(fd, |f| f.as_raw_fd()))
 }
 
 /// The highest capability number the running kernel knows (read once per process:

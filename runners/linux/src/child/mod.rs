@@ -103,19 +103,8 @@ fn apply_limits(p: &Prepared<'_>) {
         }
     }
     for (i, &(resource, soft, hard)) in limits.rlimits.iter().enumerate() {
-        let detail = detail::LIMITS_RLIMIT + detail::LIMITS_STRIDE * u32::try_from(i).unwrap_or(0);
-        let mut old = libc::rlimit64 { rlim_cur: 0, rlim_max: 0 };
-        // SAFETY: prlimit64 on ourselves (pid 0) reading into a local struct.
-        if unsafe { libc::syscall(libc::SYS_prlimit64, 0, resource, std::ptr::null::<libc::rlimit64>(), &mut old) } != 0
-        {
-            fail(p, Step::Limits, errno(), detail);
-        }
-        let max = hard.min(old.rlim_max);
-        let new = libc::rlimit64 { rlim_cur: soft.min(max), rlim_max: max };
-        // SAFETY: prlimit64 on ourselves with a local struct; lowering needs no privilege.
-        if unsafe { libc::syscall(libc::SYS_prlimit64, 0, resource, &new, std::ptr::null_mut::<libc::rlimit64>()) } != 0
-        {
-            fail(p, Step::Limits, errno(), detail);
+        if let Err(e) = lower_own_rlimit(resource, soft, hard) {
+            fail(p, Step::Limits, e, detail::LIMITS_RLIMIT + detail::LIMITS_STRIDE * u32::try_from(i).unwrap_or(0));
         }
     }
     if let Some(adj) = limits.oom_score_adj {
@@ -125,6 +114,24 @@ fn apply_limits(p: &Prepared<'_>) {
             fail(p, Step::Limits, e, detail::LIMITS_OOM_SCORE_ADJ);
         }
     }
+}
+
+/// Lower this process's `resource` limit to `soft`/`hard` (raw `prlimit64`; a limit is
+/// never raised: each is capped at the inherited hard limit, and a hard limit left as
+/// it was needs no privilege or security-module check). `Err(errno)` on failure.
+pub(crate) fn lower_own_rlimit(resource: u32, soft: u64, hard: u64) -> Result<(), i32> {
+    let mut old = libc::rlimit64 { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: prlimit64 on ourselves (pid 0) reading into a local struct.
+    if unsafe { libc::syscall(libc::SYS_prlimit64, 0, resource, std::ptr::null::<libc::rlimit64>(), &mut old) } != 0 {
+        return Err(errno());
+    }
+    let max = hard.min(old.rlim_max);
+    let new = libc::rlimit64 { rlim_cur: soft.min(max), rlim_max: max };
+    // SAFETY: prlimit64 on ourselves with a local struct; lowering needs no privilege.
+    if unsafe { libc::syscall(libc::SYS_prlimit64, 0, resource, &new, std::ptr::null_mut::<libc::rlimit64>()) } != 0 {
+        return Err(errno());
+    }
+    Ok(())
 }
 
 fn unblock_signals(p: &Prepared<'_>) {
