@@ -630,18 +630,18 @@ pub(super) fn getrandom_bytes(buf: &mut [u8]) -> std::io::Result<()> {
 /// before the caller's locals that own those descriptors.
 #[cfg(target_os = "linux")]
 async fn spawn_beside(plan: cordon_stage::StagePlan, supervised: bool) -> Result<cordon_stage::Spawned, SpawnError> {
-    let finished = Arc::new(SpawnFinished::default());
     // Declared before the channel, so dropped after it: a dropped future closes the
     // channel first (a run in it, or one the reply can no longer deliver, is ended by
     // `Undelivered`'s drop), then waits for the spawner.
-    let _wait_on_drop = WaitForSpawn(finished.clone());
+    let (finished, spawn_over) = std::sync::mpsc::channel::<()>();
+    let _wait_on_drop = WaitForSpawn(spawn_over);
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let mark = FinishMark(finished);
     cordon_stage::spawn_queued(
         plan,
         Box::new(move |outcome| {
-            // Dropped when this reply ends: the spawn is over (and an orphan ended).
-            let _mark = mark;
+            // Dropped when this reply ends (or is dropped unrun): the spawn is over,
+            // and an orphan ended.
+            let _finished = finished;
             let _ = tx.send(outcome.map(|s| Undelivered { spawned: Some(s), supervised }));
         }),
     )?;
@@ -677,39 +677,15 @@ impl Drop for Undelivered {
     }
 }
 
-/// Whether the spawner is done with a queued plan (see [`spawn_beside`]).
+/// Held by the awaiting future: its drop waits until the spawner's reply is over (the
+/// reply holds the only sender and never sends: `recv` returns once it is dropped).
 #[cfg(target_os = "linux")]
-#[derive(Default)]
-struct SpawnFinished {
-    done: Mutex<bool>,
-    changed: std::sync::Condvar,
-}
-
-/// Owned by the spawner's reply: dropped when the reply has run, or is dropped
-/// without running (a spawner that failed, a plan never queued), it marks the plan
-/// as done with.
-#[cfg(target_os = "linux")]
-struct FinishMark(Arc<SpawnFinished>);
-
-#[cfg(target_os = "linux")]
-impl Drop for FinishMark {
-    fn drop(&mut self) {
-        *self.0.done.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        self.0.changed.notify_all();
-    }
-}
-
-/// Held by the awaiting future: its drop waits until the spawner is done.
-#[cfg(target_os = "linux")]
-struct WaitForSpawn(Arc<SpawnFinished>);
+struct WaitForSpawn(std::sync::mpsc::Receiver<()>);
 
 #[cfg(target_os = "linux")]
 impl Drop for WaitForSpawn {
     fn drop(&mut self) {
-        let mut done = self.0.done.lock().unwrap_or_else(|p| p.into_inner());
-        while !*done {
-            done = self.0.changed.wait(done).unwrap_or_else(|p| p.into_inner());
-        }
+        let _ = self.0.recv();
     }
 }
 
