@@ -24,14 +24,55 @@ pub const ENV_DISABLE_CGROUPS: &str = "CORDON_DISABLE_CGROUPS";
 pub(super) const V1_CONTROLLERS: [&str; 3] = ["memory", "pids", "cpuacct"];
 
 impl CgroupLayout {
-    /// Read `/proc/self/mountinfo` and `/proc/self/cgroup`.
+    /// Read `/proc/self/cgroup`, then where its hierarchies are mounted: by
+    /// `statmount` at their conventional places where the kernel has it
+    /// ([`CgroupLayout::by_statmount`]), else from `/proc/self/mountinfo`.
     pub fn detect() -> CgroupLayout {
         if std::env::var(ENV_DISABLE_CGROUPS).is_ok_and(|v| v == "1") {
             return CgroupLayout { disabled: true, ..CgroupLayout::default() };
         }
-        let mi = read_proc("/proc/self/mountinfo", 16 << 10);
         let cg = read_proc("/proc/self/cgroup", 1 << 10);
+        #[cfg(target_os = "linux")]
+        if let Some(layout) = CgroupLayout::by_statmount(&cg) {
+            return layout;
+        }
+        let mi = read_proc("/proc/self/mountinfo", 16 << 10);
         CgroupLayout::parse(&mi, &cg)
+    }
+
+    /// The layout from the mounts at the conventional places (`/sys/fs/cgroup` or
+    /// `/sys/fs/cgroup/unified` for v2, `/sys/fs/cgroup/<controllers>` for a v1
+    /// hierarchy, as `/proc/self/cgroup` names it), asked one by one with `statmount`.
+    /// `None` unless every hierarchy cordon uses is found there, so that the answer is
+    /// the one `mountinfo` would give.
+    #[cfg(target_os = "linux")]
+    pub fn by_statmount(proc_cgroup: &str) -> Option<CgroupLayout> {
+        let mut mounts: BTreeMap<String, (String, PathBuf)> = BTreeMap::new();
+        for line in proc_cgroup.lines() {
+            let mut parts = line.splitn(3, ':');
+            let (Some(_id), Some(controllers)) = (parts.next(), parts.next()) else { continue };
+            if controllers.is_empty() {
+                let m = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+                    .into_iter()
+                    .filter_map(cordon_stage::mounts::mount_at)
+                    .find(|m| m.fs_type == "cgroup2")?;
+                mounts.insert(String::new(), (m.root, m.point));
+                continue;
+            }
+            let used: Vec<&str> = controllers.split(',').filter(|c| V1_CONTROLLERS.contains(c)).collect();
+            if used.is_empty() {
+                continue;
+            }
+            let m = cordon_stage::mounts::mount_at(&format!("/sys/fs/cgroup/{controllers}"))?;
+            let opts: Vec<&str> = m.opts.split(',').collect();
+            if m.fs_type != "cgroup" || !used.iter().all(|c| opts.contains(c)) {
+                return None;
+            }
+            for c in used {
+                mounts.insert(c.to_string(), (m.root.clone(), m.point.clone()));
+            }
+        }
+        Some(CgroupLayout::from_mounts(&mounts, proc_cgroup))
     }
 
     /// The layout from mountinfo and `/proc/self/cgroup` text (pure).
@@ -58,6 +99,12 @@ impl CgroupLayout {
                 _ => {}
             }
         }
+        CgroupLayout::from_mounts(&mounts, proc_cgroup)
+    }
+
+    /// The layout from each hierarchy's (mount root, mount point), keyed `""` for v2
+    /// and by controller for v1, and `/proc/self/cgroup` text (pure).
+    fn from_mounts(mounts: &BTreeMap<String, (String, PathBuf)>, proc_cgroup: &str) -> CgroupLayout {
         let mut layout = CgroupLayout::default();
         for line in proc_cgroup.lines() {
             let mut parts = line.splitn(3, ':');

@@ -313,6 +313,20 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// The cgroup layout found with `statmount` at the conventional mount points is the
+/// one `mountinfo` gives (the fast path must not change where runs' cgroups go).
+#[test]
+fn cgroup_layout_by_statmount_matches_mountinfo() {
+    let test = "cgroup_layout_by_statmount_matches_mountinfo";
+    let cg = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let by_mountinfo = cordon::limits::CgroupLayout::parse(&mi, &cg);
+    match cordon::limits::CgroupLayout::by_statmount(&cg) {
+        Some(fast) => assert_eq!(fast, by_mountinfo),
+        None => skip_or_fail(test, "no statmount(2) here (Linux < 6.8), or the hierarchies are not at /sys/fs/cgroup"),
+    }
+}
+
 /// A run's cgroups are gone by the time its result is returned. Judged by the
 /// directories themselves, named from the command's own `/proc/self/cgroup`.
 #[tokio::test(flavor = "multi_thread")]

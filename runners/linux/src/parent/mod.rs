@@ -11,6 +11,7 @@ use crate::init::SUPERVISOR_SWEEP_SIGNAL;
 
 pub mod fds;
 pub mod host;
+pub mod mounts;
 pub mod notify;
 pub mod signals;
 
