@@ -148,8 +148,9 @@ pub(super) fn unescape_mountinfo(s: &str) -> String {
 /// A run's cgroups: created before the spawn, emptied and removed when dropped.
 #[derive(Debug, Default)]
 pub struct RunCgroup {
-    /// Directories created, each with its version.
-    dirs: Vec<(Mechanism, PathBuf)>,
+    /// Directories created, each with its hierarchy: `""` for v2, else the v1
+    /// controller.
+    dirs: Vec<(&'static str, PathBuf)>,
     /// The attach file of each (`cgroup.procs`, or `tasks` on v1), open for writing
     /// (the child writes `0`).
     procs: Vec<OwnedFd>,
@@ -253,7 +254,7 @@ impl RunCgroup {
         let parent = v2_parent(layout, base)?;
         let dir = parent.join(name);
         std::fs::create_dir(&dir)?;
-        self.dirs.push((Mechanism::CgroupV2, dir.clone()));
+        self.dirs.push(("", dir.clone()));
         write(&dir, "memory.max", &limits.memory.to_string())?;
         let _ = write(&dir, "memory.swap.max", "0");
         let _ = write(&dir, "memory.oom.group", "1");
@@ -263,10 +264,10 @@ impl RunCgroup {
         Ok(())
     }
 
-    fn try_v1(&mut self, controller: &str, base: &Path, name: &str, limits: &Limits) -> std::io::Result<()> {
+    fn try_v1(&mut self, controller: &'static str, base: &Path, name: &str, limits: &Limits) -> std::io::Result<()> {
         let dir = base.join(name);
         std::fs::create_dir(&dir)?;
-        self.dirs.push((Mechanism::CgroupV1, dir.clone()));
+        self.dirs.push((controller, dir.clone()));
         match controller {
             "memory" => {
                 write(&dir, "memory.limit_in_bytes", &limits.memory.to_string())?;
@@ -306,20 +307,20 @@ impl RunCgroup {
         self.procs.iter().map(|f| f.as_raw_fd()).collect()
     }
 
-    /// Read what the cgroups recorded.
+    /// Read what the cgroups recorded (in each hierarchy only its own files).
     pub fn evidence(&self) -> Evidence {
         let mut ev = Evidence::default();
-        for (mech, dir) in &self.dirs {
+        for (hierarchy, dir) in &self.dirs {
             let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
-            match mech {
-                Mechanism::CgroupV2 => {
+            match *hierarchy {
+                "" => {
                     ev.oom_kills += keyed(&read("memory.events"), "oom_kill");
                     ev.pids_max += keyed(&read("pids.events"), "max");
                     ev.cpu_ns = Some(keyed(&read("cpu.stat"), "usage_usec").saturating_mul(1000));
                 }
+                "memory" => ev.oom_kills += keyed(&read("memory.oom_control"), "oom_kill"),
+                "pids" => ev.pids_max += keyed(&read("pids.events"), "max"),
                 _ => {
-                    ev.oom_kills += keyed(&read("memory.oom_control"), "oom_kill");
-                    ev.pids_max += keyed(&read("pids.events"), "max");
                     if let Ok(ns) = read("cpuacct.usage").trim().parse::<u64>() {
                         ev.cpu_ns = Some(ns);
                     }
@@ -352,10 +353,10 @@ impl RunCgroup {
         let evidence = self.evidence();
         self.procs.clear();
         let mut busy = Vec::new();
-        for (mech, dir) in std::mem::take(&mut self.dirs).into_iter().rev() {
+        for (hierarchy, dir) in std::mem::take(&mut self.dirs).into_iter().rev() {
             if let Err(e) = std::fs::remove_dir(&dir) {
                 if e.raw_os_error() == Some(libc::EBUSY) {
-                    busy.push((mech, dir));
+                    busy.push((hierarchy, dir));
                 }
             }
         }
