@@ -295,16 +295,31 @@ fn kill_children() -> bool {
 /// only sweep). When it reaps `command` (> 0), its status is reported.
 fn kill_and_reap_all_children(state: &InitState, command: libc::pid_t) -> bool {
     loop {
+        let mut status = 0;
+        // What has exited already, and whether any child is left at all, without
+        // reading `/proc`: the common end of a run (the command alone, gone) costs one
+        // wait4 answering ECHILD. No child left means no descendant left: an orphan is
+        // reparented to this subreaper before its parent can be reaped.
+        let r = raw::wait4(-1, &mut status, libc::__WALL | libc::WNOHANG);
+        if r > 0 {
+            if r == command as isize {
+                report_status(state, status);
+            }
+            continue;
+        }
+        if r == -(libc::EINTR as isize) {
+            continue;
+        }
+        if r < 0 {
+            return true;
+        }
+        // Children alive: kill them, wait for one, and look again.
         if !kill_children() {
             return false;
         }
-        let mut status = 0;
         let r = raw::wait4(-1, &mut status, libc::__WALL);
         if r > 0 && r == command as isize {
             report_status(state, status);
-        }
-        if r < 0 && r != -(libc::EINTR as isize) {
-            return true;
         }
     }
 }
