@@ -1287,15 +1287,37 @@ case!(proc_procfs_of_host_processes_denied, |c| {
     assert!(ctl.ok && ctl.detail.contains(&v.secret), "control: environ readable on the host: {ctl:?}");
 });
 
-// The run's init shares cordon's memory and is not marked non-dumpable (that mark
-// belongs to the memory, so it would be cordon's too): from inside, nothing of it may
-// be reachable. cordon's own environment holds a credential the scrub keeps from the
-// command; the init is the command's parent (pid 1 in a run's pid namespace).
+// The run's init shares cordon's memory where the command gets a Landlock domain
+// (then it is not marked non-dumpable: that mark belongs to the memory, so it would be
+// cordon's too), and is a non-dumpable copy of cordon where it does not (a host with
+// Landlock ABI 1 only, forced here with CORDON_LANDLOCK_ABI_MAX=1 and --best-effort):
+// either way nothing of it may be reachable from inside. cordon's own environment holds
+// a credential the scrub keeps from the command; the init is the command's parent
+// (pid 1 in a run's pid namespace), and its exit-status pipe must not take a forged
+// status.
 case!(proc_init_unreachable_from_inside, |c| {
     let secret = format!("init-secret-{}", c.unique());
-    for mode in CONFINED {
+    for (mode, abi1) in CONFINED.iter().flat_map(|m| [(*m, false), (*m, true)]) {
         let mut o = c.opts(mode);
         o.env = vec![("MY_SECRET_TOKEN".into(), secret.clone())];
+        if abi1 {
+            o.env.push(("CORDON_LANDLOCK_ABI_MAX".into(), "1".into()));
+            o.extra_args.push("--best-effort".into());
+        }
+        let mode = format!("{mode}{}", if abi1 { ", Landlock ABI 1" } else { "" });
+        // Zeros (exit status 0) written into every descriptor the init holds.
+        let forge = "for f in /proc/$PPID/fd/*; do printf '\\0\\0\\0\\0' > \"$f\"; done 2>/dev/null; exit 7";
+        let out = c.cordon(&o, &["/bin/sh", "-c", forge])?;
+        let code = out.json.as_ref().and_then(|j| j["exit_code"].as_i64());
+        assert_eq!(code, Some(7), "the init's exit-status pipe took a forged status ({mode}): {out:?}");
+        let g = c.probe_with(&o, "proc-grep", &[&secret])?;
+        g.assert_ok("scan /proc/*/environ");
+        assert!(g.detail.contains("matches=[]"), "cordon's credential is readable inside ({mode}): {g:?}");
+        if abi1 && c.runner == "bwrap" {
+            // Without the stage helper (Landlock ABI < 2) the command's parent is
+            // bubblewrap's own pid 1, not cordon's init (outside its pid namespace).
+            continue;
+        }
         // The parent is there to be named (a refusal below is not a missing process).
         c.probe_with(&o, "stat", &["/proc/@ppid/status"])?.assert_ok("stat the parent's /proc entry");
         let env = c.probe_with(&o, "read", &["/proc/@ppid/environ"])?;
@@ -1311,9 +1333,6 @@ case!(proc_init_unreachable_from_inside, |c| {
         c.probe_with(&o, "readlink", &["/proc/@ppid/exe"])?.assert_refused("readlink the init's exe");
         c.probe_with(&o, "readlink", &["/proc/@ppid/cwd"])?.assert_refused("readlink the init's cwd");
         c.probe_with(&o, "ls", &["/proc/@ppid/root"])?.assert_refused("list the init's root");
-        let g = c.probe_with(&o, "proc-grep", &[&secret])?;
-        g.assert_ok("scan /proc/*/environ");
-        assert!(g.detail.contains("matches=[]"), "cordon's credential is readable inside ({mode}): {g:?}");
     }
     // Control: on the host the same probe reads its parent's environ (a shell of the
     // same identity that does not exec it, started with the same credential).

@@ -4,6 +4,7 @@
 
 use super::plan::{EnvFdFormat, LandlockPlan, LaunchPlan, MountStep, SeccompDelivery, SeccompPlan, SeedBy};
 use crate::pin::{open_no_symlinks, Pins};
+use crate::vocab::RunnerKind;
 use cordon_stage::{IdMaps, MountOp, StagePlan, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 use landlock::{
     Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
@@ -426,6 +427,7 @@ pub fn materialize(
         // subreaper, so that no process of the run outlives cordon (even SIGKILLed)
         // and nothing the run started is left to the host's init to reap.
         init: true,
+        init_shares_memory: init_may_share_memory(plan, landlock.is_some()),
         no_new_privs: plan.no_new_privs,
         landlock,
         late_landlock_rules,
@@ -437,6 +439,23 @@ pub fn materialize(
         limits: cordon_stage::ChildLimits::default(),
     };
     Ok(Materialized { stage, observed, keep, helper_status, helper_notify })
+}
+
+/// Whether the run's init may share cordon's memory (see
+/// `cordon_stage::StagePlan::init_shares_memory`), from the plan and whether the
+/// command gets a Landlock domain of its own (`landlocked`: a ruleset was built for
+/// the stage, which fails the run rather than exec without it). The landlock runner
+/// without a domain (Landlock ABI 1 with namespaces, where the mount layer confines
+/// writes, or none at all) must not: the init would be pid 1 of the command's pid
+/// namespace, dumpable and the command's uid, with cordon's memory and descriptors
+/// behind `/proc/1`.
+pub fn init_may_share_memory(plan: &LaunchPlan, landlocked: bool) -> bool {
+    match plan.runner {
+        RunnerKind::Passthrough => true,
+        RunnerKind::Bwrap => plan.stage_helper.is_some(),
+        RunnerKind::Landlock => landlocked,
+        RunnerKind::Seatbelt => false,
+    }
 }
 
 /// A materialized plan and what its seccomp notifications mean.

@@ -171,6 +171,17 @@ pub struct StagePlan {
     /// that leads the run's process group, reaps and kills what the run leaves behind,
     /// and kills the run when cordon dies (see `init_stage`).
     pub init: bool,
+    /// The init may share cordon's memory (`CLONE_VM`, where the architecture allows:
+    /// no copy of cordon per run). Only when the command cannot reach the init: it
+    /// restricts itself with Landlock (a domain scopes ptrace, and with it every
+    /// `/proc/<pid>` file behind a ptrace check: `mem`, `environ`, `maps`, `fd/`, to
+    /// processes inside it) or it runs under bubblewrap with cordon's stage helper
+    /// (bubblewrap's own pid namespace, the helper's Landlock domain); or nothing is
+    /// confined (full access: the command has cordon's uid and its `/proc` files
+    /// anyway). Otherwise the init is a copy of cordon that makes itself non-dumpable
+    /// before the command exists, so that nothing of cordon's (memory, descriptors,
+    /// other runs' secrets) can be read through it.
+    pub init_shares_memory: bool,
     /// Set `no_new_privs`.
     pub no_new_privs: bool,
     /// A Landlock ruleset fd and `landlock_restrict_self` flags.

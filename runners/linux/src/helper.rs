@@ -221,6 +221,7 @@ pub fn run(plan: HelperPlan) -> ! {
         mount_slots: 0,
         new_session: false,
         init: false,
+        init_shares_memory: false,
         no_new_privs: true,
         landlock: Some((ruleset, plan.restrict_flags)),
         late_landlock_rules: plan.late_landlock_rules,

@@ -25,7 +25,7 @@ use crate::child::{fail, lower_own_rlimit, stage_inner, stage_outer, Prepared};
 use crate::raw;
 use crate::stack::{state_here, InitState};
 use crate::status::{detail, Step, STAGE_SETUP_FAILED_EXIT};
-use crate::sys::errno;
+use crate::sys::{errno, write_file_at};
 
 extern "C" fn forward_signal(sig: libc::c_int) {
     let child = state_here().child.load(Ordering::Relaxed);
@@ -87,6 +87,12 @@ pub(crate) extern "C" fn init_entry(arg: *mut libc::c_void) -> libc::c_int {
 /// it kills and reaps every descendant the same way, then exits. cordon ends a run it
 /// must kill with [`SUPERVISOR_SWEEP_SIGNAL`] (see [`request_sweep`](crate::request_sweep)) rather than a
 /// SIGKILL that would end the init before the descendants that left its group.
+/// Whether the init is cloned with `CLONE_VM`: where this architecture has the raw
+/// system calls and the plan allows it ([`StagePlan::init_shares_memory`](crate::StagePlan::init_shares_memory)).
+pub(crate) fn shares_memory(plan: &crate::StagePlan) -> bool {
+    raw::SHARED_INIT && plan.init_shares_memory
+}
+
 pub(crate) fn init_stage(p: &mut Prepared<'_>) -> ! {
     let state = state_here();
     let supervise = p.plan.namespaces & libc::CLONE_NEWPID as libc::c_ulong == 0;
@@ -118,6 +124,24 @@ pub(crate) fn init_stage(p: &mut Prepared<'_>) -> ! {
         // SAFETY: setpgid with integer arguments.
         unsafe { libc::setpgid(0, 0) };
     }
+    if !shares_memory(p.plan) {
+        // A copy of cordon, memory and descriptors (other runs' pipes, the parent's
+        // pinned directories) until the close_range below: non-dumpable before the
+        // command exists, so that from its first instruction nothing of it can be read
+        // or opened through /proc (that needs CAP_SYS_PTRACE then, which the command
+        // never has). The command's OOM score is set here first and inherited: its
+        // process shares this memory until it execs, so its /proc files are root's from
+        // now on. (A shared init must not do either: dumpability and an
+        // `oom_score_adj` write belong to the memory, i.e. to cordon; its plan allows
+        // sharing only where the command cannot reach it.)
+        if let Some(adj) = p.plan.limits.oom_score_adj {
+            if let Err(e) = write_file_at(p.proc_dir, b"self/oom_score_adj\0", adj) {
+                fail(p, Step::Limits, e, detail::LIMITS_OOM_SCORE_ADJ);
+            }
+        }
+        // SAFETY: prctl with integer arguments.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    }
     // SAFETY: `inner_entry` runs on the dedicated stack (the parent's allocation)
     // with a pointer to our `Prepared`; CLONE_VFORK suspends us until it has exec'd
     // or exited.
@@ -140,15 +164,6 @@ pub(crate) fn init_stage(p: &mut Prepared<'_>) -> ! {
     // failing here would orphan it.
     set_own(&NO_CAPS);
     let _ = lower_own_rlimit(libc::RLIMIT_CORE, 0, libc::RLIM_INFINITY);
-    if !raw::SHARED_INIT {
-        // A copy of cordon's memory: no ptrace-style access to it from inside. (A
-        // shared init cannot: dumpability belongs to the memory, so this would make
-        // cordon itself non-dumpable, and then its /proc files, the next runs' id maps
-        // among them, root's. There the command's Landlock domain, seccomp filter and
-        // pid namespace keep it from the init; see docs/guarantees.md.)
-        // SAFETY: prctl with integer arguments.
-        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
-    }
     let handler =
         if supervise { supervisor_signal as *const () as usize } else { forward_signal as *const () as usize };
     let sweep = supervise.then_some((SUPERVISOR_SWEEP_SIGNAL, supervisor_sweep as *const () as usize));

@@ -314,7 +314,7 @@ fn spawn_with_init(
     let init_stack =
         stack::take().map_err(|source| SpawnError::Parent { what: "mapping a stack for the run's init", source })?;
     init_stack.prepare(prepared.parent_pid, prepared.exit_fd);
-    let shared = if raw::SHARED_INIT { libc::CLONE_VM } else { 0 };
+    let shared = if crate::init::shares_memory(prepared.plan) { libc::CLONE_VM } else { 0 };
     let flags = namespaces | shared | libc::SIGCHLD;
     // SAFETY: a zeroed sigset_t is a valid (empty) set.
     let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };

@@ -107,7 +107,9 @@ fn apply_limits(p: &Prepared<'_>) {
             fail(p, Step::Limits, e, detail::LIMITS_RLIMIT + detail::LIMITS_STRIDE * u32::try_from(i).unwrap_or(0));
         }
     }
-    if let Some(adj) = limits.oom_score_adj {
+    // A fork-style init set it for itself already (see `init_stage`).
+    let inherited = p.plan.init && !crate::init::shares_memory(p.plan);
+    if let Some(adj) = limits.oom_score_adj.filter(|_| !inherited) {
         // Through the /proc opened before the mounts: `self` there is this process
         // as cordon's pid namespace numbers it.
         if let Err(e) = write_file_at(p.proc_dir, b"self/oom_score_adj\0", adj) {
