@@ -1348,6 +1348,24 @@ case!(proc_init_unreachable_from_inside, |c| {
     assert!(out.status.success() && text.contains(&secret), "control: a parent's environ on the host: {out:?}");
 });
 
+// The command starts with every signal at its default disposition, whatever cordon's
+// own were: cordon's runtime ignores SIGPIPE, and an ignored signal survives execve
+// (the bwrap runner's stage helper, cordon's binary too, once passed it on: `yes |
+// head -1` then saw EPIPE instead of dying of SIGPIPE).
+case!(signals_start_at_their_defaults, |c| {
+    // Control: this test process (Rust's runtime) ignores SIGPIPE, as cordon does.
+    let own = fs::read_to_string("/proc/self/status").unwrap();
+    let ignored = |status: &str| {
+        status.lines().find_map(|l| l.strip_prefix("SigIgn:")).map(|v| u64::from_str_radix(v.trim(), 16).unwrap())
+    };
+    assert_ne!(ignored(&own).unwrap() & (1 << (libc::SIGPIPE - 1)), 0, "control: SIGPIPE ignored here");
+    for mode in CONFINED {
+        let out = c.cordon(&c.opts(mode), &["/bin/cat", "/proc/self/status"])?;
+        let text = out.json.as_ref().and_then(|j| j["stdout"]["text"].as_str()).unwrap_or("").to_string();
+        assert_eq!(ignored(&text), Some(0), "the command starts with ignored signals ({mode}): {out:?}");
+    }
+});
+
 case!(proc_priority_and_rlimit_denied, |c| {
     for mode in CONFINED {
         let v = c.victim();

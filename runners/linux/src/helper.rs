@@ -191,6 +191,9 @@ pub fn run(plan: HelperPlan) -> ! {
     }
     // SAFETY: closing the executable's fd, which nothing in this process uses.
     unsafe { libc::close(EXE_FD) };
+    // The helper is cordon's binary, whose runtime ignores SIGPIPE before `main`: the
+    // command gets the default dispositions, as under the landlock runner.
+    crate::child::default_dispositions();
     // 2. The seccomp program.
     let program = match read_program() {
         Ok(p) => p,

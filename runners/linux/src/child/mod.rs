@@ -54,15 +54,8 @@ pub(crate) fn stage_outer(p: &mut Prepared<'_>, pdeath_signal: libc::c_int) {
         fail(p, Step::ParentDeathSignal, errno(), detail::PDEATH_SIGNAL);
     }
 
-    // 2. Signals: default dispositions, empty mask.
-    for sig in 1..=64 {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP || (32..=34).contains(&sig) {
-            continue;
-        }
-        // SAFETY: signal() with SIG_DFL on a valid signal number; failures for
-        // numbers the kernel does not accept are harmless and ignored.
-        unsafe { libc::signal(sig, libc::SIG_DFL) };
-    }
+    // 2. Signals: default dispositions (the mask stays full, see above).
+    default_dispositions();
 
     // 4. Identity maps in a new user namespace.
     if let Some(maps) = &plan.id_maps {
@@ -79,6 +72,26 @@ pub(crate) fn stage_outer(p: &mut Prepared<'_>, pdeath_signal: libc::c_int) {
 
     // 5. Mounts.
     mounts::apply_mounts(p);
+}
+
+/// Every signal's disposition back to the default: a handler of cordon's must not run
+/// in the stage, and an ignored signal would stay ignored across `execve` (cordon's
+/// runtime ignores SIGPIPE: a command would see EPIPE instead of dying of it).
+///
+/// The system call itself, for every signal: the C library's `signal()` refuses the
+/// real-time signals it keeps for itself (32 to 34 in glibc), which a caller may have
+/// left ignored too. An all-zero kernel `sigaction` is `SIG_DFL` with no flags and an
+/// empty mask on every architecture, whatever the order of its fields.
+pub(crate) fn default_dispositions() {
+    let default = [0u64; 4];
+    for sig in 1..=64 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: rt_sigaction with a zeroed kernel sigaction (SIG_DFL) and an 8-byte
+        // signal set; failures for numbers the kernel does not accept are harmless.
+        unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, default.as_ptr(), std::ptr::null_mut::<u64>(), 8usize) };
+    }
 }
 
 /// Step 1b: join the run's cgroups, set the rlimits, volunteer for the OOM killer.
