@@ -315,6 +315,7 @@ impl Drop for KillOnDrop {
 
 /// The cgroup layout found with `statmount` at the conventional mount points is the
 /// one `mountinfo` gives (the fast path must not change where runs' cgroups go).
+#[cfg(target_os = "linux")]
 #[test]
 fn cgroup_layout_by_statmount_matches_mountinfo() {
     let test = "cgroup_layout_by_statmount_matches_mountinfo";
