@@ -1366,6 +1366,89 @@ case!(signals_start_at_their_defaults, |c| {
     }
 });
 
+// A live run's stdio that is a file is not handed to the command: the descriptor
+// would be the host's own mount of it, not the sandbox's read-only view, and the
+// command could fchmod it (a setuid file as root), change its times, and below
+// Landlock ABI 3 truncate it. Same for a device node (cordon's default stdin used to
+// be the host's /dev/null, which root inside could fchmod 0600). Judged by the files'
+// modes, times and contents on the host; the command's output and input still flow.
+case!(fs_stdio_files_stay_out_of_reach, |c| {
+    use std::os::unix::fs::PermissionsExt;
+    let mode_of = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    let mtime_of = |p: &Path| fs::metadata(p).unwrap().modified().unwrap();
+    let attack = "cat; echo written-by-command; for f in 0 1 2; do chmod 4777 /proc/self/fd/$f; \
+                  touch -d 2001-01-01 /proc/self/fd/$f; done 2>/dev/null; \
+                  python3 -c 'import os; [os.fchmod(f, 0o4777) for f in (0, 1, 2)]' 2>/dev/null; \
+                  : > /proc/self/fd/0 2>/dev/null; exit 0";
+    let setup = |tag: &str| -> (PathBuf, PathBuf) {
+        let (inp, out) = (c.outside.join(format!("stdin-{tag}")), c.outside.join(format!("stdout-{tag}")));
+        c.host_sh(&format!(
+            "printf 'input-line\\n' > '{i}'; : > '{o}'; chmod 0644 '{i}' '{o}'; touch -d 2020-01-01 '{i}'",
+            i = inp.display(),
+            o = out.display()
+        ));
+        (inp, out)
+    };
+    let run = |program: &str, args: &[&str], inp: &Path, out: &Path| {
+        let f_out = fs::OpenOptions::new().append(true).open(out).unwrap();
+        c.host_cmd(program)
+            .args(args)
+            .stdin(fs::File::open(inp).unwrap())
+            .stdout(f_out.try_clone().unwrap())
+            .stderr(f_out)
+            .status()
+            .unwrap()
+    };
+    // Control: the same commands on the host change both files (the test can fail).
+    let (inp, out) = setup("host");
+    run("/bin/sh", &["-c", attack], &inp, &out);
+    assert_eq!(mode_of(&out) & 0o4000, 0o4000, "control: fchmod of stdout on the host");
+    assert_eq!(fs::read_to_string(&inp).unwrap(), "", "control: truncating stdin on the host");
+    let cordon = c.suite.cordon.to_str().unwrap().to_string();
+    for mode in CONFINED {
+        let (inp, out) = setup(mode);
+        let before = mtime_of(&inp);
+        let argv =
+            ["run", "--mode", mode, "--runner", &c.runner, "--stdin", "--timeout", "30", "--", "/bin/sh", "-c", attack];
+        let st = run(&cordon, &argv, &inp, &out);
+        assert_eq!(mode_of(&out), 0o644, "stdout's mode changed from inside ({mode}): {st:?}");
+        assert_eq!(mode_of(&inp), 0o644, "stdin's mode changed from inside ({mode})");
+        assert_eq!(mtime_of(&inp), before, "stdin's times changed from inside ({mode})");
+        assert_eq!(fs::read_to_string(&inp).unwrap(), "input-line\n", "stdin truncated from inside ({mode})");
+        let text = fs::read_to_string(&out).unwrap();
+        assert!(
+            text.contains("input-line\nwritten-by-command\n"),
+            "positive control: the streams flow ({mode}): {text:?}"
+        );
+    }
+    // A device node as stdin (as root only: mknod), owned by the identity.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let node = c.outside.join("null-node");
+        let path = std::ffi::CString::new(node.to_str().unwrap()).unwrap();
+        // SAFETY: mknod with a valid path and a device number (1, 3: the null device).
+        assert_eq!(unsafe { libc::mknod(path.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) }, 0);
+        c.chown_to_me(&node);
+        fs::set_permissions(&node, fs::Permissions::from_mode(0o666)).unwrap();
+        for mode in CONFINED {
+            let f = fs::File::open(&node).unwrap();
+            let o = RunOpts { stdin: Some(std::sync::Arc::new(f.into())), ..c.opts(mode) };
+            let mut o = o;
+            o.extra_args.push("--stdin".into());
+            c.cordon(
+                &o,
+                &["/bin/sh", "-c", "chmod 0600 /proc/self/fd/0; python3 -c 'import os; os.fchmod(0, 0o600)'"],
+            )?;
+            assert_eq!(mode_of(&node), 0o666, "a device node given as stdin changed mode from inside ({mode})");
+        }
+        // And the default stdin (no --stdin) is nothing of the host's.
+        let out = c.cordon(&c.opts(READ_ONLY), &["/bin/sh", "-c", "ls -lL /proc/self/fd/0"])?;
+        let text = out.json.as_ref().and_then(|j| j["stdout"]["text"].as_str()).unwrap_or("").to_string();
+        assert!(text.starts_with('p'), "the default stdin is not an empty pipe: {text:?}");
+        fs::remove_file(&node).unwrap();
+    }
+});
+
 case!(proc_priority_and_rlimit_denied, |c| {
     for mode in CONFINED {
         let v = c.victim();

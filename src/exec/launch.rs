@@ -41,6 +41,77 @@ pub(super) async fn drain(fd: OwnedFd, capture: StreamCapture) {
     }
 }
 
+/// Whether `fd` is a stream the command may hold as it is: an anonymous pipe, a
+/// socket or a terminal. Anything else (a regular file, a directory, a named FIFO, a
+/// device such as `/dev/null`) is an inode on one of the host's own mounts, not on the
+/// sandbox's read-only view: holding it, the command could `fchmod` it (or `chmod` it
+/// through `/proc/self/fd/N`): a setuid file, or a host `/dev/null` no one else may
+/// open, when cordon runs as root; change its times or extended attributes; and with
+/// Landlock below ABI 2 or 3 write, truncate it or create entries under a directory
+/// outside its writable roots. A confined run gets a pipe instead, which cordon
+/// relays (found by an attack review). A terminal stays the command's (an interactive
+/// run needs the real one): its owner may change its mode (docs/guarantees.md).
+#[allow(clippy::unnecessary_cast, reason = "f_type is a long here, narrower on other architectures")]
+fn is_stream(fd: &OwnedFd) -> bool {
+    /// `PIPEFS_MAGIC` from `<linux/magic.h>`.
+    #[cfg(target_os = "linux")]
+    const PIPEFS_MAGIC: i64 = 0x5049_5045;
+    use nix::sys::stat::SFlag;
+    let Ok(st) = nix::sys::stat::fstat(fd) else { return false };
+    let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+    if kind == SFlag::S_IFSOCK {
+        return true;
+    }
+    if kind == SFlag::S_IFIFO {
+        // An anonymous pipe lives on pipefs; a named FIFO on a host file system.
+        #[cfg(target_os = "linux")]
+        return nix::sys::statfs::fstatfs(fd).is_ok_and(|f| f.filesystem_type().0 as i64 == PIPEFS_MAGIC);
+        #[cfg(not(target_os = "linux"))]
+        return false;
+    }
+    kind == SFlag::S_IFCHR && nix::unistd::isatty(fd).unwrap_or(false)
+}
+
+/// The command's stdout and stderr for a confined live run: each that is not a stream
+/// ([`is_stream`]) replaced by a pipe whose contents cordon copies to it (recorded in
+/// `relays` as `(pipe's read end, destination)`). Both the same file (`> f 2>&1`): one
+/// pipe for both, so that their order is kept.
+fn relay_files(out: [OwnedFd; 2], relays: &mut Vec<(OwnedFd, OwnedFd)>) -> Result<[OwnedFd; 2], CordonError> {
+    let same_file = |a: &OwnedFd, b: &OwnedFd| match (nix::sys::stat::fstat(a), nix::sys::stat::fstat(b)) {
+        (Ok(x), Ok(y)) => x.st_dev == y.st_dev && x.st_ino == y.st_ino,
+        _ => false,
+    };
+    let [o, e] = out;
+    let (relay_o, relay_e) = (!is_stream(&o), !is_stream(&e));
+    if relay_o && relay_e && same_file(&o, &e) {
+        let (r, w) = pipe()?;
+        let w = above_stdio(w)?;
+        let w2 = dup_cloexec(w.as_fd()).map_err(|e| CordonError::io("duplicating a pipe", e))?;
+        relays.push((r, o));
+        drop(e);
+        return Ok([w, w2]);
+    }
+    let mut one = |fd: OwnedFd, relay: bool| -> Result<OwnedFd, CordonError> {
+        if !relay {
+            return Ok(fd);
+        }
+        let (r, w) = pipe()?;
+        relays.push((r, fd));
+        above_stdio(w)
+    };
+    Ok([one(o, relay_o)?, one(e, relay_e)?])
+}
+
+/// Copy everything readable from `from` to `to` (a relayed stdio stream), on the
+/// blocking pool: a file write may block. Ends at end-of-file or the first error.
+async fn relay(from: OwnedFd, to: OwnedFd) {
+    let _ = tokio::task::spawn_blocking(move || {
+        let (mut from, mut to) = (std::fs::File::from(from), std::fs::File::from(to));
+        let _ = std::io::copy(&mut from, &mut to);
+    })
+    .await;
+}
+
 pub(super) fn pipe() -> Result<(OwnedFd, OwnedFd), CordonError> {
     #[cfg(target_os = "linux")]
     let pipe = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
@@ -243,17 +314,29 @@ impl Executor {
         let proxy = start_proxy(&plan, spec, selection.runner, &mut env)?;
 
         // Streams.
+        let mut stdin_relay: Option<(OwnedFd, OwnedFd)> = None;
         let (stdin_fd, stdin_writer_fd): (OwnedFd, Option<OwnedFd>) = match &spec.stdin {
             Stdin::Null => {
-                let f = std::fs::File::open("/dev/null").map_err(|e| CordonError::io("opening /dev/null", e))?;
-                (above_stdio(f.into())?, None)
+                // End-of-file from a pipe with no writer, not the host's `/dev/null`
+                // (see `is_stream`: as root the command could fchmod it).
+                let (r, _) = pipe()?;
+                (above_stdio(r)?, None)
             }
             Stdin::Bytes(_) => {
                 let (r, w) = pipe()?;
                 (above_stdio(r)?, Some(w))
             }
             Stdin::Inherit => {
-                (dup_cloexec(std::io::stdin().as_fd()).map_err(|e| CordonError::io("duplicating stdin", e))?, None)
+                let own = dup_cloexec(std::io::stdin().as_fd()).map_err(|e| CordonError::io("duplicating stdin", e))?;
+                if policy.mode.is_confined() && !is_stream(&own) {
+                    // A file (or directory) would hand the command the host's own
+                    // mount of it: see `is_stream`. It reads a pipe cordon fills.
+                    let (r, w) = pipe()?;
+                    stdin_relay = Some((own, w));
+                    (above_stdio(r)?, None)
+                } else {
+                    (own, None)
+                }
             }
         };
         // Spill names carry cordon's pid: the startup sweep leaves a live writer's alone.
@@ -262,6 +345,7 @@ impl Executor {
         let stdout = StreamCapture::new(spec.output_cap, spec.spill_cap, spill, &format!("out-{pid_tag}-{id}-"));
         let stderr = StreamCapture::new(spec.output_cap, spec.spill_cap, spill, &format!("err-{pid_tag}-{id}-"));
         let mut readers = Vec::new();
+        let mut relays: Vec<(OwnedFd, OwnedFd)> = Vec::new();
         let child_out: [OwnedFd; 2] = match spec.output {
             Output::Capture => {
                 let (r1, w1) = pipe()?;
@@ -272,10 +356,17 @@ impl Executor {
                 readers.push((r2, stderr.clone()));
                 [above_stdio(w1)?, above_stdio(w2)?]
             }
-            Output::Inherit => [
-                dup_cloexec(std::io::stdout().as_fd()).map_err(|e| CordonError::io("duplicating stdout", e))?,
-                dup_cloexec(std::io::stderr().as_fd()).map_err(|e| CordonError::io("duplicating stderr", e))?,
-            ],
+            Output::Inherit => {
+                let out =
+                    dup_cloexec(std::io::stdout().as_fd()).map_err(|e| CordonError::io("duplicating stdout", e))?;
+                let err =
+                    dup_cloexec(std::io::stderr().as_fd()).map_err(|e| CordonError::io("duplicating stderr", e))?;
+                if policy.mode.is_confined() {
+                    relay_files([out, err], &mut relays)?
+                } else {
+                    [out, err]
+                }
+            }
         };
         crate::phases::mark("env_streams");
         let denials: DenialSink = Arc::default();
@@ -347,8 +438,15 @@ impl Executor {
             None => None,
         };
         crate::phases::mark("supervisor");
-        let collectors = readers.into_iter().map(|(fd, cap)| tokio::spawn(drain(fd, cap))).collect();
+        let collectors = readers
+            .into_iter()
+            .map(|(fd, cap)| tokio::spawn(drain(fd, cap)))
+            .chain(relays.into_iter().map(|(from, to)| tokio::spawn(relay(from, to))))
+            .collect();
         let stdin_writer = match (&spec.stdin, stdin_writer_fd) {
+            (Stdin::Inherit, _) if stdin_relay.is_some() => {
+                stdin_relay.take().map(|(from, to)| tokio::spawn(relay(from, to)))
+            }
             (Stdin::Bytes(bytes), Some(w)) => {
                 let bytes = bytes.clone();
                 Some(tokio::spawn(async move {
