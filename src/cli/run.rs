@@ -32,8 +32,10 @@ pub(crate) struct RunArgs {
     #[arg(long, short = 'q')]
     quiet: bool,
     /// Observe write-intent path syscalls for evidence of refused writes: on (default)
-    /// or off (faster file-creation-heavy work; refused writes are then not reported;
-    /// enforcement is the same).
+    /// or off (faster file-creation-heavy work; refused writes are then not reported).
+    /// Enforcement is the same, except without a mount namespace: there the observer
+    /// also refuses writes into protected paths (`.git`) as a best effort, which off
+    /// drops (the result declares `protected-paths` a gap there either way).
     #[arg(long, value_name = "on|off", value_parser = parse_on_off, default_value = "on", action = clap::ArgAction::Set)]
     observe_writes: bool,
     #[command(flatten)]
