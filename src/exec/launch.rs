@@ -102,14 +102,22 @@ fn relay_files(out: [OwnedFd; 2], relays: &mut Vec<(OwnedFd, OwnedFd)>) -> Resul
     Ok([one(o, relay_o)?, one(e, relay_e)?])
 }
 
-/// Copy everything readable from `from` to `to` (a relayed stdio stream), on the
-/// blocking pool: a file write may block. Ends at end-of-file or the first error.
+/// Copy everything readable from `from` to `to` (a relayed stdio stream) on a thread of
+/// its own, done at end-of-file or the first error; the future ends with it. Not the
+/// runtime's blocking pool: a copy that never ends (a process that escaped the run
+/// still holding the pipe, a FIFO no one reads) must not hold up the runtime's
+/// shutdown, and the caller's bounded wait (`drain_grace`) only drops this future.
 async fn relay(from: OwnedFd, to: OwnedFd) {
-    let _ = tokio::task::spawn_blocking(move || {
+    let (done, finished) = tokio::sync::oneshot::channel::<()>();
+    let copy = move || {
         let (mut from, mut to) = (std::fs::File::from(from), std::fs::File::from(to));
         let _ = std::io::copy(&mut from, &mut to);
-    })
-    .await;
+        let _ = done.send(());
+    };
+    // Without a thread the descriptors are dropped: the command sees EOF or EPIPE.
+    if std::thread::Builder::new().name("cordon-relay".into()).spawn(copy).is_ok() {
+        let _ = finished.await;
+    }
 }
 
 pub(super) fn pipe() -> Result<(OwnedFd, OwnedFd), CordonError> {
