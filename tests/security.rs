@@ -1376,9 +1376,11 @@ case!(fs_stdio_files_stay_out_of_reach, |c| {
     use std::os::unix::fs::PermissionsExt;
     let mode_of = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o7777;
     let mtime_of = |p: &Path| fs::metadata(p).unwrap().modified().unwrap();
-    let attack = "cat; echo written-by-command; for f in 0 1 2; do chmod 4777 /proc/self/fd/$f; \
+    // (Only fds 0 and 1: the `2>/dev/null` of each line makes fd 2 the host's
+    // /dev/null in the control run.)
+    let attack = "cat; echo written-by-command; for f in 0 1; do chmod 4777 /proc/self/fd/$f; \
                   touch -d 2001-01-01 /proc/self/fd/$f; done 2>/dev/null; \
-                  python3 -c 'import os; [os.fchmod(f, 0o4777) for f in (0, 1, 2)]' 2>/dev/null; \
+                  python3 -c 'import os; [os.fchmod(f, 0o4777) for f in (0, 1)]' 2>/dev/null; \
                   : > /proc/self/fd/0 2>/dev/null; exit 0";
     let setup = |tag: &str| -> (PathBuf, PathBuf) {
         let (inp, out) = (c.outside.join(format!("stdin-{tag}")), c.outside.join(format!("stdout-{tag}")));
@@ -1441,10 +1443,18 @@ case!(fs_stdio_files_stay_out_of_reach, |c| {
             )?;
             assert_eq!(mode_of(&node), 0o666, "a device node given as stdin changed mode from inside ({mode})");
         }
-        // And the default stdin (no --stdin) is nothing of the host's.
-        let out = c.cordon(&c.opts(READ_ONLY), &["/bin/sh", "-c", "ls -lL /proc/self/fd/0"])?;
+        // And the default stdin (no --stdin) is /dev/null (a character device: tools
+        // such as ripgrep read a pipe instead of searching), but not one root inside
+        // can change: setting its times is the harmless probe (mode changes would
+        // break the host if they got through).
+        let before = mtime_of(Path::new("/dev/null"));
+        let out = c.cordon(
+            &c.opts(READ_ONLY),
+            &["/bin/sh", "-c", "ls -lL /proc/self/fd/0; touch -d 2001-01-01 /proc/self/fd/0"],
+        )?;
         let text = out.json.as_ref().and_then(|j| j["stdout"]["text"].as_str()).unwrap_or("").to_string();
-        assert!(text.starts_with('p'), "the default stdin is not an empty pipe: {text:?}");
+        assert!(text.starts_with('c'), "the default stdin is not a character device: {text:?}");
+        assert_eq!(mtime_of(Path::new("/dev/null")), before, "the host's /dev/null changed from inside: {out:?}");
         fs::remove_file(&node).unwrap();
     }
 });

@@ -127,6 +127,9 @@ pub(super) async fn finish(
     // dropped future aborts the collectors.
     let drain_all = futures_join(std::mem::take(&mut l.collectors));
     let _ = tokio::time::timeout(config.drain_grace, drain_all).await;
+    // Relayed stdio: the destination takes its time (see `launch::RELAY_GRACE`).
+    let relays = futures_join(std::mem::take(&mut l.relays));
+    let _ = tokio::time::timeout(config.drain_grace.max(super::launch::RELAY_GRACE), relays).await;
     if let Some(w) = l.stdin_writer.take() {
         w.abort();
     }

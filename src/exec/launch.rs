@@ -41,39 +41,75 @@ pub(super) async fn drain(fd: OwnedFd, capture: StreamCapture) {
     }
 }
 
-/// Whether `fd` is a stream the command may hold as it is: an anonymous pipe, a
-/// socket or a terminal. Anything else (a regular file, a directory, a named FIFO, a
-/// device such as `/dev/null`) is an inode on one of the host's own mounts, not on the
-/// sandbox's read-only view: holding it, the command could `fchmod` it (or `chmod` it
-/// through `/proc/self/fd/N`): a setuid file, or a host `/dev/null` no one else may
-/// open, when cordon runs as root; change its times or extended attributes; and with
-/// Landlock below ABI 2 or 3 write, truncate it or create entries under a directory
-/// outside its writable roots. A confined run gets a pipe instead, which cordon
-/// relays (found by an attack review). A terminal stays the command's (an interactive
-/// run needs the real one): its owner may change its mode (docs/guarantees.md).
-#[allow(clippy::unnecessary_cast, reason = "f_type is a long here, narrower on other architectures")]
-fn is_stream(fd: &OwnedFd) -> bool {
+/// What a confined command may be handed of the caller's stdio descriptor `fd`.
+///
+/// An anonymous pipe or a socket as it is. Anything else is an inode on one of the
+/// host's own mounts, not on the sandbox's read-only view: holding it, the command
+/// could `fchmod` it (or `chmod` it through `/proc/self/fd/N`) when it owns it, i.e.
+/// as root for every root-owned file (a setuid binary of its making, a host
+/// `/dev/null` no one else may open); change its times or extended attributes; and
+/// with Landlock below ABI 2 or 3 write, truncate it or create entries under a
+/// directory outside its writable roots (found by attack reviews). So a regular file,
+/// a directory or a named FIFO is relayed through a pipe; a character device (a
+/// terminal, `/dev/null`) the command would own is reopened through a private
+/// read-only mount when cordon can make one (root), else relayed, except a terminal,
+/// which an interactive command needs as it is (its owner may change its mode:
+/// docs/guarantees.md). A device the command does not own it cannot change.
+#[allow(
+    clippy::cast_possible_wrap,
+    clippy::unnecessary_cast,
+    reason = "f_type and st_uid widths differ between platforms"
+)]
+fn handover(fd: &OwnedFd) -> Handover {
+    use nix::sys::stat::SFlag;
     /// `PIPEFS_MAGIC` from `<linux/magic.h>`.
     #[cfg(target_os = "linux")]
     const PIPEFS_MAGIC: i64 = 0x5049_5045;
-    use nix::sys::stat::SFlag;
-    let Ok(st) = nix::sys::stat::fstat(fd) else { return false };
+    let Ok(st) = nix::sys::stat::fstat(fd) else { return Handover::Relay };
     let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
     if kind == SFlag::S_IFSOCK {
-        return true;
+        return Handover::Keep;
     }
     if kind == SFlag::S_IFIFO {
-        // An anonymous pipe lives on pipefs; a named FIFO on a host file system.
+        // An anonymous pipe lives on pipefs, a named FIFO on a host file system.
         #[cfg(target_os = "linux")]
-        return nix::sys::statfs::fstatfs(fd).is_ok_and(|f| f.filesystem_type().0 as i64 == PIPEFS_MAGIC);
+        let anonymous = nix::sys::statfs::fstatfs(fd).is_ok_and(|f| f.filesystem_type().0 as i64 == PIPEFS_MAGIC);
+        // (macOS: not told apart; a named FIFO is rare and a relay of every pipe costly.)
         #[cfg(not(target_os = "linux"))]
-        return false;
+        let anonymous = true;
+        return if anonymous { Handover::Keep } else { Handover::Relay };
     }
-    kind == SFlag::S_IFCHR && nix::unistd::isatty(fd).unwrap_or(false)
+    if kind != SFlag::S_IFCHR {
+        return Handover::Relay;
+    }
+    let tty = nix::unistd::isatty(fd).unwrap_or(false);
+    if st.st_uid as u32 != nix::unistd::geteuid().as_raw() {
+        return Handover::Keep;
+    }
+    #[cfg(target_os = "linux")]
+    if let Ok(flags) = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFL) {
+        if let Ok(ro) = cordon_stage::fds::reopen_read_only_mount(fd.as_raw_fd(), flags & libc::O_ACCMODE) {
+            return Handover::Reopened(ro);
+        }
+    }
+    if tty {
+        Handover::Keep
+    } else {
+        Handover::Relay
+    }
 }
 
-/// The command's stdout and stderr for a confined live run: each that is not a stream
-/// ([`is_stream`]) replaced by a pipe whose contents cordon copies to it (recorded in
+/// See [`handover`].
+enum Handover {
+    Keep,
+    Relay,
+    /// The same device, through a private read-only mount (Linux).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    Reopened(OwnedFd),
+}
+
+/// The command's stdout and stderr for a confined live run ([`handover`]): each to
+/// be relayed replaced by a pipe whose contents cordon copies to it (recorded in
 /// `relays` as `(pipe's read end, destination)`). Both the same file (`> f 2>&1`): one
 /// pipe for both, so that their order is kept.
 fn relay_files(out: [OwnedFd; 2], relays: &mut Vec<(OwnedFd, OwnedFd)>) -> Result<[OwnedFd; 2], CordonError> {
@@ -82,8 +118,8 @@ fn relay_files(out: [OwnedFd; 2], relays: &mut Vec<(OwnedFd, OwnedFd)>) -> Resul
         _ => false,
     };
     let [o, e] = out;
-    let (relay_o, relay_e) = (!is_stream(&o), !is_stream(&e));
-    if relay_o && relay_e && same_file(&o, &e) {
+    let (ho, he) = (handover(&o), handover(&e));
+    if matches!((&ho, &he), (Handover::Relay, Handover::Relay)) && same_file(&o, &e) {
         let (r, w) = pipe()?;
         let w = above_stdio(w)?;
         let w2 = dup_cloexec(w.as_fd()).map_err(|e| CordonError::io("duplicating a pipe", e))?;
@@ -91,27 +127,74 @@ fn relay_files(out: [OwnedFd; 2], relays: &mut Vec<(OwnedFd, OwnedFd)>) -> Resul
         drop(e);
         return Ok([w, w2]);
     }
-    let mut one = |fd: OwnedFd, relay: bool| -> Result<OwnedFd, CordonError> {
-        if !relay {
-            return Ok(fd);
+    let mut one = |fd: OwnedFd, h: Handover| -> Result<OwnedFd, CordonError> {
+        match h {
+            Handover::Keep => Ok(fd),
+            Handover::Reopened(ro) => above_stdio(ro),
+            Handover::Relay => {
+                let (r, w) = pipe()?;
+                relays.push((r, fd));
+                above_stdio(w)
+            }
         }
-        let (r, w) = pipe()?;
-        relays.push((r, fd));
-        above_stdio(w)
     };
-    Ok([one(o, relay_o)?, one(e, relay_e)?])
+    Ok([one(o, ho)?, one(e, he)?])
+}
+
+/// The command's stdin when the caller gives none: `/dev/null`, which a command
+/// running as root could `fchmod` through the host's mount of it ([`handover`]). So a
+/// confined run as root gets it through a private read-only mount (made once per
+/// process), or where that cannot be made an empty pipe (also end-of-file at once;
+/// some tools, e.g. ripgrep, treat a pipe as input to read instead of the directory).
+fn null_stdin(confined: bool) -> Result<OwnedFd, CordonError> {
+    let open =
+        || std::fs::File::open("/dev/null").map(OwnedFd::from).map_err(|e| CordonError::io("opening /dev/null", e));
+    if !confined || !nix::unistd::geteuid().is_root() {
+        return above_stdio(open()?);
+    }
+    #[cfg(target_os = "linux")]
+    {
+        static READ_ONLY_NULL: std::sync::OnceLock<Option<OwnedFd>> = std::sync::OnceLock::new();
+        let shared = READ_ONLY_NULL.get_or_init(|| {
+            let null = open().ok()?;
+            cordon_stage::fds::reopen_read_only_mount(null.as_raw_fd(), libc::O_RDONLY).ok()
+        });
+        if let Some(fd) = shared {
+            return dup_cloexec(fd.as_fd()).map_err(|e| CordonError::io("duplicating /dev/null", e));
+        }
+    }
+    let (r, _) = pipe()?;
+    above_stdio(r)
 }
 
 /// Copy everything readable from `from` to `to` (a relayed stdio stream) on a thread of
-/// its own, done at end-of-file or the first error; the future ends with it. Not the
-/// runtime's blocking pool: a copy that never ends (a process that escaped the run
-/// still holding the pipe, a FIFO no one reads) must not hold up the runtime's
-/// shutdown, and the caller's bounded wait (`drain_grace`) only drops this future.
+/// its own, done at end-of-file; the future ends with it. Not the runtime's blocking
+/// pool: a copy that never ends (a process that escaped the run still holding the
+/// pipe) must not hold up the runtime's shutdown, and the caller's bounded wait only
+/// drops this future. A destination that fails (a full disk, `/dev/full`) is named
+/// once on cordon's stderr and the rest is read and dropped, so that the command is
+/// not killed by SIGPIPE for it.
 async fn relay(from: OwnedFd, to: OwnedFd) {
     let (done, finished) = tokio::sync::oneshot::channel::<()>();
     let copy = move || {
+        use std::io::{Read, Write};
         let (mut from, mut to) = (std::fs::File::from(from), std::fs::File::from(to));
-        let _ = std::io::copy(&mut from, &mut to);
+        let mut buf = vec![0u8; READ_CHUNK];
+        let mut failed = false;
+        loop {
+            let n = match from.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            };
+            if !failed {
+                if let Err(e) = to.write_all(&buf[..n]) {
+                    failed = true;
+                    eprintln!("cordon: the command's output could not be written ({e}); the rest is dropped");
+                }
+            }
+        }
         let _ = done.send(());
     };
     // Without a thread the descriptors are dropped: the command sees EOF or EPIPE.
@@ -119,6 +202,12 @@ async fn relay(from: OwnedFd, to: OwnedFd) {
         let _ = finished.await;
     }
 }
+
+/// How long a run's end waits for its stdio relays once the run is over: they end as
+/// soon as the destination took the last bytes (a slow reader of a named FIFO, a
+/// slow disk), unless a process that escaped the run (no pid namespace) still holds
+/// the pipe.
+pub(super) const RELAY_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
 pub(super) fn pipe() -> Result<(OwnedFd, OwnedFd), CordonError> {
     #[cfg(target_os = "linux")]
@@ -174,6 +263,8 @@ pub(super) struct Launched {
     pub(super) stdout: StreamCapture,
     pub(super) stderr: StreamCapture,
     pub(super) collectors: Vec<tokio::task::JoinHandle<()>>,
+    /// Copies of relayed stdio (see `relay`).
+    pub(super) relays: Vec<tokio::task::JoinHandle<()>>,
     pub(super) stdin_writer: Option<tokio::task::JoinHandle<()>>,
     pub(super) run_dir: Option<PathBuf>,
     pub(super) limits: crate::limits::RunLimits,
@@ -324,26 +415,23 @@ impl Executor {
         // Streams.
         let mut stdin_relay: Option<(OwnedFd, OwnedFd)> = None;
         let (stdin_fd, stdin_writer_fd): (OwnedFd, Option<OwnedFd>) = match &spec.stdin {
-            Stdin::Null => {
-                // End-of-file from a pipe with no writer, not the host's `/dev/null`
-                // (see `is_stream`: as root the command could fchmod it).
-                let (r, _) = pipe()?;
-                (above_stdio(r)?, None)
-            }
+            Stdin::Null => (null_stdin(policy.mode.is_confined())?, None),
             Stdin::Bytes(_) => {
                 let (r, w) = pipe()?;
                 (above_stdio(r)?, Some(w))
             }
             Stdin::Inherit => {
                 let own = dup_cloexec(std::io::stdin().as_fd()).map_err(|e| CordonError::io("duplicating stdin", e))?;
-                if policy.mode.is_confined() && !is_stream(&own) {
-                    // A file (or directory) would hand the command the host's own
-                    // mount of it: see `is_stream`. It reads a pipe cordon fills.
-                    let (r, w) = pipe()?;
-                    stdin_relay = Some((own, w));
-                    (above_stdio(r)?, None)
-                } else {
-                    (own, None)
+                // A file (or directory) would hand the command the host's own mount
+                // of it: see `handover`. It reads a pipe cordon fills instead.
+                match if policy.mode.is_confined() { handover(&own) } else { Handover::Keep } {
+                    Handover::Keep => (own, None),
+                    Handover::Reopened(ro) => (above_stdio(ro)?, None),
+                    Handover::Relay => {
+                        let (r, w) = pipe()?;
+                        stdin_relay = Some((own, w));
+                        (above_stdio(r)?, None)
+                    }
                 }
             }
         };
@@ -446,11 +534,8 @@ impl Executor {
             None => None,
         };
         crate::phases::mark("supervisor");
-        let collectors = readers
-            .into_iter()
-            .map(|(fd, cap)| tokio::spawn(drain(fd, cap)))
-            .chain(relays.into_iter().map(|(from, to)| tokio::spawn(relay(from, to))))
-            .collect();
+        let collectors = readers.into_iter().map(|(fd, cap)| tokio::spawn(drain(fd, cap))).collect();
+        let relays = relays.into_iter().map(|(from, to)| tokio::spawn(relay(from, to))).collect();
         let stdin_writer = match (&spec.stdin, stdin_writer_fd) {
             (Stdin::Inherit, _) if stdin_relay.is_some() => {
                 stdin_relay.take().map(|(from, to)| tokio::spawn(relay(from, to)))
@@ -487,6 +572,7 @@ impl Executor {
             stdout,
             stderr,
             collectors,
+            relays,
             stdin_writer,
             run_dir,
             limits,

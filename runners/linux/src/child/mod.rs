@@ -95,7 +95,8 @@ pub(crate) fn default_dispositions() {
 }
 
 /// Step 1b: join the run's cgroups, set the rlimits, volunteer for the OOM killer.
-/// Taken by the process that execs the command, never by an init: the init shares
+/// Taken by the process that execs the command, never by a shared init (a fork-style
+/// init sets the OOM score for itself first, see `init_stage`): a shared init shares
 /// cordon's memory, and the kernel copies an `oom_score_adj` write to every process
 /// sharing the writer's memory, and an OOM kill of one (a memory cgroup's, or all of
 /// them with `memory.oom.group`) to all of them: cordon included. The init stays in
