@@ -66,6 +66,14 @@ fn handover(fd: &OwnedFd) -> Handover {
     #[cfg(target_os = "linux")]
     const PIPEFS_MAGIC: i64 = 0x5049_5045;
     let Ok(st) = nix::sys::stat::fstat(fd) else { return Handover::Relay };
+    let Ok(flags) = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFL) else { return Handover::Relay };
+    #[cfg(not(target_os = "linux"))]
+    let _ = flags;
+    // A path, not an open stream (of a socket file, say): nothing to read or write.
+    #[cfg(target_os = "linux")]
+    if flags & libc::O_PATH != 0 {
+        return Handover::Relay;
+    }
     let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
     if kind == SFlag::S_IFSOCK {
         return Handover::Keep;
@@ -82,17 +90,18 @@ fn handover(fd: &OwnedFd) -> Handover {
     if kind != SFlag::S_IFCHR {
         return Handover::Relay;
     }
-    let tty = nix::unistd::isatty(fd).unwrap_or(false);
     if st.st_uid as u32 != nix::unistd::geteuid().as_raw() {
         return Handover::Keep;
     }
     #[cfg(target_os = "linux")]
-    if let Ok(flags) = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFL) {
-        if let Ok(ro) = cordon_stage::fds::reopen_read_only_mount(fd.as_raw_fd(), flags & libc::O_ACCMODE) {
-            return Handover::Reopened(ro);
-        }
+    if let Ok(ro) = cordon_stage::fds::reopen_read_only_mount(fd.as_raw_fd(), flags) {
+        return Handover::Reopened(ro);
     }
-    if tty {
+    // A terminal the command would own and no read-only mount for it: as root every
+    // shared terminal node (`/dev/tty` without a controlling terminal, a pty master)
+    // is root's, so it is relayed too, at the cost of the command's terminal; an
+    // unprivileged user's own terminal is handed over (docs/guarantees.md).
+    if nix::unistd::isatty(fd).unwrap_or(false) && !nix::unistd::geteuid().is_root() {
         Handover::Keep
     } else {
         Handover::Relay
@@ -171,30 +180,48 @@ fn null_stdin(confined: bool) -> Result<OwnedFd, CordonError> {
 /// its own, done at end-of-file; the future ends with it. Not the runtime's blocking
 /// pool: a copy that never ends (a process that escaped the run still holding the
 /// pipe) must not hold up the runtime's shutdown, and the caller's bounded wait only
-/// drops this future. A destination that fails (a full disk, `/dev/full`) is named
-/// once on cordon's stderr and the rest is read and dropped, so that the command is
-/// not killed by SIGPIPE for it.
-async fn relay(from: OwnedFd, to: OwnedFd) {
+/// drops this future. The first failed write ends the copy and closes `from`, as if
+/// the command had written there itself: relaying its output (`output`), the command
+/// gets EPIPE (a full disk fails it instead of being dropped silently; cordon names
+/// the error on its stderr); relaying its stdin, the command stopped reading.
+async fn relay(from: OwnedFd, to: OwnedFd, output: bool) {
     let (done, finished) = tokio::sync::oneshot::channel::<()>();
     let copy = move || {
-        use std::io::{Read, Write};
+        use std::io::{ErrorKind, Read, Write};
+        let wait = |fd: &std::fs::File, events: nix::poll::PollFlags| {
+            let mut p = [nix::poll::PollFd::new(fd.as_fd(), events)];
+            let _ = nix::poll::poll(&mut p, nix::poll::PollTimeout::NONE);
+        };
         let (mut from, mut to) = (std::fs::File::from(from), std::fs::File::from(to));
         let mut buf = vec![0u8; READ_CHUNK];
-        let mut failed = false;
-        loop {
+        'copy: loop {
             let n = match from.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    wait(&from, nix::poll::PollFlags::POLLIN);
+                    continue;
+                }
                 Err(_) => break,
             };
-            if !failed {
-                if let Err(e) = to.write_all(&buf[..n]) {
-                    failed = true;
-                    eprintln!("cordon: the command's output could not be written ({e}); the rest is dropped");
+            let mut rest = &buf[..n];
+            while !rest.is_empty() {
+                match to.write(rest) {
+                    Ok(0) => break 'copy,
+                    Ok(k) => rest = &rest[k..],
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => wait(&to, nix::poll::PollFlags::POLLOUT),
+                    Err(e) => {
+                        if output {
+                            eprintln!("cordon: the command's output could not be written ({e})");
+                        }
+                        break 'copy;
+                    }
                 }
             }
         }
+        drop(from);
         let _ = done.send(());
     };
     // Without a thread the descriptors are dropped: the command sees EOF or EPIPE.
@@ -535,10 +562,10 @@ impl Executor {
         };
         crate::phases::mark("supervisor");
         let collectors = readers.into_iter().map(|(fd, cap)| tokio::spawn(drain(fd, cap))).collect();
-        let relays = relays.into_iter().map(|(from, to)| tokio::spawn(relay(from, to))).collect();
+        let relays = relays.into_iter().map(|(from, to)| tokio::spawn(relay(from, to, true))).collect();
         let stdin_writer = match (&spec.stdin, stdin_writer_fd) {
             (Stdin::Inherit, _) if stdin_relay.is_some() => {
-                stdin_relay.take().map(|(from, to)| tokio::spawn(relay(from, to)))
+                stdin_relay.take().map(|(from, to)| tokio::spawn(relay(from, to, false)))
             }
             (Stdin::Bytes(bytes), Some(w)) => {
                 let bytes = bytes.clone();

@@ -134,14 +134,28 @@ pub fn build_ruleset(plan: &LandlockPlan, extra_devices: &[PathBuf], pins: &Pins
 /// it reopens them (`> /dev/stderr`).
 pub fn inherited_terminals(stdio: &[RawFd; 3]) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    use std::os::unix::fs::FileTypeExt;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     for fd in stdio {
-        if let Ok(target) = std::fs::read_link(format!("/proc/self/fd/{fd}")) {
-            let is_tty = target.starts_with("/dev/pts/") || target.starts_with("/dev/tty");
-            let is_char = std::fs::metadata(&target).is_ok_and(|m| m.file_type().is_char_device());
-            if is_tty && is_char && !out.contains(&target) {
-                out.push(target);
-            }
+        let Ok(own) = std::fs::metadata(format!("/proc/self/fd/{fd}")) else { continue };
+        if !own.file_type().is_char_device() {
+            continue;
+        }
+        let Ok(mut target) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else { continue };
+        if !target.starts_with("/dev/") {
+            // Reopened through a private read-only mount (`exec::launch::handover`): the
+            // link names that mount's root. The host's name of the same device, for a
+            // pseudo-terminal (majors 136 to 143) or the controlling terminal.
+            let (major, minor) = (libc::major(own.rdev()), libc::minor(own.rdev()));
+            target = match major {
+                136..=143 => PathBuf::from(format!("/dev/pts/{}", (major - 136) * 256 + minor)),
+                5 if minor == 0 => PathBuf::from("/dev/tty"),
+                _ => continue,
+            };
+        }
+        let is_tty = target.starts_with("/dev/pts/") || target.starts_with("/dev/tty");
+        let same = std::fs::metadata(&target).is_ok_and(|m| m.file_type().is_char_device() && m.rdev() == own.rdev());
+        if is_tty && same && !out.contains(&target) {
+            out.push(target);
         }
     }
     out

@@ -30,7 +30,8 @@ pub fn dup_above(fd: RawFd, floor: RawFd) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(new) })
 }
 
-/// Open the file `fd` refers to again, with `flags`, through a private read-only bind
+/// Open the file `fd` refers to again, with `fd`'s access mode and its `O_APPEND` and
+/// `O_NONBLOCK` (from `flags`, its `F_GETFL`), through a private read-only bind
 /// mount of it: the new descriptor's mount refuses every metadata change (`fchmod`,
 /// `fchown`, times, xattrs: `EROFS`), whatever the caller's identity, while reads and
 /// writes of the file itself (a device, a terminal) work as before. The mount is a
@@ -87,13 +88,25 @@ pub fn reopen_read_only_mount(fd: RawFd, flags: libc::c_int) -> io::Result<Owned
     }
     let path = std::ffi::CString::new(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&tree)))
         .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    if flags & libc::O_PATH != 0 {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    // Opened non-blocking (a serial line would otherwise wait for carrier), then given
+    // `fd`'s own status flags.
+    let open_flags = (flags & libc::O_ACCMODE) | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
     // SAFETY: open of a NUL-terminated path with integer flags.
-    let new = unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC | libc::O_NOCTTY) };
+    let new = unsafe { libc::open(path.as_ptr(), open_flags) };
     if new < 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: open returned a fresh descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+    let new = unsafe { OwnedFd::from_raw_fd(new) };
+    let keep = flags & (libc::O_APPEND | libc::O_NONBLOCK);
+    // SAFETY: fcntl(F_SETFL) with integer arguments on an fd we own.
+    if unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&new), libc::F_SETFL, keep) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(new)
 }
 
 #[cfg(test)]
