@@ -35,6 +35,18 @@ pub fn open_path_no_symlinks(dirfd: RawFd, path: &std::ffi::CStr) -> io::Result<
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// `OPEN_TREE_CLONE` from `<linux/mount.h>`: `open_tree` makes a detached copy.
+pub(crate) const OPEN_TREE_CLONE: libc::c_uint = 1;
+
+/// `struct mount_attr` from `<linux/mount.h>` (`mount_setattr`'s argument).
+#[repr(C)]
+pub(crate) struct MountAttr {
+    pub(crate) attr_set: u64,
+    pub(crate) attr_clr: u64,
+    pub(crate) propagation: u64,
+    pub(crate) userns_fd: u64,
+}
+
 pub(crate) fn errno() -> i32 {
     // SAFETY: __errno_location returns the calling thread's errno slot.
     unsafe { *libc::__errno_location() }

@@ -10,20 +10,10 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use super::prepared::{fail, Prepared};
 use crate::contract::{FileIdentity, MountOp};
 use crate::status::Step;
-use crate::sys::{errno, open_path_no_symlinks};
+use crate::sys::{errno, open_path_no_symlinks, MountAttr, OPEN_TREE_CLONE};
 
-const OPEN_TREE_CLONE: libc::c_uint = 1;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x0000_0004;
 const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x0000_0040;
-
-/// `struct mount_attr` from `<linux/mount.h>`.
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
 
 /// Room for `/proc/self/fd/` and any fd number, NUL included.
 const PROC_FD_PATH_LEN: usize = 32;
