@@ -50,11 +50,12 @@ pub(super) async fn drain(fd: OwnedFd, capture: StreamCapture) {
 /// `/dev/null` no one else may open); change its times or extended attributes; and
 /// with Landlock below ABI 2 or 3 write, truncate it or create entries under a
 /// directory outside its writable roots (found by attack reviews). So a regular file,
-/// a directory or a named FIFO is relayed through a pipe; a character device (a
-/// terminal, `/dev/null`) the command would own is reopened through a private
-/// read-only mount when cordon can make one (root), else relayed, except a terminal,
+/// a directory or a named FIFO is relayed through a pipe; a character device the
+/// command would own (cordon as root) is replaced: `/dev/null` by [`root_null`], any
+/// other (a terminal) by the same device through a private read-only mount; where
+/// neither can be had it is relayed, except an unprivileged user's own terminal,
 /// which an interactive command needs as it is (its owner may change its mode:
-/// docs/guarantees.md). A device the command does not own it cannot change.
+/// docs/guarantees.md). A device the command does not own it cannot chmod.
 #[allow(
     clippy::cast_possible_wrap,
     clippy::unnecessary_cast,
@@ -97,19 +98,11 @@ fn handover(fd: &OwnedFd, state_dir: &Path) -> Handover {
     }
     #[cfg(target_os = "linux")]
     {
-        // `/dev/null` (the usual `> /dev/null`): the process's one read-only copy, as
-        // for the default stdin (a reopen costs ~0.15 ms: it makes a mount).
-        let null = st.st_rdev == libc::makedev(1, 3);
-        if let Some(own) = null.then(|| private_null(state_dir)).flatten() {
-            return Handover::Reopened(own);
-        }
-        if let Some(shared) = null.then(read_only_null).flatten() {
-            if let Ok(fd) = dup_cloexec(shared.as_fd()) {
-                return Handover::Reopened(fd);
-            }
-        }
-        if let Ok(ro) = cordon_stage::fds::reopen_read_only_mount(fd.as_raw_fd(), flags) {
-            return Handover::Reopened(ro);
+        // `/dev/null` (the usual `> /dev/null`) as the default stdin is: one open,
+        // where a reopen costs ~0.15 ms (it makes a mount).
+        let replaced = if st.st_rdev == libc::makedev(1, 3) { root_null(state_dir) } else { None };
+        if let Some(fd) = replaced.or_else(|| cordon_stage::fds::reopen_read_only_mount(fd.as_raw_fd(), flags).ok()) {
+            return Handover::Reopened(fd);
         }
     }
     // A terminal the command would own and no read-only mount for it: as root every
@@ -171,24 +164,32 @@ fn relay_files(
 
 /// The command's stdin when the caller gives none: `/dev/null`, which a command
 /// running as root could `fchmod` through the host's mount of it ([`handover`]). So a
-/// confined run as root gets it through a private read-only mount (made once per
-/// process), or where that cannot be made an empty pipe (also end-of-file at once;
-/// some tools, e.g. ripgrep, treat a pipe as input to read instead of the directory).
+/// confined run as root gets [`root_null`], or where that cannot be had an empty pipe
+/// (also end-of-file at once; some tools, e.g. ripgrep, treat a pipe as input to read
+/// instead of the directory).
 fn null_stdin(confined: bool, state_dir: &Path) -> Result<OwnedFd, CordonError> {
-    let open =
-        || std::fs::File::open("/dev/null").map(OwnedFd::from).map_err(|e| CordonError::io("opening /dev/null", e));
     if !confined || !nix::unistd::geteuid().is_root() {
-        return above_stdio(open()?);
+        let null = std::fs::File::open("/dev/null").map_err(|e| CordonError::io("opening /dev/null", e))?;
+        return above_stdio(null.into());
     }
+    match root_null(state_dir) {
+        Some(fd) => above_stdio(fd),
+        None => above_stdio(pipe()?.0),
+    }
+}
+
+/// A null device a command running as root may hold without reaching the host's:
+/// cordon's own node ([`private_null`]), else the host's `/dev/null` through this
+/// process's read-only mount of it ([`read_only_null`]).
+fn root_null(state_dir: &Path) -> Option<OwnedFd> {
     if let Some(fd) = private_null(state_dir) {
-        return above_stdio(fd);
+        return Some(fd);
     }
     #[cfg(target_os = "linux")]
     if let Some(fd) = read_only_null() {
-        return dup_cloexec(fd.as_fd()).map_err(|e| CordonError::io("duplicating /dev/null", e));
+        return dup_cloexec(fd.as_fd()).ok();
     }
-    let (r, _) = pipe()?;
-    above_stdio(r)
+    None
 }
 
 /// cordon's own null device (root only): a node `null` (character device 1:3) in
