@@ -82,6 +82,13 @@ impl RunResult {
         out
     }
 
+    /// The command finished on its own terms and succeeded: exit status 0, no signal,
+    /// no deadline, no abort, no resource limit. A grant cannot change the outcome of
+    /// such a run, so escalation never asks after one (its denials are still reported).
+    pub fn succeeded(&self) -> bool {
+        self.exit_code == Some(0) && self.signal.is_none() && !self.timed_out && !self.aborted && self.limit.is_none()
+    }
+
     /// The conventional shell status: the exit code, or 128+N for signal N.
     pub fn shell_status(&self) -> i32 {
         match (self.exit_code, self.signal) {

@@ -13,8 +13,9 @@
 //! - A target that is not strictly wider than the call's mode (by the ladder's `Ord`)
 //!   is refused with [`EscalationError::NotWider`] before anything runs.
 //! - Never offered for `SANDBOX_UNAVAILABLE` or any other error (those are `Err`, not a
-//!   denied result), for a run whose runner failed or that was aborted, or when the
-//!   wider mode cannot be enforced here.
+//!   denied result), for a run that succeeded ([`RunResult::succeeded`]: a grant could
+//!   not change its outcome), for a run whose runner failed or that was aborted, or
+//!   when the wider mode cannot be enforced here.
 //! - One shot: at most one retry per call; nothing is remembered, so the next call runs
 //!   at its own (session or base) mode again.
 //! - Every decision is appended to the [`AuditLog`] when one is given; an audit write
@@ -255,8 +256,15 @@ pub fn grant_for(denials: &[Denial], policy: &ExecutionPolicy) -> Option<Grant> 
     denials.iter().all(|d| protected_of(d) == Some(path)).then(|| Grant::Write { path: path.clone() })
 }
 
+/// Why a denied run that succeeded leads to no request: a grant could not change its
+/// outcome (`import requests` probing IPv6 with the network off, `python3 -m venv`).
+pub const SUCCEEDED_NOT_OFFERED: &str = "the command succeeded (exit status 0); a grant could not change the outcome";
+
 /// The wider spec for a denied run, or why none is offered.
 fn offer(first: &RunResult, wider: Option<Result<Spec, CordonError>>, exec: &Executor) -> Result<Spec, String> {
+    if first.succeeded() {
+        return Err(SUCCEEDED_NOT_OFFERED.into());
+    }
     if first.sandbox.runner_failed {
         return Err("the runner failed; a denial from a broken runner is not evidence".into());
     }

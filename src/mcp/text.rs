@@ -76,6 +76,15 @@ fn sandbox_guidance(result: &RunResult, ceiling: &Ceiling) -> String {
         }
         let _ = write!(out, " ({})", printable(&d.evidence));
     }
+    if result.succeeded() && !s.denials.is_empty() {
+        // A grant could not change the outcome of a run that succeeded (`import
+        // requests` probing IPv6 with the network off): say so, and suggest nothing.
+        out.push_str(
+            "\nThe command exited 0 despite these refusals, so no grant is offered for it (a grant cannot \
+             change a successful run's outcome). If a refused operation mattered, do not work around the sandbox.",
+        );
+        return out;
+    }
     let stderr = &result.stderr.text;
     let write_refused = s.denials.iter().any(|d| matches!(d.kind, DenialKind::FileWrite))
         || WRITE_REFUSED_MARKERS.iter().any(|m| stderr.contains(m));
@@ -390,6 +399,31 @@ mod tests {
         assert!(text.contains(&format!("write access to {} for one retry", git.display())), "{text}");
         assert!(text.contains("--writable cannot grant it"), "{text}");
         assert!(!text.contains("add a writable directory with --writable"), "{text}");
+    }
+
+    #[test]
+    fn a_run_that_succeeded_suggests_no_grant() {
+        // `import requests` creates an AF_INET6 socket; with the network off the run is
+        // denied, yet it passed: the text reports the denial and suggests nothing.
+        let dir = tempfile::tempdir().unwrap();
+        let ceiling = Ceiling::from_args(&CeilingArgs {
+            policy: crate::flags::PolicyArgs { cwd: Some(dir.path().into()), ..Default::default() },
+            ..Default::default()
+        })
+        .unwrap();
+        let mut result = hostile_result();
+        result.exit_code = Some(0);
+        result.sandbox.denials[0].target = Some("socket(AF_INET6, SOCK_DGRAM)".into());
+        result.stderr.text = "socket: Permission denied".into();
+        let text = describe_run(&result, &ceiling);
+        assert!(text.contains("Denied by the sandbox: network socket(AF_INET6"), "{text}");
+        assert!(text.contains("exited 0 despite these refusals"), "{text}");
+        for suggestion in ["grant that would", "ask the user", "--network", "wider mode ("] {
+            assert!(!text.contains(suggestion), "{suggestion}: {text}");
+        }
+        // The same run failing names the grant.
+        result.exit_code = Some(1);
+        assert!(describe_run(&result, &ceiling).contains("narrowest grant"));
     }
 
     #[test]

@@ -124,7 +124,8 @@ async def scenario_denied(args):
     outside = os.path.join(args.outside, "escape.txt")
 
     async def body(session, init):
-        r = await call(session, "bash", {"command": f"echo x > {outside}; echo y > .git/config; echo done"})
+        # A failing command (a run that exited 0 is offered no grant or wider mode).
+        r = await call(session, "bash", {"command": f"echo x > {outside}; echo y > .git/config; echo done; exit 1"})
         text = text_of(r)
         assert not os.path.exists(outside), "the write outside the workspace happened"
         assert not os.path.exists(os.path.join(args.workspace, ".git", "config"))

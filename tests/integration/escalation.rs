@@ -24,11 +24,13 @@
 //!   tries to hide the `--ask` prompt (checked on a pty), and `session show` into a
 //!   closed pipe.
 //!
-//! How a denial is produced: the commands end with `exec python3 -c '<x32 syscall>'`,
+//! How a denial is produced: the commands end with `python3 -c '<x32 syscall>'`,
 //! which cordon's seccomp supervisor refuses with ENOSYS and records in every confined
 //! mode, and which merely fails, harmlessly, when unconfined (a write outside would
 //! be the other way, but an unconfined retry would then write to the host). The effect
-//! judged is always a file the command tries to write before that.
+//! judged is always a file the command tries to write before that, and the command
+//! exits with that write's status: a run that succeeds is never escalated (a grant
+//! could not change its outcome), so the denied first run must fail.
 //!
 //! Cases that run confined commands print `SKIP <test>: <reason>` without a runner that
 //! enforces the modes here (or off x86_64, or without python3), and fail instead when
@@ -52,8 +54,8 @@ use tempfile::TempDir;
 
 /// Ends a shell command so that a confined run is denied with evidence (the supervisor
 /// refuses an x32 syscall number with ENOSYS and records it) while an unconfined one
-/// is not; both exit 0.
-const DENY_TAIL: &str = "exec python3 -c 'import ctypes; ctypes.CDLL(None).syscall(0x40000027)'";
+/// is not; either way the command exits with the status of what came before the tail.
+const DENY_TAIL: &str = "s=$?; python3 -c 'import ctypes; ctypes.CDLL(None).syscall(0x40000027)'; exit $s";
 
 // ------------------------------------------------------------------ skipping
 
@@ -563,7 +565,7 @@ fn cli_approver_nonzero_exit_refuses() {
     let cmd = write_then_deny(&target);
     let out = cordon(&["run", "--json", "--approver", s(&script), "--audit-log", s(&log), "-c", &cmd], &d.ws, &[]);
     let v = out.json();
-    assert_eq!(out.code, 0, "the denied first run's status (ENOSYS, not a signal): {}", out.stderr);
+    assert_eq!(out.code, 1, "the denied first run's status (its refused write): {}", out.stderr);
     assert_eq!(v["sandbox"]["mode"], "workspace-write");
     assert_eq!(v["escalation"]["decision"]["verdict"], "refused");
     assert!(v["escalation"]["decision"]["reason"].as_str().unwrap().contains('3'));
@@ -731,10 +733,22 @@ fn cli_default_audit_log_follows_xdg_state_home() {
 
 // ------------------------------------------------------------------ --ask through a pty
 
-/// Runs cordon on a new pseudo-terminal (python3's `pty.fork`), waits for the prompt,
-/// types `answer`, and returns (exit status, cordon's stdout, the terminal transcript).
-/// cordon's stdout goes to a file so the JSON stays apart from the prompt.
-fn cordon_on_pty(args: &[&str], cwd: &Path, answer: &str, scratch: &Path) -> (i32, String, String) {
+/// What [`pty_session`] saw.
+struct PtyOut {
+    /// cordon's exit status.
+    code: i32,
+    /// cordon's stdout, when it went to a file (else empty: it is in the transcript).
+    stdout: String,
+    /// Everything cordon wrote to the terminal.
+    transcript: String,
+    /// A `[y/N] ` question appeared and was answered.
+    answered: bool,
+}
+
+/// Runs cordon on a new pseudo-terminal (python3's `pty.fork`); when `answer` is given,
+/// waits for the prompt and types it. cordon's stdout goes to a file when
+/// `stdout_to_file` (so the JSON stays apart from the prompt), else to the terminal.
+fn pty_session(args: &[&str], cwd: &Path, answer: Option<&str>, stdout_to_file: bool, scratch: &Path) -> PtyOut {
     const DRIVER: &str = r#"
 import os, pty, select, sys, time
 out_path, transcript_path, answer, cwd = sys.argv[1:5]
@@ -742,8 +756,9 @@ argv = sys.argv[5:]
 pid, fd = pty.fork()
 if pid == 0:
     os.chdir(cwd)
-    o = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.dup2(o, 1)
+    if out_path != "-":
+        o = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(o, 1)
     os.execv(argv[0], argv)
 buf, answered, deadline = b"", False, time.time() + 60
 while time.time() < deadline:
@@ -756,31 +771,43 @@ while time.time() < deadline:
         if not data:
             break
         buf += data
-    if not answered and b"[y/N] " in buf:
+    if answer and not answered and b"[y/N] " in buf:
         os.write(fd, answer.encode().decode("unicode_escape").encode())
         answered = True
 if time.time() >= deadline:
     os.kill(pid, 9)  # hung (e.g. the answer went to a fake prompt); do not wait forever
 _, status = os.waitpid(pid, 0)
 open(transcript_path, "wb").write(buf)
-sys.exit(os.waitstatus_to_exitcode(status) if answered else 99)
+code = os.waitstatus_to_exitcode(status)
+open(transcript_path + ".status", "w").write("%d %d" % (code, answered))
 "#;
     let out = scratch.join("pty-stdout");
+    let _ = std::fs::remove_file(&out);
     let transcript = scratch.join("pty-transcript");
     let status = std::process::Command::new("python3")
         .arg("-c")
         .arg(DRIVER)
-        .args([s(&out), s(&transcript), answer, s(cwd), &cordon_bin()])
+        .args([if stdout_to_file { s(&out) } else { "-" }, s(&transcript), answer.unwrap_or(""), s(cwd), &cordon_bin()])
         .args(args)
         .status()
         .expect("python3");
-    let code = status.code().expect("driver exit");
-    assert_ne!(code, 99, "no prompt appeared: {}", std::fs::read_to_string(&transcript).unwrap_or_default());
-    (
-        code,
-        std::fs::read_to_string(&out).unwrap(),
-        String::from_utf8_lossy(&std::fs::read(&transcript).unwrap()).into_owned(),
-    )
+    assert!(status.success(), "the pty driver failed: {status:?}");
+    let facts = std::fs::read_to_string(format!("{}.status", transcript.display())).unwrap();
+    let (code, answered) = facts.split_once(' ').unwrap();
+    PtyOut {
+        code: code.parse().unwrap(),
+        stdout: std::fs::read_to_string(&out).unwrap_or_default(),
+        transcript: String::from_utf8_lossy(&std::fs::read(&transcript).unwrap()).into_owned(),
+        answered: answered == "1",
+    }
+}
+
+/// [`pty_session`] with stdout to a file, answering the prompt, which must appear:
+/// (exit status, cordon's stdout, the terminal transcript).
+fn cordon_on_pty(args: &[&str], cwd: &Path, answer: &str, scratch: &Path) -> (i32, String, String) {
+    let o = pty_session(args, cwd, Some(answer), true, scratch);
+    assert!(o.answered, "no prompt appeared: {}", o.transcript);
+    (o.code, o.stdout, o.transcript)
 }
 
 #[test]
@@ -804,7 +831,7 @@ fn cli_ask_on_a_terminal() {
         assert_eq!(target.exists(), granted, "answer {answer:?}: {transcript}");
         let verdict = if granted { "granted" } else { "refused" };
         assert_eq!(v["escalation"]["decision"]["verdict"], verdict, "answer {answer:?}");
-        assert_eq!(code, 0, "answer {answer:?}");
+        assert_eq!(code, if granted { 0 } else { 1 }, "answer {answer:?}: the status of the run that counts");
         assert_eq!(v["escalation"]["approver"]["kind"], "terminal");
     }
     let lines = audit_lines(&log);
@@ -1094,11 +1121,11 @@ fn attack_bound_script_rewritten_before_the_retry_does_not_run() {
     let d = dirs("att-bind");
     let script = d.ws.join("build.sh");
     let payload = d.out.join("payload");
-    std::fs::write(&script, format!("echo build\n{DENY_TAIL}\n")).unwrap();
+    std::fs::write(&script, format!("echo build; false\n{DENY_TAIL}\n")).unwrap();
     let cmd = "bash build.sh";
     for bind in [false, true] {
         let _ = std::fs::remove_file(&payload);
-        std::fs::write(&script, format!("echo build\n{DENY_TAIL}\n")).unwrap();
+        std::fs::write(&script, format!("echo build; false\n{DENY_TAIL}\n")).unwrap();
         let mut approver = Scripted::new(true);
         let (s2, p2) = (script.clone(), payload.clone());
         // Between the approval and the retry, build.sh becomes a different program.
@@ -1284,7 +1311,7 @@ fn cli_approver_sees_a_file_write_denial_in_live_mode() {
     let dump = d.gov.join("request.json");
     let log = d.gov.join("audit.jsonl");
     let script = approver_script(&d.gov, &dump, 1);
-    let cmd = format!("echo x > '{}'; echo done", target.display());
+    let cmd = format!("echo x > '{}'; s=$?; echo done; exit $s", target.display());
     let out = cordon(&["run", "--approver", s(&script), "--audit-log", s(&log), "-c", &cmd], &d.ws, &[]);
     assert!(out.stdout.contains("done"), "live output: {}", out.stdout);
     assert!(!target.exists(), "refused: nothing was written outside");
@@ -1380,4 +1407,68 @@ fn cli_forged_denial_never_reaches_the_approver() {
     assert_eq!(out.code, 128, "{}", out.stderr);
     assert!(!dump.exists(), "the approver was asked about a forged denial");
     assert_eq!(out.json()["sandbox"]["denied"], false);
+}
+
+// ------------------------------------------------------------------ asked only when it could help
+
+/// A passing test run of a project that imports `requests`: urllib3 probes IPv6 by
+/// creating an AF_INET6 socket, which the sandbox refuses with the network off (a real
+/// denial), and the run passes anyway. Without `requests` installed, the same probe.
+const PASSING_WITH_A_DENIAL: &str = "python3 -c '
+try:
+    import requests
+except ImportError:
+    import socket
+    try:
+        socket.socket(socket.AF_INET6, socket.SOCK_STREAM).bind((\"::1\", 0))
+    except OSError:
+        pass
+print(\"1 passed\")
+'";
+
+#[test]
+fn cli_a_passing_run_with_a_denial_asks_nobody() {
+    // A grant could not change the outcome of a run that succeeded: no approver is
+    // asked (--approver, --ask), nothing is retried, and the denial is still reported.
+    if skip("cli_a_passing_run_with_a_denial_asks_nobody") {
+        return;
+    }
+    let d = dirs("passing");
+    let dump = d.gov.join("request.json");
+    let log = d.gov.join("audit.jsonl");
+    let script = approver_script(&d.gov, &dump, 0);
+    let args = ["run", "--json", "--approver", s(&script), "--audit-log", s(&log), "-c", PASSING_WITH_A_DENIAL];
+    let out = cordon(&args, &d.ws, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v = out.json();
+    assert_eq!(v["sandbox"]["denied"], true, "the denial is reported: {v}");
+    assert_eq!(v["sandbox"]["denials"][0]["kind"], "network", "{v}");
+    assert!(v["stdout"]["text"].as_str().unwrap().contains("1 passed"), "{v}");
+    assert!(v["escalation"]["not_offered"].as_str().unwrap().contains("succeeded"), "{v}");
+    assert!(v["escalation"]["request"].is_null() && v["escalation"]["first_run"].is_null(), "{v}");
+    assert!(!dump.exists(), "the approver was asked after a passing run");
+    assert!(audit_lines(&log).is_empty(), "no decision, no audit line");
+
+    // Live mode: the output and the denial line, no question, no retry.
+    let live =
+        cordon(&["run", "--approver", s(&script), "--audit-log", s(&log), "-c", PASSING_WITH_A_DENIAL], &d.ws, &[]);
+    assert_eq!(live.code, 0, "{}", live.stderr);
+    assert_eq!(live.stdout.matches("1 passed").count(), 1, "ran once: {}", live.stdout);
+    assert!(live.stderr.contains("cordon: denied network"), "{}", live.stderr);
+    assert!(!dump.exists());
+
+    // --ask on a terminal: no question appears; the run's output is shown once.
+    let o =
+        pty_session(&["run", "--ask", "--audit-log", s(&log), "-c", PASSING_WITH_A_DENIAL], &d.ws, None, true, &d.gov);
+    assert_eq!(o.code, 0, "{}", o.transcript);
+    assert!(!o.transcript.contains("[y/N]") && !o.answered, "asked after a passing run: {}", o.transcript);
+    assert_eq!(o.stdout.matches("1 passed").count(), 1, "{}", o.stdout);
+    assert!(o.transcript.contains("cordon: denied network"), "{}", o.transcript);
+    assert!(audit_lines(&log).is_empty());
+
+    // Control: the same denial in a run that fails asks for the network grant.
+    let failing = format!("{PASSING_WITH_A_DENIAL}; exit 1");
+    let out = cordon(&["run", "--json", "--approver", s(&script), "--audit-log", s(&log), "-c", &failing], &d.ws, &[]);
+    assert_eq!(out.json()["escalation"]["request"]["grant"]["kind"], "network", "{}", out.stdout);
+    assert!(dump.exists(), "control: a failing run asks");
 }

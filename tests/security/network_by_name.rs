@@ -414,11 +414,13 @@ case!(net_by_name_approver_grants_exactly_one_host, |c| {
     let t = trap.port_s();
     // The direct attempt runs only in the retry (once the granted fetch worked): in the
     // first run it would be a second, different denial, and no narrow grant covers two.
+    // The script fails without the file: a run that succeeded is never escalated.
     let script = format!(
         "curl -sS -f -o got.txt http://other.test:{port}/hello.txt; echo other=$?
          if [ \"$(cat got.txt 2>/dev/null)\" = {tag} ]; then
              (exec 3<>/dev/tcp/127.0.0.1/{t}) 2>/dev/null; echo direct=$?
-         fi"
+         fi
+         [ \"$(cat got.txt 2>/dev/null)\" = {tag} ]"
     );
     let out = c.cordon(&o, &["/bin/bash", "-c", &script])?;
     let text = out.out();
