@@ -356,7 +356,7 @@ pub(crate) fn governed_fail(
 
 /// `cordon run` with --session, --ask or --approver.
 pub(crate) fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitCode {
-    use cordon::escalation::{self as esc, EscalationError, Verdict};
+    use cordon::escalation::{self as esc, EscalationError};
     use cordon::session::{self, GoverningKind};
     let fail = |code: &str, message: String| governed_fail(code, &message, None, json, EXIT_SETUP_FAILED);
     let live = req.output == Output::Inherit || (g.ask && !json);
@@ -402,6 +402,9 @@ pub(crate) fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitC
         },
         None => None,
     };
+    // The decision line goes out right before a granted run starts, so the retry's
+    // output follows it; otherwise (refused, or the retry did not start) at the end.
+    let approver = approver.map(|inner| Announcing { inner, announced: Default::default() });
     let audit = match (&approver, g.audit_log.clone().or_else(esc::AuditLog::default_path)) {
         (None, _) => None,
         (Some(_), Some(path)) => {
@@ -421,7 +424,7 @@ pub(crate) fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitC
     let outcome = rt.block_on(async {
         let exec = Executor::new(ExecutorConfig::default())?;
         match &approver {
-            Some(a) => esc::run_with_escalation_until(&exec, req, a.as_ref(), &opts, audit.as_ref(), abort).await,
+            Some(a) => esc::run_with_escalation_until(&exec, req, a, &opts, audit.as_ref(), abort).await,
             None => {
                 let spec = exec.resolve(req)?;
                 opts.governing.refuse_under(exec.state_dir());
@@ -444,13 +447,9 @@ pub(crate) fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitC
             replay(&first.stderr, &mut std::io::stderr());
         }
     }
-    if let Some(rec) = &outcome.escalation {
-        let verdict = if rec.decision.verdict == Verdict::Granted { "granted" } else { "refused" };
-        let asked = match &rec.request.grant {
-            Some(grant) => format!("grant `{}` for one retry", esc::printable(&grant.to_string())),
-            None => format!("escalation to {}", rec.request.to),
-        };
-        errln!("cordon: {asked} {verdict} ({})", esc::printable(&rec.decision.reason));
+    let announced = approver.as_ref().is_some_and(|a| a.announced.load(std::sync::atomic::Ordering::SeqCst));
+    if let Some(rec) = outcome.escalation.as_ref().filter(|_| !announced) {
+        errln!("{}", decision_line(rec, false));
     }
     if let Some(why) = &outcome.not_offered {
         errln!("cordon: no escalation offered: {}", esc::printable(why));
@@ -482,6 +481,57 @@ pub(crate) fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitC
         print_live_notes(result);
     }
     ExitCode::from((result.shell_status() & 0xff) as u8)
+}
+
+/// The stderr line saying what was decided (escaped); `starting`: the granted run
+/// starts now.
+fn decision_line(rec: &cordon::escalation::EscalationRecord, starting: bool) -> String {
+    use cordon::escalation::{printable, Trigger, Verdict};
+    let verdict = if rec.decision.verdict == Verdict::Granted { "granted" } else { "refused" };
+    let asked = match &rec.request.grant {
+        Some(grant) => format!("grant `{}` for one retry", printable(&grant.to_string())),
+        None => format!("escalation to {}", rec.request.to),
+    };
+    let next = match (starting, rec.request.trigger) {
+        (false, _) => "",
+        (true, Trigger::Denied) => "; running the command once more",
+        (true, Trigger::UpFront) => "; running the command",
+    };
+    format!("cordon: {asked} {verdict} ({}){next}", printable(&rec.decision.reason))
+}
+
+/// The CLI's approver: the chosen one, plus the decision line printed right before a
+/// granted run starts.
+struct Announcing {
+    inner: Box<dyn cordon::escalation::Approver>,
+    announced: std::sync::atomic::AtomicBool,
+}
+
+impl cordon::escalation::Approver for Announcing {
+    fn info(&self) -> cordon::escalation::ApproverInfo {
+        self.inner.info()
+    }
+
+    fn decide<'a>(
+        &'a self,
+        req: &'a cordon::escalation::EscalationRequest,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = cordon::escalation::Decision> + Send + 'a>> {
+        self.inner.decide(req)
+    }
+
+    fn governing(&self) -> Vec<(cordon::session::GoverningKind, PathBuf)> {
+        self.inner.governing()
+    }
+
+    fn first_run(&self, result: &cordon::RunResult) {
+        self.inner.first_run(result)
+    }
+
+    fn retry_starts(&self, record: &cordon::escalation::EscalationRecord) {
+        self.inner.retry_starts(record);
+        errln!("{}", decision_line(record, true));
+        self.announced.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Print a captured stream of the first run (its complete spill file when the tail was

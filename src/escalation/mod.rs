@@ -145,7 +145,7 @@ pub async fn run_with_escalation_until(
     governing.check(&spec.policy)?;
     // The wider spec is fixed now, before the command could change anything it names.
     let target = opts.up_front.or(opts.on_denial).or_else(|| next_wider(from));
-    let wider = match target.map(|to| widen(&spec, &policy_req, to, opts)) {
+    let wider = match target.map(|to| widen(&spec, &policy_req, to)) {
         Some(Ok(w)) => {
             governing.check(&w.policy)?;
             Some(Ok(w))
@@ -158,26 +158,32 @@ pub async fn run_with_escalation_until(
     tokio::pin!(abort);
 
     if let Some(to) = opts.up_front {
-        let wide = wider.unwrap_or_else(|| widen(&spec, &policy_req, to, opts))?;
+        let wide = wider.unwrap_or_else(|| widen(&spec, &policy_req, to))?;
         runner::select(&wide.policy, exec.host(), wide.runner)?;
         let bound = bind(&command, &spec, opts)?;
         let request = build_request(Trigger::UpFront, command, &spec, &wide, opts, Vec::new(), &bound, None);
         let record = ask(approver, request, audit, &mut abort).await?;
         let retry = if record.decision.is_granted() {
             recheck(&bound)?;
-            Some(exec.run_until(wide, &mut abort).await)
+            approver.retry_starts(&record);
+            Some(exec.run_until(retry_spec(wide, opts), &mut abort).await)
         } else {
             None
         };
         return Ok(EscalatedOutcome { first: None, escalation: Some(record), not_offered: None, retry });
     }
 
+    // A narrow grant's retry runs the program found now, like a wider mode's (`widen`).
+    let program = pinned_program(&spec);
     let first = exec.run_until(spec.clone(), &mut abort).await?;
     let mut outcome = EscalatedOutcome { first: None, escalation: None, not_offered: None, retry: None };
     if first.sandbox.denied {
         // The narrowest grant first: when every denial names one protected path, or
         // the network, only that is asked for (unless the caller named a mode).
-        let narrow = if opts.on_denial.is_none() { narrow_grant(&first, &spec) } else { None };
+        let mut narrow = if opts.on_denial.is_none() { narrow_grant(&first, &spec) } else { None };
+        if let (Some((_, s)), Some(found)) = (&mut narrow, &program) {
+            s.argv[0] = found.clone();
+        }
         if let Some((_, s)) = &narrow {
             governing.check(&s.policy)?;
         }
@@ -195,7 +201,8 @@ pub async fn run_with_escalation_until(
                 let record = ask(approver, request, audit, &mut abort).await?;
                 if record.decision.is_granted() {
                     recheck(&bound)?;
-                    outcome.retry = Some(exec.run_until(wide, &mut abort).await);
+                    approver.retry_starts(&record);
+                    outcome.retry = Some(exec.run_until(retry_spec(wide, opts), &mut abort).await);
                 }
                 outcome.escalation = Some(record);
             }
@@ -203,6 +210,15 @@ pub async fn run_with_escalation_until(
     }
     outcome.first = Some(first);
     Ok(outcome)
+}
+
+/// The spec the granted retry runs: `wide` with the caller's retry output handling
+/// ([`EscalationOptions::retry_output`]), for a wider mode and a narrow grant alike.
+fn retry_spec(mut wide: Spec, opts: &EscalationOptions) -> Spec {
+    if let Some(output) = opts.retry_output {
+        wide.output = output;
+    }
+    wide
 }
 
 /// The narrowest grant covering every denial of `first`, and the retry spec with only
@@ -281,23 +297,25 @@ fn offer(first: &RunResult, wider: Option<Result<Spec, CordonError>>, exec: &Exe
     Ok(wide)
 }
 
+/// The program a retry runs, found before the first run: the absolute path `argv[0]`
+/// names on the call's `PATH` now, before the command could plant another one earlier
+/// on it (`node_modules/.bin`, a workspace `bin`). `None` when argv[0] is already a
+/// path or is not found (the retry then fails as the first run did).
+fn pinned_program(spec: &Spec) -> Option<std::ffi::OsString> {
+    if spec.argv[0].as_bytes().contains(&b'/') {
+        return None;
+    }
+    crate::exec::resolve_program(&spec.argv[0], &spec.env, &spec.workdir).ok().map(PathBuf::into_os_string)
+}
+
 /// The same call at mode `to`: only the policy changes (the runner choice too when `to`
 /// is unconfined, since a confinement backend does not apply there).
-fn widen(spec: &Spec, policy_req: &PolicyRequest, to: Mode, opts: &EscalationOptions) -> Result<Spec, CordonError> {
+fn widen(spec: &Spec, policy_req: &PolicyRequest, to: Mode) -> Result<Spec, CordonError> {
     let policy = resolve_policy(&PolicyRequest { mode: to, ..policy_req.clone() }, &spec.workdir)?;
     let mut wide = spec.clone();
     wide.policy = policy;
-    // The retry runs the program the first run would have run, found now, before the
-    // command could plant another one earlier on `PATH` (`node_modules/.bin`, a
-    // workspace `bin`): argv[0] becomes that absolute path.
-    use std::os::unix::ffi::OsStrExt;
-    if !wide.argv[0].as_bytes().contains(&b'/') {
-        if let Ok(found) = crate::exec::resolve_program(&wide.argv[0], &wide.env, &wide.workdir) {
-            wide.argv[0] = found.into_os_string();
-        }
-    }
-    if let Some(output) = opts.retry_output {
-        wide.output = output;
+    if let Some(found) = pinned_program(spec) {
+        wide.argv[0] = found;
     }
     if !to.is_confined() {
         wide.runner = RunnerChoice::Auto;
@@ -512,7 +530,7 @@ mod tests {
         sp.argv = vec!["sh".into(), "-c".into(), "true".into()];
         sp.env = vec![("PATH".into(), format!("{}:/usr/bin:/bin", dir.path().join("bin").display()).into())];
         let req = PolicyRequest { mode: Mode::ReadOnly, ..PolicyRequest::default() };
-        let wide = widen(&sp, &req, Mode::WorkspaceWrite, &EscalationOptions::default()).unwrap();
+        let wide = widen(&sp, &req, Mode::WorkspaceWrite).unwrap();
         let found = std::path::PathBuf::from(&wide.argv[0]);
         assert!(found.is_absolute() && found.ends_with("sh"), "{found:?}");
         // A `sh` planted later earlier on PATH does not change what the retry runs.

@@ -48,6 +48,21 @@ fn describe(p: &PolicyView) -> String {
     }
 }
 
+/// What a narrow grant allows, in one line, for the prompt: the thing granted first.
+fn describe_grant(grant: &Grant, mode: Mode) -> String {
+    match grant {
+        Grant::Write { path } => format!(
+            "write {} for one retry, nothing else (still {mode}, network unchanged)",
+            clip(&printable(&path.display().to_string()), PROMPT_LINE)
+        ),
+        Grant::Network => format!("the network for one retry, nothing else (still {mode}, files unchanged)"),
+        Grant::Host { host } => format!(
+            "reach {} through cordon's proxy for one retry, nothing else (still {mode})",
+            clip(&printable(host), PROMPT_LINE)
+        ),
+    }
+}
+
 /// The text [`TerminalApprover`] shows.
 pub fn terminal_prompt(req: &EscalationRequest) -> String {
     let command = match &req.command {
@@ -61,8 +76,6 @@ pub fn terminal_prompt(req: &EscalationRequest) -> String {
             t.push_str(&format!("\ncordon: permission asked to run this command beyond {}.\n", req.from))
         }
     }
-    t.push_str(&format!("  command:  {}\n", printable(&command)));
-    t.push_str(&format!("  cwd:      {}\n", printable(&req.cwd.display().to_string())));
     // At most a few denials, each line bounded: text the command provoked must not push
     // cordon's own lines (command, cwd, the question) off the screen.
     for (i, d) in req.denials.iter().take(PROMPT_DENIALS).enumerate() {
@@ -83,11 +96,17 @@ pub fn terminal_prompt(req: &EscalationRequest) -> String {
         let path = printable(&f.path.display().to_string());
         t.push_str(&format!("  {label} {path} ({} bytes, {})\n", f.size, f.contents));
     }
-    t.push_str(&format!("  proposed: {}\n", describe(&req.retry_policy)));
+    // The command and directory once, after the (bounded) lines the command provoked
+    // and right above what is proposed and the question: nothing it printed can push
+    // them off the screen. The command is shown whole: it is what runs.
+    t.push_str(&format!("  command:  {}\n", printable(&command)));
+    t.push_str(&format!("  cwd:      {}\n", printable(&req.cwd.display().to_string())));
+    let proposed = match &req.grant {
+        Some(grant) => describe_grant(grant, req.to),
+        None => describe(&req.retry_policy),
+    };
+    t.push_str(&format!("  proposed: {proposed}\n"));
     t.push_str(&format!("  call:     {}\n", req.fingerprint));
-    // The command and directory again, right above the question.
-    t.push_str(&format!("  command:  {}\n", clip(&printable(&command), PROMPT_LINE)));
-    t.push_str(&format!("  cwd:      {}\n", clip(&printable(&req.cwd.display().to_string()), PROMPT_LINE)));
     match &req.grant {
         Some(Grant::Write { path }) => t.push_str(&format!(
             "Run this exact command once more, allowed to write {} (still {}, network unchanged)? [y/N] ",

@@ -210,4 +210,8 @@ pub trait Approver: Send + Sync {
     /// approver repeats its output, escaped, after resetting the terminal). Default:
     /// nothing.
     fn first_run(&self, _result: &RunResult) {}
+    /// Called once the grant is recorded and checked, right before the granted run
+    /// starts (the CLI says so on stderr, so the retry's output follows a line of
+    /// cordon's own). Default: nothing.
+    fn retry_starts(&self, _record: &EscalationRecord) {}
 }

@@ -1472,3 +1472,81 @@ fn cli_a_passing_run_with_a_denial_asks_nobody() {
     assert_eq!(out.json()["escalation"]["request"]["grant"]["kind"], "network", "{}", out.stdout);
     assert!(dump.exists(), "control: a failing run asks");
 }
+
+// ------------------------------------------------------------------ the retry's output is the user's
+
+#[test]
+fn cli_ask_shows_the_granted_retrys_output() {
+    // `--ask` in live mode: the first run is captured (shown escaped in the prompt), and
+    // the granted retry — here a narrow `.git` grant, confined like the first run —
+    // writes to cordon's stdout and stderr as a run without --ask would: to a file, and
+    // to the terminal (which it sees as a terminal). It used to be captured and lost.
+    if skip("cli_ask_shows_the_granted_retrys_output") {
+        return;
+    }
+    if which::which("git").is_err() {
+        return skip_regardless("cli_ask_shows_the_granted_retrys_output", "no git");
+    }
+    let cmd = "test -t 1 && echo out-tty; echo out-line; echo err-line >&2; \
+               git -c user.name=t -c user.email=t@x commit -q --allow-empty -m two";
+    for stdout_to_file in [true, false] {
+        let d = dirs("ask-output");
+        git_repo(&d.ws);
+        let log = d.gov.join("audit.jsonl");
+        let o = pty_session(
+            &["run", "--ask", "--audit-log", s(&log), "-c", cmd],
+            &d.ws,
+            Some("y\n"),
+            stdout_to_file,
+            &d.gov,
+        );
+        assert!(o.answered, "{}", o.transcript);
+        assert_eq!(o.code, 0, "the retry's status: {}", o.transcript);
+        assert_eq!(commit_count(&d.ws), 2, "the granted retry committed");
+        let asked = o.transcript.find("[y/N] ").expect("the question");
+        let (before, after) = o.transcript.split_at(asked);
+        assert!(before.contains("  | out-line"), "the first run's output is in the prompt: {before}");
+        assert!(
+            before.contains(&format!("proposed: write {} for one retry", d.ws.join(".git").display())),
+            "proposed names the grant: {before}"
+        );
+        assert_eq!(before.matches("command:").count(), 1, "command shown once: {before}");
+        assert_eq!(before.matches("cwd:").count(), 1, "cwd shown once: {before}");
+        let started = after.find("running the command once more").expect("the decision line before the retry");
+        let retry = &after[started..];
+        assert_eq!(retry.matches("err-line\r\n").count(), 1, "the retry's stderr on the terminal: {after:?}");
+        if stdout_to_file {
+            assert_eq!(o.stdout, "out-line\n", "the retry's stdout, once, in the file: {:?}", o.stdout);
+            assert!(!after.contains("out-line"), "{after:?}");
+        } else {
+            assert_eq!(
+                retry.matches("out-tty\r\nout-line\r\n").count(),
+                1,
+                "the retry's stdout on the terminal: {after:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn cli_approver_live_retry_streams_its_output() {
+    // `--approver` in live mode: both runs stream (the first as it runs); the retry's
+    // output follows cordon's decision line.
+    if skip("cli_approver_live_retry_streams_its_output") {
+        return;
+    }
+    if which::which("git").is_err() {
+        return skip_regardless("cli_approver_live_retry_streams_its_output", "no git");
+    }
+    let d = dirs("approver-output");
+    git_repo(&d.ws);
+    let script = approver_script(&d.gov, &d.gov.join("req.json"), 0);
+    let cmd = "echo out-line; echo err-line >&2; git -c user.name=t -c user.email=t@x commit -q --allow-empty -m two";
+    let out =
+        cordon(&["run", "--approver", s(&script), "--audit-log", s(&d.gov.join("a.jsonl")), "-c", cmd], &d.ws, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout, "out-line\nout-line\n", "{}", out.stderr);
+    let (_, retry) = out.stderr.split_once("running the command once more\n").expect(&out.stderr);
+    assert_eq!(retry, "err-line\n", "{}", out.stderr);
+    assert_eq!(commit_count(&d.ws), 2);
+}
