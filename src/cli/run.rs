@@ -80,9 +80,11 @@ pub(crate) struct RunArgs {
     /// Why the wider mode is needed (shown to the approver and logged).
     #[arg(long, value_name = "TEXT", requires = "approval")]
     justification: Option<String>,
-    /// Bind the approval to the contents of the files the command names (e.g. the
-    /// script in `bash build.sh`): they enter the fingerprint, and the retry is refused
-    /// if one changed after the approval.
+    /// Bind the approval to the contents of every file the command names, wherever it
+    /// lies, and refuse commands whose file names are not plain words. Without it, the
+    /// named files inside the workspace and writable roots are bound (e.g. the script
+    /// in `bash build.sh`): they enter the fingerprint, and the retry is refused if one
+    /// changed after the approval.
     #[arg(long, requires = "approval")]
     bind_script: bool,
     /// Keep the private caches (XDG_CACHE_HOME, GOCACHE, PIP_CACHE_DIR, npm_config_cache,

@@ -1,5 +1,6 @@
 //! The call fingerprint (FNV-1a 128-bit over a canonical encoding: an identifier,
-//! not a MAC) and the files bound into it with [`EscalationOptions::bind_files`].
+//! not a MAC) and the files bound into it: by default the named files inside writable
+//! roots, with [`EscalationOptions::bind_files`] every named file.
 
 use super::*;
 
@@ -98,9 +99,11 @@ impl Encoder {
     }
 }
 
-/// The words of the command that may name files (see [`EscalationOptions::bind_files`]).
+/// The words of the command that may name files: for a shell string, its words split
+/// on whitespace and shell punctuation; for argv, the arguments (and the program when
+/// given as a path). A word `--opt=VALUE` (or `NAME=VALUE`) also names its VALUE.
 fn named_words(command: &CommandView) -> Vec<String> {
-    match command {
+    let words: Vec<String> = match command {
         CommandView::Shell(s) => s
             .split(|c: char| c.is_whitespace() || ";|&<>()`'\"".contains(c))
             .filter(|w| !w.is_empty())
@@ -109,22 +112,52 @@ fn named_words(command: &CommandView) -> Vec<String> {
         CommandView::Argv(v) => {
             v.iter().enumerate().filter(|(i, a)| *i > 0 || a.contains('/')).map(|(_, a)| a.clone()).collect()
         }
+    };
+    let mut out = Vec::with_capacity(words.len());
+    for w in words {
+        if let Some((_, value)) = w.split_once('=').filter(|(_, v)| !v.is_empty()) {
+            out.push(value.to_string());
+        }
+        out.push(w);
     }
+    out
 }
 
-/// Read the files the command names, when the caller asked to bind them.
+/// `path` lies inside one of `roots`: as named (`.` and `..` taken lexically, so a
+/// symlink inside a root that points out of it counts: the link itself can be
+/// re-pointed) or after resolving every symlink.
+fn inside_any(path: &Path, roots: &[&Path]) -> bool {
+    let mut lexical = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                lexical.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => lexical.push(other),
+        }
+    }
+    let canonical = std::fs::canonicalize(path).ok();
+    roots.iter().any(|r| lexical.starts_with(r) || canonical.as_deref().is_some_and(|c| c.starts_with(r)))
+}
+
+/// Read the files the command names whose contents the approval is bound to: by
+/// default every named regular file inside the call's workspace or a writable root
+/// (what the first run, or any other run there, could rewrite); with
+/// [`EscalationOptions::bind_files`] every named regular file wherever it lies, and a
+/// shell string whose named words may not be the files that run is refused.
 pub(super) fn bind(
     command: &CommandView,
     spec: &Spec,
     opts: &EscalationOptions,
 ) -> Result<Vec<BoundFile>, EscalationError> {
-    if !opts.bind_files {
-        return Ok(Vec::new());
-    }
+    let strict = opts.bind_files;
     // A shell string that changes directory, quotes, expands or globs would make the
     // named word differ from the file that runs (`cd sub && bash build.sh`,
-    // `bash bu''ild.sh`): binding it would approve the wrong bytes.
-    if let CommandView::Shell(sh) = command {
+    // `bash bu''ild.sh`): binding it would approve the wrong bytes. By default the
+    // words that can be seen are bound anyway (better than none); strict binding
+    // refuses.
+    if let (true, CommandView::Shell(sh)) = (strict, command) {
         let tricky = sh.chars().any(|c| "'\"\\$`*?[]{}~".contains(c))
             || sh
                 .split(|c: char| c.is_whitespace() || ";|&()".contains(c))
@@ -138,10 +171,16 @@ pub(super) fn bind(
             });
         }
     }
+    let roots: Vec<&Path> = std::iter::once(spec.policy.workspace.as_path())
+        .chain(spec.policy.writable_roots.iter().map(PathBuf::as_path))
+        .collect();
     let mut out: Vec<BoundFile> = Vec::new();
     for word in named_words(command) {
         let path = spec.workdir.join(&word);
         if out.iter().any(|f| f.path == path) || !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        if !strict && !inside_any(&path, &roots) {
             continue;
         }
         if out.len() == MAX_BOUND_FILES {
@@ -179,4 +218,62 @@ pub(super) fn recheck(bound: &[BoundFile]) -> Result<(), EscalationError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::{Command, Request};
+
+    /// What `bind` picks for `command` run in `ws` (workspace-write), as paths.
+    fn bound(ws: &Path, command: CommandView, strict: bool) -> Result<Vec<PathBuf>, String> {
+        let exec = crate::exec::Executor::new(crate::request::ExecutorConfig::default()).unwrap();
+        let cmd = match &command {
+            CommandView::Shell(s) => Command::Shell(s.clone()),
+            CommandView::Argv(v) => Command::Argv(v.iter().map(Into::into).collect()),
+        };
+        let mut req = Request::new(cmd);
+        req.workdir = Some(ws.to_path_buf());
+        let spec = exec.resolve(req).unwrap();
+        let opts = EscalationOptions { bind_files: strict, ..Default::default() };
+        bind(&command, &spec, &opts).map(|v| v.into_iter().map(|f| f.path).collect()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn by_default_the_named_files_inside_writable_roots_are_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (ws, out) = (base.join("ws"), base.join("out"));
+        for d in [&ws, &out, &ws.join("sub")] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        for f in [ws.join("x.sh"), ws.join("t.py"), ws.join("M"), out.join("o.sh")] {
+            std::fs::write(f, "true\n").unwrap();
+        }
+        std::os::unix::fs::symlink(out.join("o.sh"), ws.join("link.sh")).unwrap();
+        let sh = |s: &str| CommandView::Shell(s.into());
+        let argv = |v: &[&str]| CommandView::Argv(v.iter().map(|s| s.to_string()).collect());
+        let o = out.join("o.sh").display().to_string();
+        let cases: Vec<(CommandView, Vec<PathBuf>)> = vec![
+            (sh("bash x.sh"), vec![ws.join("x.sh")]),
+            (sh("./x.sh && python3 t.py"), vec![ws.join("./x.sh"), ws.join("t.py")]),
+            (argv(&["./x.sh"]), vec![ws.join("./x.sh")]),
+            (argv(&["python3", "t.py"]), vec![ws.join("t.py")]),
+            (argv(&["make", "-f", "M"]), vec![ws.join("M")]),
+            (sh("make --file=M all"), vec![ws.join("M")]),
+            // A link inside the workspace can be re-pointed: bound (its target's bytes).
+            (sh("bash link.sh"), vec![ws.join("link.sh")]),
+            // Outside every writable root, directories, missing files: not bound.
+            (sh(&format!("bash {o}")), vec![]),
+            (sh("ls sub missing.sh"), vec![]),
+            // By default the plain words of a tricky string are still bound.
+            (sh("cd sub && bash 'x.sh'"), vec![ws.join("x.sh")]),
+        ];
+        for (cmd, want) in cases {
+            assert_eq!(bound(&ws, cmd.clone(), false).unwrap(), want, "{cmd:?}");
+        }
+        // Strict (--bind-script): files outside too; a tricky string is refused.
+        assert_eq!(bound(&ws, sh(&format!("bash {o}")), true).unwrap(), vec![out.join("o.sh")]);
+        assert!(bound(&ws, sh("cd sub && bash x.sh"), true).unwrap_err().contains("plain words"));
+    }
 }

@@ -24,8 +24,9 @@
 //!   and its interpreter via [`Approver::governing`]) are checked against the call's
 //!   policy and the wider policy before anything runs, and refused inside cordon's
 //!   state directory; the audit log is opened once and appended through that fd.
-//! - With [`EscalationOptions::bind_files`], the fingerprint covers the bytes of the
-//!   files the command names, and the retry is refused if they changed.
+//! - The fingerprint covers the bytes of the files the command names inside the
+//!   workspace and writable roots (with [`EscalationOptions::bind_files`], of every
+//!   named file), and the retry is refused if they changed.
 //!
 //! The threat model (the confined command as adversary) is in docs/escalation.md.
 //!
@@ -87,8 +88,8 @@ pub const APPROVER_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// Variables copied from cordon's environment into a [`ProgramApprover`]'s (besides
 /// the fixed `PATH`); everything else is dropped.
 const APPROVER_ENV_KEEP: &[&str] = &["HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ"];
-/// The largest file [`EscalationOptions::bind_files`] binds; a bigger named file makes
-/// the escalation fail rather than go unbound.
+/// The largest file an approval is bound to; a bigger named file means no approver is
+/// asked (or, up front, an error) rather than an unbound approval.
 pub const MAX_BOUND_FILE: u64 = 16 * 1024 * 1024;
 /// The most files bound to one fingerprint.
 const MAX_BOUND_FILES: usize = 64;
@@ -191,10 +192,12 @@ pub async fn run_with_escalation_until(
             Some((g, s)) => (Some(g), Some(Ok(s))),
             None => (None, wider),
         };
-        match offer(&first, wider, exec) {
+        // Fail closed: a named file that cannot be bound (too large, unreadable) means
+        // no approval is asked for, and the first run's result stands.
+        match offer(&first, wider, exec).and_then(|w| Ok((w, bind(&command, &spec, opts).map_err(|e| e.to_string())?)))
+        {
             Err(why) => outcome.not_offered = Some(why),
-            Ok(wide) => {
-                let bound = bind(&command, &spec, opts)?;
+            Ok((wide, bound)) => {
                 let denials = first.sandbox.denials.clone();
                 let request = build_request(Trigger::Denied, command, &spec, &wide, opts, denials, &bound, grant);
                 approver.first_run(&first);

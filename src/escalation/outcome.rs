@@ -15,12 +15,18 @@ pub struct EscalationOptions {
     pub justification: Option<String>,
     /// Files no run of this call may be able to write.
     pub governing: GoverningFiles,
-    /// Bind the approval to the contents of the files the command names (`--bind-script`):
-    /// the fingerprint covers their bytes as read when the approver is asked, and the
-    /// retry is refused ([`EscalationError::BoundFileChanged`]) if any differs right
-    /// before it runs. Named files: for a shell string, its whitespace-separated words;
-    /// for argv, the arguments (and the program when given as a path); each that is a
-    /// regular file, relative to the cwd.
+    /// Strict binding (`--bind-script`). The approval is always bound to the contents
+    /// of the files the command names that lie inside the workspace or a writable root
+    /// (a script, a Makefile: what a run could rewrite): the fingerprint covers their
+    /// bytes as read when the approver is asked, and the retry is refused
+    /// ([`EscalationError::BoundFileChanged`]) if any differs right before it runs.
+    /// Strict binding binds every named file wherever it lies, and refuses a shell
+    /// string whose words may not be the files that run (`cd`, quotes, `$`, globs).
+    /// Named files: for a shell string, its words split on whitespace and shell
+    /// punctuation; for argv, the arguments (and the program when given as a path);
+    /// the VALUE of a `--opt=VALUE` word too; each that is a regular file, relative to
+    /// the cwd. A named file that cannot be bound (over [`MAX_BOUND_FILE`], unreadable,
+    /// more than 64) means no approver is asked (`not_offered`).
     pub bind_files: bool,
     /// Output handling of the retry, when it should differ from the first run's (the
     /// CLI captures the first run under `--ask`, then streams the retry live).

@@ -1140,18 +1140,13 @@ fn attack_bound_script_rewritten_before_the_retry_does_not_run() {
             &opts,
             None,
         ));
-        if bind {
-            let err = res.expect_err("the retry must be refused");
-            assert_eq!(err.code(), "BOUND_FILE_CHANGED", "{err}");
-            assert!(!payload.exists(), "the rewritten script ran under the approval");
-            let seen = approver.seen.lock().unwrap()[0].clone();
-            assert_eq!(seen.bound_files.len(), 1);
-            assert_eq!(seen.bound_files[0].path, script);
-        } else {
-            // Without binding, the approval covers the command text only (documented).
-            res.expect("run");
-            assert!(payload.exists());
-        }
+        // Bound by default (the script lies in the workspace), and with --bind-script.
+        let err = res.expect_err("the retry must be refused");
+        assert_eq!(err.code(), "BOUND_FILE_CHANGED", "bind {bind}: {err}");
+        assert!(!payload.exists(), "bind {bind}: the rewritten script ran under the approval");
+        let seen = approver.seen.lock().unwrap()[0].clone();
+        assert_eq!(seen.bound_files.len(), 1);
+        assert_eq!(seen.bound_files[0].path, script);
     }
 }
 
@@ -1175,8 +1170,9 @@ fn attack_bound_fingerprint_follows_the_script_contents() {
     if plain_a.is_none() {
         return skip_regardless("attack_bound_fingerprint_follows_the_script_contents", "full-access not available");
     }
-    assert_eq!(plain_a, plain_b, "the text-only fingerprint cannot see the script (documented)");
+    assert_ne!(plain_a, plain_b, "by default a rewritten workspace script is a different call");
     assert_ne!(bound_a, bound_b, "--bind-script: a rewritten script is a different call");
+    assert_eq!(plain_a, bound_a, "the same file bound either way, the same fingerprint");
 }
 
 #[test]
@@ -1549,4 +1545,69 @@ fn cli_approver_live_retry_streams_its_output() {
     let (_, retry) = out.stderr.split_once("running the command once more\n").expect(&out.stderr);
     assert_eq!(retry, "err-line\n", "{}", out.stderr);
     assert_eq!(commit_count(&d.ws), 2);
+}
+
+// ------------------------------------------------------------------ approvals bound to what will run
+
+#[test]
+fn attack_script_rewritten_by_the_first_run_is_not_approved_by_fingerprint() {
+    // A policy program that grants calls by fingerprint ("always allow this exact
+    // call"). The call `bash build.sh` is approved once for the script as it is. Then
+    // a helper the script runs (not named in the command) turns malicious and rewrites
+    // build.sh during the confined first run: by default the fingerprint covers the
+    // bytes of named files inside writable roots, so the rewritten script is a
+    // different call, the program refuses, and its payload never runs.
+    if skip("attack_script_rewritten_by_the_first_run_is_not_approved_by_fingerprint") {
+        return;
+    }
+    for id in identities() {
+        let d = dirs("att-fp");
+        let (effect, payload) = (d.out.join("effect"), d.out.join("payload"));
+        let (allow, dump) = (d.gov.join("allow"), d.gov.join("request.json"));
+        std::fs::write(&allow, "none").unwrap();
+        let approver = d.gov.join("by-fingerprint.sh");
+        write_script(
+            &approver,
+            &format!(
+                "#!/bin/sh\nreq=$(cat)\nprintf '%s' \"$req\" > '{dump}'\n\
+                 case \"$req\" in *\"\\\"fingerprint\\\":\\\"$(cat '{allow}')\\\"\"*) exit 0;; esac\nexit 1\n",
+                dump = dump.display(),
+                allow = allow.display()
+            ),
+        );
+        std::fs::write(d.ws.join("build.sh"), format!("sh ./step.sh\necho built > '{}'\n", effect.display())).unwrap();
+        std::fs::write(d.ws.join("step.sh"), "true\n").unwrap();
+        std::fs::write(d.ws.join("evil.sh"), format!("echo pwned > '{}'\n", payload.display())).unwrap();
+        chown_tree(d.ws.parent().unwrap(), id);
+        let log = d.gov.join("audit.jsonl");
+        let run = || {
+            cordon_as(
+                id,
+                &["run", "--json", "--approver", s(&approver), "--audit-log", s(&log), "--", "bash", "build.sh"],
+                &d.ws,
+                &[],
+            )
+        };
+        // The call as it is: refused, and its fingerprint learnt.
+        let out = run();
+        assert_eq!(out.json()["escalation"]["decision"]["verdict"], "refused", "{id:?}: {}", out.stdout);
+        let req: Value = serde_json::from_str(&std::fs::read_to_string(&dump).unwrap()).unwrap();
+        assert_eq!(req["bound_files"][0]["path"], s(&d.ws.join("build.sh")), "{id:?}: {req}");
+        std::fs::write(&allow, req["fingerprint"].as_str().unwrap()).unwrap();
+        // Control: the same call is now granted by fingerprint, and its retry runs.
+        let out = run();
+        assert_eq!(out.json()["escalation"]["decision"]["verdict"], "granted", "{id:?}: {}", out.stdout);
+        assert!(effect.exists(), "{id:?}: control: the granted retry ran");
+        std::fs::remove_file(&effect).unwrap();
+        // The attack: the helper rewrites build.sh during the first run.
+        std::fs::write(d.ws.join("step.sh"), "mv evil.sh build.sh\n").unwrap();
+        chown_tree(d.ws.parent().unwrap(), id);
+        let out = run();
+        let v = out.json();
+        assert_eq!(v["escalation"]["decision"]["verdict"], "refused", "{id:?}: {}", out.stdout);
+        assert!(!payload.exists(), "{id:?}: the rewritten script ran under the approval by fingerprint");
+        assert!(!effect.exists(), "{id:?}");
+        let req: Value = serde_json::from_str(&std::fs::read_to_string(&dump).unwrap()).unwrap();
+        assert_ne!(req["fingerprint"].as_str(), Some(std::fs::read_to_string(&allow).unwrap().as_str()), "{id:?}");
+    }
 }
