@@ -160,6 +160,10 @@ pub struct CeilingArgs {
     /// Ceiling limits: each request's default, and the most it may ask for.
     #[command(flatten)]
     pub limits: crate::limits::LimitArgs,
+    /// Who is asked for a denied call's narrow grant, and where decisions are logged
+    /// (not part of the ceiling: a grant is one call's, approved by a person or policy).
+    #[command(flatten)]
+    pub approval: crate::flags::ApprovalArgs,
 }
 
 /// The widest policy a connection may use. Built once from the server flags, with
@@ -503,6 +507,7 @@ mod tests {
         let args = CeilingArgs {
             policy: PolicyArgs { cwd: Some(dir.path().to_path_buf()), ..PolicyArgs::default() },
             limits: LimitArgs { memory: Some(1 << 30), pids: Some(100), cpu: None },
+            ..Default::default()
         };
         let c = Ceiling::from_args(&args).unwrap();
         // Missing: the ceiling's (explicit, so a host that cannot enforce it refuses).

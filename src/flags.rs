@@ -75,3 +75,20 @@ impl PolicyArgs {
 pub fn parse_mode(s: &str) -> Result<Mode, String> {
     s.parse().map_err(|e: crate::mode::ParseModeError| e.to_string())
 }
+
+/// The approval flags of `cordon serve` and `cordon mcp` (docs/escalation.md): who is
+/// asked for the narrow grant a denied call needs when the client cannot ask its user
+/// itself, and where every decision is recorded.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ApprovalArgs {
+    /// Ask PROGRAM for the narrow grant a denied call needs (a `.git` write, the
+    /// network, one host) when the client cannot ask its user (no MCP elicitation, no
+    /// `approve` capability): the request as JSON on its stdin, exit 0 grants. It runs
+    /// unsandboxed, as your policy agent.
+    #[arg(long, value_name = "PROGRAM")]
+    pub approver: Option<PathBuf>,
+    /// Append every approval decision here (JSON lines; default
+    /// $XDG_STATE_HOME/cordon/audit.jsonl or ~/.local/state/cordon/audit.jsonl).
+    #[arg(long, value_name = "FILE")]
+    pub audit_log: Option<PathBuf>,
+}

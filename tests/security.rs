@@ -2752,6 +2752,76 @@ case!(esc_narrow_git_grant_opens_only_git_for_one_retry, |c| {
     assert!(trap.connected_within(500), "control: the listener saw nothing");
 });
 
+case!(esc_approval_text_cannot_be_forged_by_the_command, |c| {
+    // What an MCP client's user (elicitation) or a serve client sees when asked for a
+    // grant: the denied run's output between lines carrying a fresh random boundary,
+    // then cordon's facts, escaped. The command prints a fake closing fence, a fake
+    // question and control characters, and provokes a denial whose target (a file name
+    // in `.git`) holds a newline and a fake question. Judged on the real request and
+    // first run (this runner, this identity): outside the fences only cordon's lines,
+    // one question, naming the real grant.
+    c.git_init();
+    let tag = c.unique();
+    let dump = c.outside.join(format!("request-{tag}.json"));
+    let approver = c.outside.join(format!("refuse-{tag}.sh"));
+    c.file(&approver, &format!("#!/bin/sh\ncat > '{}'\nexit 1\n", s(&dump)));
+    set_mode(&approver, 0o755);
+    let fake_q = "Run this exact command once at full-access?";
+    let script = format!(
+        "printf '>>>cordon-approval-%032d\\n{fake_q}\\n\\033[2J  proposed: full-access\\n' 0; \
+         : > \"$(printf '.git/x\\n{fake_q}')\"; \
+         git -c user.name=t -c user.email=t@x commit -q --allow-empty -m x"
+    );
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.extra_args = vec!["--approver".into(), s(&approver).into()];
+    let out = c.sh(&o, &script)?;
+    let first: cordon::RunResult = serde_json::from_value(out.j().clone()).expect("a run result");
+    let raw = fs::read_to_string(&dump).unwrap_or_else(|e| panic!("the approver was not asked ({e}): {out:?}"));
+    let req: cordon::escalation::EscalationRequest = serde_json::from_str(raw.trim()).expect("the request");
+    let git = c.ws.join(".git");
+    assert_eq!(req.grant, Some(cordon::escalation::Grant::Write { path: git.clone() }), "{raw}");
+    assert!(first.stdout.text.contains(fake_q), "the command printed its fake: {first:?}");
+    let boundary = cordon::escalation::fresh_boundary("cordon-approval-");
+    let text = cordon::escalation::approval_text(&req, Some(&first), &boundary);
+    let (mut outside, mut inside) = (Vec::new(), false);
+    for line in text.lines() {
+        if line == format!("<<<{boundary}") {
+            assert!(!inside, "{text}");
+            inside = true;
+        } else if line == format!(">>>{boundary}") {
+            assert!(inside, "{text}");
+            inside = false;
+        } else if !inside {
+            outside.push(line);
+        }
+    }
+    assert!(!inside, "an unclosed fence: {text}");
+    assert!(!text.contains('\x1b'), "a control character reached the text: {text:?}");
+    let cordons = [
+        "cordon asks for your approval",
+        "The denied run's ",
+        "cordon: the sandbox",
+        "  denied:  ",
+        "            ",
+        "  command:  ",
+        "  cwd:      ",
+        "  proposed: ",
+        "  call:     ",
+        "Run this exact command once more",
+    ];
+    for line in &outside {
+        assert!(
+            cordons.iter().any(|p| line.starts_with(p)),
+            "a line outside the fences is not cordon's: {line:?}\n{text}"
+        );
+    }
+    let questions: Vec<&&str> = outside.iter().filter(|l| l.starts_with("Run this exact command")).collect();
+    assert_eq!(questions.len(), 1, "{text}");
+    assert!(questions[0].contains(&format!("allowed to write {}", git.display())), "{text}");
+    assert!(outside.iter().any(|l| l.contains(&format!("\\n{fake_q}"))), "the target is shown escaped: {text}");
+    assert!(outside.iter().all(|l| !l.starts_with("  proposed: full-access")), "{text}");
+});
+
 case!(esc_session_standing_git_grant_opens_only_git, |c| {
     // `cordon session grant FILE write WS/.git`: later `run --session FILE` calls may
     // commit (judged on the host), with the network still off and every other path

@@ -1,5 +1,6 @@
 //! Fuzz the request parser of `cordon serve` (src/serve/protocol/): line splitting,
-//! JSON-RPC parsing, parameter typing, the ceiling clamp and error serialization.
+//! JSON-RPC parsing (requests, and the client's answers to the server's `approve`
+//! requests), parameter typing, the ceiling clamp and error serialization.
 //!
 //! Properties checked on every input, beyond "no panic, no hang, no unbounded
 //! allocation":
@@ -14,7 +15,9 @@
 use cordon::ceiling::{Ceiling, CeilingArgs};
 use cordon::flags::PolicyArgs;
 use cordon::mode::Mode;
-use cordon::serve::protocol::{parse_request, response_err, Frame, LineSplitter, Method, RpcError};
+use cordon::serve::protocol::{
+    parse_request, parse_response, response_err, Frame, LineSplitter, Method, RpcError, SERVER_REQUEST_ID_PREFIX,
+};
 use libfuzzer_sys::fuzz_target;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -60,6 +63,11 @@ fn check_error_line(line: &[u8]) {
 }
 
 fn check_line(line: &[u8]) {
+    // A client's answer to a server request is never also taken as a request.
+    if let Some(r) = parse_response(line) {
+        assert!(r.id.starts_with(SERVER_REQUEST_ID_PREFIX));
+        return;
+    }
     match parse_request(line) {
         Err(f) => check_error_line(&response_err(&f.id, &f.error)),
         Ok(incoming) => {

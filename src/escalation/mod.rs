@@ -67,8 +67,8 @@ pub use audit::{AuditLog, AuditRecord};
 pub use fingerprint::fingerprint;
 use fingerprint::{bind, fingerprint_granting, fnv1a128, recheck, BoundFile};
 pub use outcome::{EscalatedOutcome, EscalationError, EscalationOptions, EscalationRecord};
+pub use prompt::{approval_text, fresh_boundary, printable, terminal_prompt};
 use prompt::{clip, PROMPT_LINE};
-pub use prompt::{printable, terminal_prompt};
 pub use request::{
     next_wider, Approver, ApproverInfo, BoundFileView, CommandView, Decision, EscalationRequest, Grant, PolicyView,
     Trigger, Verdict,
@@ -99,6 +99,9 @@ const PROMPT_OUTPUT_LINES: usize = 20;
 /// reset the scroll region, attributes, character sets and modes (soft reset, DECSTR),
 /// then a full reset (RIS), so nothing a command left behind hides or fakes the prompt.
 pub const TERMINAL_RESET: &str = "\x1b[?1049l\x1b[?25h\x1b[r\x1b[0m\x1b(B\x1b[!p\x1bc";
+/// Random bytes in a fence boundary ([`fresh_boundary`]): unguessable, so command
+/// output cannot close the fence early and continue as if cordon were speaking.
+pub const BOUNDARY_BYTES: usize = 16;
 /// The longest answer read from the terminal; the rest of a longer line is ignored.
 const MAX_ANSWER: u64 = 1024;
 /// Domain prefix of the fingerprint encoding (bump the version if the encoding changes).
@@ -132,6 +135,24 @@ pub async fn run_with_escalation_until(
     let command = CommandView::from(&req.command);
     let policy_req = req.policy.clone();
     let spec = exec.resolve(req)?;
+    run_resolved_with_escalation(exec, spec, &policy_req, command, approver, opts, audit, abort).await
+}
+
+/// [`run_with_escalation_until`] for a call already resolved into `spec` (from
+/// `policy_req`, the policy part of its request, and with `command` as the caller gave
+/// it): `cordon serve` and `cordon mcp` resolve and check each request against their
+/// ceiling first.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_resolved_with_escalation(
+    exec: &Executor,
+    spec: Spec,
+    policy_req: &PolicyRequest,
+    command: CommandView,
+    approver: &dyn Approver,
+    opts: &EscalationOptions,
+    audit: Option<&AuditLog>,
+    abort: impl Future<Output = ()>,
+) -> Result<EscalatedOutcome, EscalationError> {
     let from = spec.policy.mode;
     for to in [opts.up_front, opts.on_denial].into_iter().flatten() {
         if to <= from {
@@ -145,8 +166,8 @@ pub async fn run_with_escalation_until(
     governing.refuse_under(exec.state_dir());
     governing.check(&spec.policy)?;
     // The wider spec is fixed now, before the command could change anything it names.
-    let target = opts.up_front.or(opts.on_denial).or_else(|| next_wider(from));
-    let wider = match target.map(|to| widen(&spec, &policy_req, to)) {
+    let target = opts.up_front.or(opts.on_denial).or_else(|| if opts.narrow_only { None } else { next_wider(from) });
+    let wider = match target.map(|to| widen(&spec, policy_req, to)) {
         Some(Ok(w)) => {
             governing.check(&w.policy)?;
             Some(Ok(w))
@@ -159,7 +180,7 @@ pub async fn run_with_escalation_until(
     tokio::pin!(abort);
 
     if let Some(to) = opts.up_front {
-        let wide = wider.unwrap_or_else(|| widen(&spec, &policy_req, to))?;
+        let wide = wider.unwrap_or_else(|| widen(&spec, policy_req, to))?;
         runner::select(&wide.policy, exec.host(), wide.runner)?;
         let bound = bind(&command, &spec, opts)?;
         let request = build_request(Trigger::UpFront, command, &spec, &wide, opts, Vec::new(), &bound, None);
@@ -190,7 +211,10 @@ pub async fn run_with_escalation_until(
         }
         let (grant, wider) = match narrow {
             Some((g, s)) => (Some(g), Some(Ok(s))),
-            None => (None, wider),
+            None if opts.narrow_only => (None, Some(Err(NARROW_ONLY_NOT_OFFERED.to_string()))),
+            None => {
+                (None, wider.map(|w| w.map_err(|e| format!("the wider policy is not acceptable: [{}] {e}", e.code()))))
+            }
         };
         // Fail closed: a named file that cannot be bound (too large, unreadable) means
         // no approval is asked for, and the first run's result stands.
@@ -279,8 +303,14 @@ pub fn grant_for(denials: &[Denial], policy: &ExecutionPolicy) -> Option<Grant> 
 /// outcome (`import requests` probing IPv6 with the network off, `python3 -m venv`).
 pub const SUCCEEDED_NOT_OFFERED: &str = "the command succeeded (exit status 0); a grant could not change the outcome";
 
+/// Why a denied run leads to no request under [`EscalationOptions::narrow_only`] when
+/// its denials name more than one thing.
+pub const NARROW_ONLY_NOT_OFFERED: &str =
+    "no single narrow grant (one protected path, the network, one host) covers these denials, and only a narrow \
+     grant can be asked for here";
+
 /// The wider spec for a denied run, or why none is offered.
-fn offer(first: &RunResult, wider: Option<Result<Spec, CordonError>>, exec: &Executor) -> Result<Spec, String> {
+fn offer(first: &RunResult, wider: Option<Result<Spec, String>>, exec: &Executor) -> Result<Spec, String> {
     if first.succeeded() {
         return Err(SUCCEEDED_NOT_OFFERED.into());
     }
@@ -292,7 +322,7 @@ fn offer(first: &RunResult, wider: Option<Result<Spec, CordonError>>, exec: &Exe
     }
     let wide = match wider {
         None => return Err(format!("{} is already the widest mode", first.sandbox.mode)),
-        Some(Err(e)) => return Err(format!("the wider policy is not acceptable: [{}] {e}", e.code())),
+        Some(Err(why)) => return Err(why),
         Some(Ok(w)) => w,
     };
     runner::select(&wide.policy, exec.host(), wide.runner)

@@ -28,6 +28,11 @@ pub struct EscalationOptions {
     /// the cwd. A named file that cannot be bound (over [`MAX_BOUND_FILE`], unreadable,
     /// more than 64) means no approver is asked (`not_offered`).
     pub bind_files: bool,
+    /// Ask only for a narrow grant (one protected path, the network, one host), never
+    /// for a wider mode: when no single grant covers the denials, nobody is asked
+    /// (`not_offered`). `cordon serve` and `cordon mcp` set it: their ceiling's mode
+    /// is the user's choice, and only what one denied call needs goes to the user.
+    pub narrow_only: bool,
     /// Output handling of the retry, when it should differ from the first run's (the
     /// CLI captures the first run under `--ask`, then streams the retry live).
     pub retry_output: Option<Output>,

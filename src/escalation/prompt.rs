@@ -63,8 +63,15 @@ fn describe_grant(grant: &Grant, mode: Mode) -> String {
     }
 }
 
-/// The text [`TerminalApprover`] shows.
+/// The text [`TerminalApprover`] shows: the facts, then the question and `[y/N] `.
 pub fn terminal_prompt(req: &EscalationRequest) -> String {
+    format!("{}{} [y/N] ", prompt_facts(req), question(req))
+}
+
+/// The facts of a request, one line each, all escaped: what was refused (bounded), the
+/// justification, the bound files, then the command, cwd, what is proposed and the
+/// fingerprint.
+fn prompt_facts(req: &EscalationRequest) -> String {
     let command = match &req.command {
         CommandView::Shell(s) => format!("bash -c {}", shell_word(s)),
         CommandView::Argv(v) => v.iter().map(|a| shell_word(a)).collect::<Vec<_>>().join(" "),
@@ -107,24 +114,75 @@ pub fn terminal_prompt(req: &EscalationRequest) -> String {
     };
     t.push_str(&format!("  proposed: {proposed}\n"));
     t.push_str(&format!("  call:     {}\n", req.fingerprint));
+    t
+}
+
+/// The question, without its answer hint.
+fn question(req: &EscalationRequest) -> String {
     match &req.grant {
-        Some(Grant::Write { path }) => t.push_str(&format!(
-            "Run this exact command once more, allowed to write {} (still {}, network unchanged)? [y/N] ",
+        Some(Grant::Write { path }) => format!(
+            "Run this exact command once more, allowed to write {} (still {}, network unchanged)?",
             clip(&printable(&path.display().to_string()), PROMPT_LINE),
             req.to
-        )),
-        Some(Grant::Network) => t.push_str(&format!(
-            "Run this exact command once more with the network on (still {}, files unchanged)? [y/N] ",
-            req.to
-        )),
-        Some(Grant::Host { host }) => t.push_str(&format!(
+        ),
+        Some(Grant::Network) => {
+            format!("Run this exact command once more with the network on (still {}, files unchanged)?", req.to)
+        }
+        Some(Grant::Host { host }) => format!(
             "Run this exact command once more, allowed to reach {} through cordon's proxy (still {}, nothing \
-             else)? [y/N] ",
+             else)?",
             clip(&printable(host), PROMPT_LINE),
             req.to
-        )),
-        None => t.push_str(&format!("Run this exact command once at {}? [y/N] ", req.to)),
+        ),
+        None => format!("Run this exact command once at {}?", req.to),
     }
+}
+
+/// A fresh random token for fencing command-chosen text: `prefix` and
+/// [`BOUNDARY_BYTES`] bytes in hex from the kernel's random source (else the std
+/// hasher's random keys).
+pub fn fresh_boundary(prefix: &str) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut bytes = [0u8; BOUNDARY_BYTES];
+    if std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).is_err() {
+        for (i, chunk) in bytes.chunks_mut(8).enumerate() {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_usize(i);
+            chunk.copy_from_slice(&h.finish().to_ne_bytes());
+        }
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{prefix}{hex}")
+}
+
+/// The text shown to a person by an approver that is not the terminal (an MCP
+/// client's elicitation, a `cordon serve` client's `approve` request): the same facts
+/// as the `--ask` prompt, after the tail of the denied run's output (`first`), which
+/// sits between two lines carrying `boundary` (fresh per request: the command cannot
+/// close the fence early) and is escaped line by line. Every fact is escaped too, so
+/// nothing the command printed or chose (a file name, a socket path) can start a
+/// line that reads as cordon's.
+pub fn approval_text(req: &EscalationRequest, first: Option<&RunResult>, boundary: &str) -> String {
+    let mut t = format!(
+        "cordon asks for your approval. Text between the lines <<<{boundary} and >>>{boundary} was printed \
+         by the command, not by cordon.\n"
+    );
+    let streams = first.map(|r| vec![("stdout", r.stdout.text.as_str()), ("stderr", r.stderr.text.as_str())]);
+    for (name, text) in streams.unwrap_or_default() {
+        if text.is_empty() {
+            continue;
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        let from = lines.len().saturating_sub(PROMPT_OUTPUT_LINES);
+        t.push_str(&format!("The denied run's {name} (last {} lines, escaped):\n<<<{boundary}\n", lines.len() - from));
+        for line in &lines[from..] {
+            t.push_str(&clip(&printable(line), PROMPT_LINE));
+            t.push('\n');
+        }
+        t.push_str(&format!(">>>{boundary}\n"));
+    }
+    t.push_str(prompt_facts(req).trim_start_matches('\n'));
+    t.push_str(&question(req));
     t
 }
 

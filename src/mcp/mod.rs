@@ -11,9 +11,15 @@
 //! The server flags set the [`Ceiling`]; tool arguments have no field that could widen
 //! it (mode, writable roots and network are not arguments), and the working directory
 //! is checked against it like every `cordon serve` request. Unknown arguments are
-//! refused, not ignored. (Escalation fields, such as a request for wider permissions
-//! with a justification, will be added to [`BashArgs`] by the escalation work; they
-//! must go through an approver and never through the ceiling.)
+//! refused, not ignored.
+//!
+//! Approval: when a `bash` call failed because the sandbox refused one thing a single
+//! narrow grant covers (a `.git` write, the network, one host), cordon asks the user
+//! for exactly that grant for one retry — through MCP elicitation when the client
+//! declared it (`approve`), else through the server's `--approver` program — and
+//! records the decision in the audit log. No tool argument can ask for it; a client
+//! that cannot elicit on a server without `--approver` gets a tool error naming the
+//! way out. Never a wider mode (docs/escalation.md).
 //!
 //! A server whose workspace is refused (`INVALID_POLICY`: `/`, a home directory, a
 //! system directory...) still starts: it answers `initialize` and lists its tools, and
@@ -38,22 +44,24 @@ use crate::exec::Status;
 use crate::mode::Mode;
 use crate::request::{Command, ExecutorConfig};
 use crate::result::{CollectedOutput, DenialKind, EnforcementLevel, RunResult};
-use crate::serve::connection::{Connection, KillReply, ReadReply, Started};
+use crate::serve::connection::{Approvals, Approved, Connection, KillReply, ReadReply, Started};
 use crate::serve::protocol::RpcError;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
-use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData, ServerHandler, ServiceExt};
+use rmcp::service::RequestContext;
+use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde::Deserialize;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod approve;
 mod text;
 
 pub use text::{ceiling_sentence, describe_run, describe_run_fenced, output_boundary};
-use text::{describe_kill, describe_read, describe_started, refused};
+use text::{describe_approved, describe_kill, describe_read, describe_started, refused};
 
 /// Exit status when the server cannot start.
 const EXIT_SETUP_FAILED: u8 = 125;
@@ -129,13 +137,16 @@ pub fn main(args: CeilingArgs) -> ExitCode {
     };
     let code = rt.block_on(async move {
         let conn = match ceiling {
-            Ok(ceiling) => match Connection::new(ceiling, ExecutorConfig::default()) {
-                Ok(s) => Ok(Arc::new(s)),
-                Err(e) => {
-                    eprintln!("cordon mcp: error[{}]: {}", e.code(), e);
-                    return ExitCode::from(EXIT_SETUP_FAILED);
+            Ok(ceiling) => {
+                let conn = Connection::new(ceiling, ExecutorConfig::default()).map_err(|e| RpcError::cordon(&e));
+                match conn.and_then(|c| c.with_approvals(Approvals::from_args(&args.approval)?)) {
+                    Ok(s) => Ok(Arc::new(s)),
+                    Err(e) => {
+                        eprintln!("cordon mcp: error[{}]: {}", e.name, e.message);
+                        return ExitCode::from(EXIT_SETUP_FAILED);
+                    }
                 }
-            },
+            }
             Err(refused) => {
                 eprintln!("cordon mcp: serving errors only: error[{}]: {}", refused.name, refused.message);
                 Err(refused)
@@ -224,18 +235,26 @@ impl CordonMcp {
         name = "bash",
         description = "Run a shell command (bash -c) inside the cordon sandbox and wait for it. Returns the exit code, the tails of stdout and stderr, and what the sandbox allowed or refused."
     )]
-    async fn bash(&self, Parameters(args): Parameters<BashArgs>) -> Result<CallToolResult, ErrorData> {
+    async fn bash(
+        &self,
+        Parameters(args): Parameters<BashArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
         let conn = match self.ready() {
             Ok(c) => c,
             Err(refused) => return Ok(refused),
         };
         let ceiling = conn.ceiling().clone();
-        Ok(match conn.run(run_params(args)).await {
-            Ok(result) => {
-                let text = describe_run(&result, &ceiling);
-                let mut out = CallToolResult::success(vec![ContentBlock::text(text)]);
-                out.structured_content = serde_json::to_value(&result).ok();
-                out
+        // The user is asked through the client when it can elicit; else the server's
+        // --approver; else nobody, and the result names the way out.
+        let elicit = approve::ElicitApprover::for_request(&context);
+        let client = elicit.as_ref().ok().map(|a| a as &dyn crate::escalation::Approver);
+        Ok(match conn.run_approved(run_params(args), client).await {
+            Ok(mut approved) => {
+                if let (Some((_, why)), Err(no_elicit)) = (&mut approved.unasked, &elicit) {
+                    *why = format!("{no_elicit}, and the server was started without --approver");
+                }
+                bash_result(&approved, &ceiling)
             }
             Err(e) => refused(&e, &ceiling),
         })
@@ -316,8 +335,10 @@ impl ServerHandler for CordonMcp {
         let instructions = match &self.conn {
             Ok(conn) => format!(
                 "Shell commands run under the cordon sandbox. {} The sandbox mode is fixed by the user who \
-                 started this server; no tool argument can widen it. When a command is refused by the \
-                 sandbox, do not try to work around it: ask the user for a wider mode.",
+                 started this server; no tool argument can widen it. When a command fails because the \
+                 sandbox refused one thing (a .git write, the network), cordon itself may ask the user to allow \
+                 exactly that for one retry. When a command is refused by the sandbox, do not try to work \
+                 around it.",
                 ceiling_sentence(conn.ceiling())
             ),
             Err(refused) => format!("Shell commands cannot run here. {}", startup_refusal_sentence(refused)),
@@ -337,6 +358,26 @@ fn startup_refusal_sentence(refused: &RpcError) -> String {
         printable(&refused.message),
         refused.name
     )
+}
+
+/// The tool result of a `bash` call: the text for the model (an error when a grant was
+/// needed and nobody could be asked) and the `cordon run --json` object of the result
+/// that counts, with `escalation` when the user was asked.
+fn bash_result(approved: &Approved, ceiling: &Ceiling) -> CallToolResult {
+    let (text, is_error) = describe_approved(approved, ceiling);
+    let mut out = if is_error {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    };
+    if let Some(result) = approved.outcome.result() {
+        let mut value = serde_json::to_value(result).unwrap_or_default();
+        if let Some(report) = approved.outcome.report() {
+            value["escalation"] = report;
+        }
+        out.structured_content = Some(value);
+    }
+    out
 }
 
 fn run_params(args: BashArgs) -> RunParams {

@@ -45,8 +45,21 @@ const NETWORK_REFUSED_MARKERS: &[&str] = &[
     "Failed to establish a new connection",
 ];
 
+/// What the model is told about the narrow grant a failed run needed.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum GrantHint<'a> {
+    /// A background run (`bash_read`): cordon can ask only for a foreground `bash` call.
+    Background,
+    /// The user was asked (the decision is told separately).
+    Asked,
+    /// Nobody was asked, for this reason (e.g. the grant could not be bound).
+    NotOffered(&'a str),
+    /// Nobody could be asked: the client cannot elicit and there is no `--approver`.
+    Nobody(&'a str),
+}
+
 /// The sentences that tell a model what the sandbox did and how to get more.
-fn sandbox_guidance(result: &RunResult, ceiling: &Ceiling) -> String {
+fn sandbox_guidance(result: &RunResult, ceiling: &Ceiling, hint: GrantHint<'_>) -> String {
     let s = &result.sandbox;
     let mut out = String::new();
     let level = match s.enforcement.level {
@@ -119,11 +132,35 @@ fn sandbox_guidance(result: &RunResult, ceiling: &Ceiling) -> String {
                 s.mode
             ),
         };
-        let _ = write!(
-            out,
-            "\nThe narrowest grant that would let this through: {what}. Do not work around it; ask the user \
-             to approve that grant (cordon run --ask or --approver asks for exactly it), or to run it themselves."
-        );
+        match hint {
+            GrantHint::Asked => {}
+            GrantHint::Background => {
+                let _ = write!(
+                    out,
+                    "\nThe narrowest grant that would let this through: {what}. Do not work around it; run the \
+                     command with the bash tool instead (cordon then asks the user for exactly that grant), or ask \
+                     the user to run it themselves."
+                );
+            }
+            GrantHint::NotOffered(why) => {
+                let _ = write!(
+                    out,
+                    "\nThe narrowest grant that would let this through: {what}; cordon did not ask the user ({}). \
+                     Do not work around it; ask the user to run it themselves.",
+                    printable(why)
+                );
+            }
+            GrantHint::Nobody(why) => {
+                let _ = write!(
+                    out,
+                    "\nThe narrowest grant that would let this through: {what}. Nobody could be asked for it: {}. \
+                     Do not work around the sandbox. The way out: the user connects with an MCP client that \
+                     supports elicitation (cordon then asks them), restarts this server with `cordon mcp \
+                     --approver PROGRAM` (a policy program that decides), or runs the command themselves.",
+                    printable(why)
+                );
+            }
+        }
         return out;
     }
     match s.mode {
@@ -155,25 +192,10 @@ fn sandbox_guidance(result: &RunResult, ceiling: &Ceiling) -> String {
     out
 }
 
-/// Random bytes in a per-call output boundary: unguessable, so output cannot close the
-/// fence early and continue as if cordon were speaking.
-const BOUNDARY_BYTES: usize = 16;
-
 /// A fresh boundary for one tool result: `cordon-output-` and 32 hex digits from the
 /// kernel's random source (falling back to the std hasher's random keys).
 pub fn output_boundary() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    use std::io::Read;
-    let mut bytes = [0u8; BOUNDARY_BYTES];
-    if std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).is_err() {
-        for (i, chunk) in bytes.chunks_mut(8).enumerate() {
-            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_usize(i);
-            chunk.copy_from_slice(&h.finish().to_ne_bytes());
-        }
-    }
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("cordon-output-{hex}")
+    crate::escalation::fresh_boundary("cordon-output-")
 }
 
 /// The sentence that tells the reader where command output is fenced.
@@ -256,20 +278,82 @@ fn exit_line(result: &RunResult) -> String {
     line
 }
 
-/// The text a model reads for a finished run.
+/// The text a model reads for a finished run (a narrow grant it needed is named, as
+/// for a background run: nobody was asked for it).
 pub fn describe_run(result: &RunResult, ceiling: &Ceiling) -> String {
     describe_run_fenced(result, ceiling, &output_boundary())
 }
 
 /// [`describe_run`] with a given boundary (tests).
 pub fn describe_run_fenced(result: &RunResult, ceiling: &Ceiling, boundary: &str) -> String {
+    describe_run_hinted(result, ceiling, boundary, GrantHint::Background)
+}
+
+fn describe_run_hinted(result: &RunResult, ceiling: &Ceiling, boundary: &str, hint: GrantHint<'_>) -> String {
     let mut out = exit_line(result);
     out.push_str(&fence_note(boundary));
     push_stream(&mut out, boundary, "stdout", &result.stdout);
     push_stream(&mut out, boundary, "stderr", &result.stderr);
     out.push('\n');
-    out.push_str(&sandbox_guidance(result, ceiling));
+    out.push_str(&sandbox_guidance(result, ceiling, hint));
     out
+}
+
+/// The text a model reads for a `bash` call that may have asked the user for a narrow
+/// grant, and whether the tool result is an error (a grant was needed and nobody could
+/// be asked: the model must tell the user the way out).
+pub(super) fn describe_approved(a: &Approved, ceiling: &Ceiling) -> (String, bool) {
+    let boundary = output_boundary();
+    let o = &a.outcome;
+    let Some(first) = o.first.as_ref() else {
+        return ("Nothing ran.".into(), true);
+    };
+    let Some(rec) = &o.escalation else {
+        return match (&a.unasked, &o.not_offered) {
+            (Some((_, why)), _) => (describe_run_hinted(first, ceiling, &boundary, GrantHint::Nobody(why)), true),
+            (None, Some(why)) => (describe_run_hinted(first, ceiling, &boundary, GrantHint::NotOffered(why)), false),
+            (None, None) => (describe_run_hinted(first, ceiling, &boundary, GrantHint::Background), false),
+        };
+    };
+    let what = rec
+        .request
+        .grant
+        .as_ref()
+        .map_or_else(|| format!("a run at {}", rec.request.to), |g| printable(&g.to_string()));
+    let reason = printable(&rec.decision.reason);
+    match &o.retry {
+        Some(Ok(retry)) => {
+            let mut text = format!(
+                "The sandbox refused part of this command (first run: {}). cordon asked the user to allow `{what}` \
+                 for one retry, and the user granted it ({reason}). The command ran once more with only that \
+                 allowed; the first run's output is not shown. The retry:\n",
+                exit_line(first)
+            );
+            text.push_str(&describe_run_hinted(retry, ceiling, &boundary, GrantHint::Asked));
+            (text, false)
+        }
+        Some(Err(e)) => {
+            let mut text = describe_run_hinted(first, ceiling, &boundary, GrantHint::Asked);
+            let _ = write!(
+                text,
+                "\ncordon asked the user to allow `{what}` for one retry and the user granted it ({reason}), but the \
+                 retry could not start: {} ({}).",
+                printable(&e.to_string()),
+                e.code()
+            );
+            (text, true)
+        }
+        None => {
+            let mut text = describe_run_hinted(first, ceiling, &boundary, GrantHint::Asked);
+            let _ = write!(
+                text,
+                "\ncordon asked the user to allow `{what}` for one retry of this exact command; the answer was no \
+                 ({reason}). Do not work around the sandbox or ask again for the same thing; tell the user what \
+                 you could not do."
+            );
+            (text, false)
+        }
+    }
 }
 
 pub(super) fn describe_started(s: &Started, ceiling: &Ceiling) -> String {
@@ -308,7 +392,7 @@ pub(super) fn describe_read(r: &ReadReply, ceiling: &Ceiling) -> String {
         }
     }
     if let Some(res) = &r.result {
-        out.push_str(&sandbox_guidance(res, ceiling));
+        out.push_str(&sandbox_guidance(res, ceiling, GrantHint::Background));
     }
     out
 }
@@ -435,7 +519,7 @@ mod tests {
         })
         .unwrap();
         let boundary = output_boundary();
-        assert_eq!(boundary.len(), "cordon-output-".len() + 2 * BOUNDARY_BYTES);
+        assert_eq!(boundary.len(), "cordon-output-".len() + 2 * crate::escalation::BOUNDARY_BYTES);
         assert_ne!(boundary, output_boundary(), "a fresh boundary per call");
         let text = describe_run_fenced(&hostile_result(), &ceiling, &boundary);
         // Outside the fences, only cordon's own lines.

@@ -18,6 +18,9 @@ use super::protocol::{
 };
 use crate::ceiling::Ceiling;
 use crate::error::CordonError;
+use crate::escalation::{
+    self, Approver, AuditLog, CommandView, EscalatedOutcome, EscalationError, EscalationOptions, Grant, ProgramApprover,
+};
 use crate::exec::{Executor, Handle, Status};
 use crate::host::HostFacts;
 use crate::mode::Mode;
@@ -25,6 +28,7 @@ use crate::policy::{resolve_policy, PolicyRequest};
 use crate::request::ExecutorConfig;
 use crate::result::RunResult;
 use crate::runner::{self, probe_runner, RunnerChoice, RunnerKind};
+use crate::session::{GoverningFiles, GoverningKind};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -72,10 +76,57 @@ struct Jobs {
     starting_tails: usize,
 }
 
+/// Who a connection may ask for a denied call's narrow grant besides its own client,
+/// and where every decision is recorded (`--approver`, `--audit-log`).
+#[derive(Debug, Default)]
+pub struct Approvals {
+    program: Option<ProgramApprover>,
+    audit: Option<AuditLog>,
+}
+
+impl Approvals {
+    /// From the server flags: the approver program resolved and pinned now, the audit
+    /// log at `--audit-log` or the default location (`None` without `HOME`: then
+    /// nobody is ever asked, since a decision must be recorded).
+    pub fn from_args(args: &crate::flags::ApprovalArgs) -> Result<Approvals, RpcError> {
+        let program = match &args.approver {
+            None => None,
+            Some(p) => Some(ProgramApprover::find(p).map_err(|e| {
+                RpcError::new(
+                    codes::CORDON_ERROR,
+                    "APPROVER_NOT_FOUND",
+                    format!("approver program `{}`: {e}", p.display()),
+                )
+            })?),
+        };
+        let audit = args.audit_log.clone().or_else(AuditLog::default_path).map(AuditLog::new);
+        Ok(Approvals { program, audit })
+    }
+
+    /// The `--approver` program, if any.
+    pub fn program(&self) -> Option<&ProgramApprover> {
+        self.program.as_ref()
+    }
+}
+
+/// A foreground run that may have asked for a narrow grant ([`Connection::run_approved`]).
+#[derive(Debug)]
+pub struct Approved {
+    /// The first run, and the request, decision and retry when someone was asked.
+    pub outcome: EscalatedOutcome,
+    /// A grant that would have let a failed run through but that nobody could be asked
+    /// for, and why nobody could.
+    pub unasked: Option<(Grant, String)>,
+}
+
 /// A connection's executor and background processes.
 pub struct Connection {
     exec: Executor,
     ceiling: Ceiling,
+    approvals: Approvals,
+    /// The client said in `hello` that it answers `approve` requests (`cordon serve`),
+    /// and its name.
+    client_approves: Mutex<Option<String>>,
     jobs: Mutex<Jobs>,
     shutdown: watch::Sender<bool>,
     /// Spill files named in responses the transport has written: the client's now.
@@ -145,7 +196,46 @@ impl Connection {
     pub fn new(ceiling: Ceiling, config: ExecutorConfig) -> Result<Connection, CordonError> {
         let exec = Executor::new(config)?;
         let (shutdown, _) = watch::channel(false);
-        Ok(Connection { exec, ceiling, jobs: Mutex::new(Jobs::default()), shutdown, delivered: Mutex::default() })
+        Ok(Connection {
+            exec,
+            ceiling,
+            approvals: Approvals::default(),
+            client_approves: Mutex::new(None),
+            jobs: Mutex::new(Jobs::default()),
+            shutdown,
+            delivered: Mutex::default(),
+        })
+    }
+
+    /// The same connection, asking `approvals` for denied calls' narrow grants. The
+    /// audit log and the approver program must lie outside every writable root of the
+    /// ceiling (`GOVERNING_FILE_WRITABLE` otherwise, found here, before anything runs).
+    pub fn with_approvals(mut self, approvals: Approvals) -> Result<Connection, RpcError> {
+        let mut governing = GoverningFiles::new();
+        if let Some(log) = &approvals.audit {
+            governing.add(GoverningKind::AuditLog, log.path());
+        }
+        for (kind, path) in approvals.program.iter().flat_map(|p| p.governing()) {
+            governing.add(kind, path);
+        }
+        governing.refuse_under(self.exec.state_dir());
+        let spec = self
+            .spec(RunParams { command: Some(crate::request::Command::Shell("true".into())), ..Default::default() })?;
+        let gov = |e: crate::session::GoverningFileError| RpcError::new(codes::CORDON_ERROR, e.code(), e.to_string());
+        governing.check(&spec.policy).map_err(gov)?;
+        self.approvals = approvals;
+        Ok(self)
+    }
+
+    /// The name of the client, when it said in `hello` that it answers `approve`
+    /// requests (its user decides a denied call's narrow grant).
+    pub fn client_approves(&self) -> Option<String> {
+        self.client_approves.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The approval settings.
+    pub fn approvals(&self) -> &Approvals {
+        &self.approvals
     }
 
     /// The output tail bytes (both streams) the answer to `method` can carry: what the
@@ -160,7 +250,11 @@ impl Connection {
             Method::Read { handle } => self.jobs().map.get(handle).map_or(0, |j| j.output_cap),
             _ => 0,
         };
-        cap.saturating_mul(2)
+        // A run that may ask for a grant answers with two results (the retry's, and
+        // the first run's under `escalation.first_run`).
+        let asking =
+            matches!(method, Method::Run(_)) && (self.approvals.program.is_some() || self.client_approves().is_some());
+        cap.saturating_mul(if asking { 4 } else { 2 })
     }
 
     /// Record spill files named in a response the client received.
@@ -231,6 +325,10 @@ impl Connection {
                 .with("supported", json!([PROTOCOL_VERSION])));
             }
         }
+        if p.capabilities.iter().flatten().any(|c| c == "approve") {
+            let name = p.client.clone().unwrap_or_else(|| "an unnamed client".into());
+            *self.client_approves.lock().unwrap_or_else(|p| p.into_inner()) = Some(name);
+        }
         let cfg = self.exec.config();
         Ok(json!({
             "protocol": "cordon",
@@ -275,6 +373,65 @@ impl Connection {
             let _ = rx.wait_for(|down| *down).await;
         };
         self.exec.run_until(spec, abort).await.map_err(|e| RpcError::cordon(&e))
+    }
+
+    /// Run in the foreground; when the sandbox denied something that one narrow grant
+    /// (a protected path, the network, one host) would let through and the run failed,
+    /// ask `client` (the connection's own client, when it can ask its user) or else the
+    /// `--approver` program for exactly that grant, for one retry of this exact call.
+    /// Never a wider mode; every decision goes to the audit log first (fail closed: no
+    /// audit log, nobody is asked). The retry is the user's decision beyond the
+    /// ceiling's protected paths or network, for this one call.
+    pub async fn run_approved(&self, p: RunParams, client: Option<&dyn Approver>) -> Result<Approved, RpcError> {
+        let command = p.command.as_ref().map(CommandView::from);
+        let clamped = self.ceiling.clamp(p)?;
+        let policy_req = clamped.request.policy.clone();
+        let spec = self.exec.resolve(clamped.request).map_err(|e| RpcError::cordon(&e))?;
+        self.ceiling.check_spec(&spec, &clamped.protected)?;
+        let mut rx = self.shutdown.subscribe();
+        if *rx.borrow_and_update() {
+            return Err(Self::closed_error());
+        }
+        let abort = async move {
+            let _ = rx.wait_for(|down| *down).await;
+        };
+        let approver: Option<&dyn Approver> = client.or(self.approvals.program.as_ref().map(|p| p as &dyn Approver));
+        let (Some(approver), Some(audit), Some(command)) = (approver, &self.approvals.audit, command) else {
+            let why = if self.approvals.audit.is_none() {
+                "there is no audit log to record a decision in (set HOME or start the server with --audit-log FILE)"
+            } else {
+                "the client cannot ask its user and the server has no --approver"
+            };
+            let policy = spec.policy.clone();
+            let first = self.exec.run_until(spec, abort).await.map_err(|e| RpcError::cordon(&e))?;
+            let could_help =
+                first.sandbox.denied && !first.succeeded() && !first.aborted && !first.sandbox.runner_failed;
+            let unasked = could_help.then(|| escalation::grant_for(&first.sandbox.denials, &policy)).flatten();
+            return Ok(Approved {
+                outcome: EscalatedOutcome { first: Some(first), escalation: None, not_offered: None, retry: None },
+                unasked: unasked.map(|g| (g, why.to_string())),
+            });
+        };
+        let mut opts = EscalationOptions { narrow_only: true, ..Default::default() };
+        // Checked against this call's policy and its retry's (a `.git` grant must not
+        // make the log writable).
+        opts.governing.add(GoverningKind::AuditLog, audit.path());
+        let outcome = escalation::run_resolved_with_escalation(
+            &self.exec,
+            spec,
+            &policy_req,
+            command,
+            approver,
+            &opts,
+            Some(audit),
+            abort,
+        )
+        .await
+        .map_err(|e| match e {
+            EscalationError::Cordon(e) => RpcError::cordon(&e),
+            other => RpcError::new(codes::CORDON_ERROR, other.code(), other.to_string()),
+        })?;
+        Ok(Approved { outcome, unasked: None })
     }
 
     /// Start in the background.

@@ -38,14 +38,17 @@
 //! What it does not do: it does not decide policy (the [`Ceiling`] does) and writes
 //! nothing but protocol lines to stdout (diagnostics go to stderr).
 
+mod approve;
 pub mod connection;
 pub mod protocol;
 
 use crate::ceiling::{Ceiling, CeilingArgs};
 use crate::request::ExecutorConfig;
+use approve::{ClientAsks, ServeApprover};
 pub use connection::{Connection, MAX_IN_FLIGHT};
 use protocol::{
-    codes, is_blank, parse_request, response_err, response_ok, Frame, LineSplitter, RpcError, MAX_LINE_BYTES,
+    codes, is_blank, parse_request, parse_response, response_err, response_ok, Frame, LineSplitter, Method, RpcError,
+    MAX_LINE_BYTES,
 };
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -131,10 +134,11 @@ pub fn main(args: CeilingArgs) -> ExitCode {
                 return ExitCode::SUCCESS;
             }
         };
-        let conn = match Connection::new(ceiling, ExecutorConfig::default()) {
+        let conn = Connection::new(ceiling, ExecutorConfig::default()).map_err(|e| RpcError::cordon(&e));
+        let conn = match conn.and_then(|c| c.with_approvals(connection::Approvals::from_args(&args.approval)?)) {
             Ok(s) => Arc::new(s),
             Err(e) => {
-                eprintln!("cordon serve: error[{}]: {}", e.code(), e);
+                eprintln!("cordon serve: error[{}]: {}", e.name, e.message);
                 return ExitCode::from(EXIT_SETUP_FAILED);
             }
         };
@@ -167,6 +171,7 @@ where
     let mut buf = vec![0u8; READ_CHUNK];
     let mut frames = Vec::new();
     let inflight: InFlight = Arc::default();
+    let asks = Arc::new(ClientAsks::new(tx.clone()));
     let seen = *signals.borrow_and_update();
     let mut end_of_input = false;
     loop {
@@ -191,13 +196,15 @@ where
             splitter.finish(&mut frames);
         }
         for frame in frames.drain(..) {
-            dispatch_frame(frame, &conn, &tx, &permits, &budget, &inflight).await;
+            dispatch_frame(frame, &conn, &tx, &permits, &budget, &inflight, &asks).await;
         }
         if eof {
             end_of_input = true;
             break;
         }
     }
+    // Nobody can answer the server's questions any more: each is refused.
+    asks.close();
     let seen = *signals.borrow_and_update();
     let graceful = async {
         if end_of_input {
@@ -218,6 +225,7 @@ where
         _ = signals.wait_for(|n| *n > seen) => eprintln!("cordon serve: signalled during shutdown; killing everything now"),
     }
     drop(tx);
+    drop(asks);
     let _ = tokio::time::timeout(WRITER_GRACE, writer).await;
     // Background output whose path no written response carried reaches nobody now.
     conn.discard_undelivered_spills().await;
@@ -275,6 +283,7 @@ async fn dispatch_frame(
     permits: &Arc<Semaphore>,
     budget: &Arc<Semaphore>,
     inflight: &InFlight,
+    asks: &Arc<ClientAsks>,
 ) {
     let line = match frame {
         Frame::TooLong { seen } => {
@@ -291,6 +300,12 @@ async fn dispatch_frame(
         Frame::Line(line) => line,
     };
     if is_blank(&line) {
+        return;
+    }
+    // An answer to one of the server's own requests (`approve`): routed before any
+    // permit is taken, so runs waiting for answers never block reading them.
+    if let Some(response) = parse_response(&line) {
+        asks.answer(response);
         return;
     }
     let incoming = match parse_request(&line) {
@@ -315,6 +330,7 @@ async fn dispatch_frame(
     let tx = tx.clone();
     let inflight = inflight.clone();
     let budget = budget.clone();
+    let asks = asks.clone();
     tokio::spawn(async move {
         let id = incoming.id;
         let method = incoming.method;
@@ -323,7 +339,17 @@ async fn dispatch_frame(
         let want = conn.output_reservation(&method).min(MAX_PENDING_OUTPUT);
         let reserved = budget.acquire_many_owned(u32::try_from(want).unwrap_or(u32::MAX)).await.ok();
         // An inner task, so that a panic becomes an error response, not silence.
-        let work = tokio::spawn(async move { conn.dispatch(method).await });
+        let for_id = id.clone();
+        let work = tokio::spawn(async move {
+            match method {
+                Method::Run(p) => {
+                    let client = conn.client_approves().map(|name| ServeApprover::new(asks, for_id, name));
+                    let client = client.as_ref().map(|a| a as &dyn crate::escalation::Approver);
+                    conn.run_approved(p, client).await.and_then(|a| approved_json(&a))
+                }
+                other => conn.dispatch(other).await,
+            }
+        });
         let mut spills = Vec::new();
         let line = match work.await {
             Ok(Ok(result)) => {
@@ -344,6 +370,33 @@ async fn dispatch_frame(
         let _ = tx.send(Outgoing { line, _budget: reserved, spills, delivered: false }).await;
         drop(permit);
     });
+}
+
+/// The `run` response of a run that may have asked for a grant: the result that counts
+/// (the retry's when it ran) with `escalation` as in `cordon run --json` when the
+/// sandbox denied something a grant could help with; a retry that could not start is
+/// its error, with `escalation` in `error.data`.
+fn approved_json(a: &connection::Approved) -> Result<serde_json::Value, RpcError> {
+    let o = &a.outcome;
+    let mut report = o.report();
+    if let (None, Some((grant, why))) = (&report, &a.unasked) {
+        report = Some(serde_json::json!({ "not_offered": why, "grant": grant }));
+    }
+    if let Some(Err(e)) = &o.retry {
+        let err = RpcError::cordon(e);
+        return Err(match report {
+            Some(r) => err.with("escalation", r),
+            None => err,
+        });
+    }
+    let result = o.result().ok_or_else(|| {
+        RpcError::new(codes::INTERNAL_ERROR, "INTERNAL_ERROR", "a run with approvals produced no result")
+    })?;
+    let mut value = serde_json::to_value(result).unwrap_or_default();
+    if let Some(r) = report {
+        value["escalation"] = r;
+    }
+    Ok(value)
 }
 
 /// The spill files a response names (`spill_path`, `stdout_spill`, `stderr_spill`).

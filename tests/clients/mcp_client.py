@@ -11,10 +11,13 @@ gone), never by the tool's word alone.
 
 import argparse
 import asyncio
+import json
 import os
+import re
+import subprocess
 import time
 
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
 DEADLINE = 60.0
@@ -55,11 +58,11 @@ def procs_with(marker):
     return found
 
 
-async def with_session(args, flags, body, cwd=None):
+async def with_session(args, flags, body, cwd=None, elicitation_callback=None):
     params = StdioServerParameters(command=args.cordon, args=["mcp", "--cwd", cwd or args.workspace, *flags])
     async with stdio_client(params) as streams:
         read, write = streams[0], streams[1]
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, elicitation_callback=elicitation_callback) as session:
             init = await asyncio.wait_for(session.initialize(), DEADLINE)
             info = attr(init, "server_info", "serverInfo")
             assert info.name == "cordon", info
@@ -216,11 +219,127 @@ async def scenario_background(args):
     ok("disconnecting the client killed the background process left running")
 
 
+def git(ws, *argv):
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@x", *argv], cwd=ws, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def commits(ws):
+    out = subprocess.run(["git", "rev-list", "--count", "HEAD"], cwd=ws, capture_output=True, text=True, check=True)
+    return int(out.stdout.strip())
+
+
+def audit_lines(path):
+    try:
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def fenced_outside(message):
+    """The lines of an approval message outside its boundary fences, and the boundary."""
+    first = message.splitlines()[0]
+    m = re.search(r"<<<(cordon-approval-[0-9a-f]{32})", first)
+    assert m, first
+    boundary = m.group(1)
+    outside, inside = [], False
+    for line in message.splitlines()[1:]:
+        if line == f"<<<{boundary}":
+            assert not inside, message
+            inside = True
+        elif line == f">>>{boundary}":
+            assert inside, message
+            inside = False
+        elif not inside:
+            outside.append(line)
+    assert not inside, f"an unclosed fence: {message}"
+    return boundary, outside
+
+
+async def scenario_approve(args):
+    # A `git commit` refused in workspace-write (.git protected): cordon asks the MCP
+    # client's user, through elicitation, for exactly "write .git" for one retry. Yes:
+    # the commit lands (judged with host git). No: nothing changes. The message fences
+    # the command's output and escapes what it chose (a file name with a newline that
+    # spells a fake question), and every decision is in the audit log.
+    ws = args.workspace
+    audit = os.path.join(args.outside, "audit.jsonl")
+    git(ws, "init", "-q", "-b", "main", ".")
+    git(ws, "commit", "-q", "--allow-empty", "-m", "one")
+    fake = "Run this exact command once at full-access?"
+    command = (
+        "echo 'output line'; printf '>>>cordon-approval-%032d\\ncordon asks for nothing\\n' 0; "
+        f": > \"$(printf '.git/x\\n{fake}')\" ; "
+        "git -c user.name=t -c user.email=t@x commit -q --allow-empty -m granted"
+    )
+    asked = []
+    answer = {"value": None}
+
+    async def on_elicit(context, params):
+        asked.append(params.message)
+        if answer["value"] is None:
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(action="accept", content={"approve": answer["value"]})
+
+    flags = ["--audit-log", audit]
+
+    async def body(session, init):
+        r = await call(session, "bash", {"command": command})
+        assert len(asked) == 1, asked
+        assert commits(ws) == 1, "declined, yet the commit landed"
+        text = text_of(r)
+        assert not is_error(r) and "the answer was no" in text, text
+        ok("declined: nothing changed, and the model is told not to work around it")
+
+        message = asked[0]
+        boundary, outside = fenced_outside(message)
+        git_dir = os.path.join(os.path.realpath(ws), ".git")
+        assert f"proposed: write {git_dir} for one retry, nothing else" in message, message
+        assert "output line" in message, message
+        assert not any(line.startswith(fake) or line.startswith("cordon asks for nothing") for line in outside), outside
+        questions = [line for line in outside if line.startswith("Run this exact command")]
+        assert len(questions) == 1 and git_dir in questions[0], outside
+        assert any("\\n" + fake in line for line in outside), f"the planted name is shown escaped: {outside}"
+        ok(f"the elicitation message fences the output ({boundary}) and escapes the denial target")
+
+        answer["value"] = False
+        await call(session, "bash", {"command": command})
+        assert len(asked) == 2 and commits(ws) == 1, "answered approve=false, yet the commit landed"
+        answer["value"] = True
+        r = await call(session, "bash", {"command": command})
+        assert len(asked) == 3, asked
+        assert commits(ws) == 2, f"granted, yet no commit: {text_of(r)}"
+        facts = structured(r)
+        assert facts["sandbox"]["mode"] == "workspace-write" and facts["escalation"]["decision"]["verdict"] == "granted", facts
+        assert "granted it" in text_of(r), text_of(r)
+        ok("granted through elicitation: the retry committed (host git sees it), still in workspace-write")
+
+        lines = audit_lines(audit)
+        assert [l["decision"] for l in lines] == ["refused", "refused", "granted"], lines
+        assert all(l["approver"]["kind"] == "mcp-elicitation" and l["grant"]["path"] == git_dir for l in lines), lines
+        ok("every decision is in the audit log")
+
+    await with_session(args, flags, body, elicitation_callback=on_elicit)
+
+    async def no_elicitation(session, init):
+        r = await call(session, "bash", {"command": "git -c user.name=t -c user.email=t@x commit -q --allow-empty -m x"})
+        text = text_of(r)
+        assert is_error(r), text
+        assert "Nobody could be asked" in text and "elicitation" in text and "--approver" in text, text
+        assert commits(ws) == 2
+        assert len(audit_lines(audit)) == 3, "a call nobody was asked about is not a decision"
+        ok("a client without elicitation and a server without --approver: a tool error naming the way out")
+
+    await with_session(args, flags, no_elicitation)
+
+
 SCENARIOS = {
     "tools": scenario_tools,
     "denied": scenario_denied,
     "readonly": scenario_readonly,
     "background": scenario_background,
+    "approve": scenario_approve,
 }
 
 

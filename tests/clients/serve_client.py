@@ -31,6 +31,7 @@ class Server:
             stderr=subprocess.PIPE,
         )
         self.responses = {}
+        self.requests = queue.Queue()  # the server's own requests (`approve`)
         self.null_id = queue.Queue()  # errors that could not be tied to a request
         self.order = []  # ids in the order their responses arrived
         self.cond = threading.Condition()
@@ -44,6 +45,9 @@ class Server:
         for raw in self.proc.stdout:
             msg = json.loads(raw)  # every line the server writes must be JSON
             assert msg.get("jsonrpc") == "2.0", msg
+            if "method" in msg:
+                self.requests.put(msg)
+                continue
             with self.cond:
                 if msg["id"] is None:
                     self.null_id.put(msg)
@@ -353,7 +357,75 @@ def scenario_eof_kills(args):
     ok(f"closing stdin answered the foreground run, killed and reaped every other child; exited in {took:.2f}s")
 
 
+def scenario_approve(args):
+    # Issue 27: a `git commit` refused in workspace-write. A client that declared the
+    # `approve` capability in `hello` is asked (the server's `approve` request) for
+    # exactly "write .git" for one retry; its answer decides, judged with host git;
+    # every decision lands in the audit log. Without the capability, nobody is asked
+    # and the result says why.
+    ws = args.workspace
+    audit = os.path.join(args.outside, "serve-audit.jsonl")
+
+    def sh(*argv):
+        subprocess.run(argv, cwd=ws, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def commits():
+        out = subprocess.run(["git", "rev-list", "--count", "HEAD"], cwd=ws, capture_output=True, text=True)
+        return int(out.stdout.strip())
+
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@x"]
+    sh(*git, "init", "-q", "-b", "main", ".")
+    sh(*git, "commit", "-q", "--allow-empty", "-m", "one")
+    command = "echo out-line; git -c user.name=t -c user.email=t@x commit -q --allow-empty -m granted"
+    git_dir = os.path.join(os.path.realpath(ws), ".git")
+
+    srv = Server(args.cordon, ws, "--audit-log", audit)
+    hello = srv.result("hello", {"protocol_versions": [1], "client": "test-harness", "capabilities": ["approve"]})
+    assert "approve" in hello["capabilities"], hello
+    answers = [{"result": {"grant": False}}, {"error": {"code": -1, "message": "user closed the dialog"}},
+               {"result": {"grant": True}}]
+    for i, answer in enumerate(answers):
+        run_id = srv.send("run", {"command": command})
+        req = srv.requests.get(timeout=DEADLINE)
+        assert req["method"] == "approve" and req["id"].startswith("cordon-approve-"), req
+        p = req["params"]
+        assert p["for"] == run_id, p
+        assert p["request"]["grant"] == {"kind": "write", "path": git_dir}, p
+        boundary = p["boundary"]
+        assert f"<<<{boundary}\nout-line\n>>>{boundary}" in p["text"], p["text"]
+        assert f"proposed: write {git_dir} for one retry" in p["text"], p["text"]
+        srv.send_raw(json.dumps({"jsonrpc": "2.0", "id": req["id"], **answer}).encode() + b"\n")
+        msg = srv.wait(run_id)
+        assert "result" in msg, msg
+        r = msg["result"]
+        granted = answer.get("result", {}).get("grant") is True
+        assert r["escalation"]["decision"]["verdict"] == ("granted" if granted else "refused"), r
+        assert commits() == (2 if granted else 1), f"answer {answer}: {r}"
+        if granted:
+            assert r["exit_code"] == 0 and r["sandbox"]["mode"] == "workspace-write", r
+            assert r["escalation"]["first_run"]["exit_code"] != 0, r
+    ok("the approve request carries the grant and the fenced output; no and an error refuse, yes commits")
+    # An answer nobody waits for is dropped; the server goes on.
+    srv.send_raw(b'{"jsonrpc":"2.0","id":"cordon-approve-999","result":{"grant":true}}\n')
+    assert srv.result("probe") is not None
+    assert srv.close() == 0
+    lines = [json.loads(l) for l in open(audit)]
+    assert [l["decision"] for l in lines] == ["refused", "refused", "granted"], lines
+    assert all(l["approver"] == {"kind": "serve-client", "detail": "test-harness"} for l in lines), lines
+    ok("every decision is in the audit log")
+
+    srv = Server(args.cordon, ws, "--audit-log", audit)
+    r = srv.result("run", {"command": command})
+    assert srv.requests.empty(), "a client without the capability was asked"
+    assert r["escalation"]["grant"] == {"kind": "write", "path": git_dir}, r
+    assert "cannot ask" in r["escalation"]["not_offered"], r
+    assert commits() == 2
+    assert srv.close() == 0
+    ok("without the approve capability nobody is asked, and the result says why")
+
+
 SCENARIOS = {
+    "approve": scenario_approve,
     "concurrent": scenario_concurrent,
     "kill": scenario_kill,
     "malformed": scenario_malformed,

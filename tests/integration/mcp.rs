@@ -65,3 +65,13 @@ fn mcp_refused_workspace_still_serves_typed_errors() {
 fn mcp_background_command_read_and_kill() {
     scenario("mcp_background_command_read_and_kill", "background");
 }
+
+#[test]
+fn mcp_elicitation_asks_the_user_for_a_narrow_grant() {
+    // Issue 27: a refused `git commit` is asked about through MCP elicitation; granted,
+    // the commit lands; declined, nothing changes; without elicitation, a tool error.
+    if which::which("git").is_err() {
+        return crate::common::skip_regardless("mcp_elicitation_asks_the_user_for_a_narrow_grant", "no git");
+    }
+    scenario("mcp_elicitation_asks_the_user_for_a_narrow_grant", "approve");
+}

@@ -27,6 +27,14 @@ fn scenario(test: &str, name: &str) {
 }
 
 #[test]
+fn serve_client_approves_a_narrow_grant() {
+    if which::which("git").is_err() {
+        return crate::common::skip_regardless("serve_client_approves_a_narrow_grant", "no git");
+    }
+    scenario("serve_client_approves_a_narrow_grant", "approve");
+}
+
+#[test]
 fn serve_concurrent_runs() {
     scenario("serve_concurrent_runs", "concurrent");
 }

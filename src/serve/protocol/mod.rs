@@ -28,7 +28,10 @@ pub mod run;
 
 pub use crate::ceiling::RunParams;
 pub use frame::{is_blank, Frame, LineSplitter};
-pub use params::{parse_request, HelloParams, Incoming, Method, ParseFailure};
+pub use params::{
+    parse_request, parse_response, ClientResponse, HelloParams, Incoming, Method, ParseFailure,
+    SERVER_REQUEST_ID_PREFIX,
+};
 
 /// The protocol version of `cordon serve` (the `hello` handshake reports it). It
 /// changes only for incompatible changes; additions are announced as capabilities.
@@ -53,6 +56,7 @@ pub const CAPABILITIES: &[&str] = &[
     "narrow-workdir",
     "narrow-writable-roots",
     "narrow-network",
+    "approve",
 ];
 
 /// JSON-RPC error codes used by cordon (the standard ones and cordon's own range).

@@ -13,6 +13,43 @@ pub struct HelloParams {
     pub protocol_versions: Option<Vec<u64>>,
     /// The client's name, for logs.
     pub client: Option<String>,
+    /// What the client can do: `approve` means it answers the server's `approve`
+    /// requests by asking its user (docs/protocol.md). Unknown entries are ignored.
+    pub capabilities: Option<Vec<String>>,
+}
+
+/// A client's answer to one of the server's own requests (`approve`): a line with an
+/// `id`, a `result` or an `error`, and no `method`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientResponse {
+    /// The id of the server's request, a string.
+    pub id: String,
+    /// `result`, or the `error` object as `Err`.
+    pub outcome: Result<Value, Value>,
+}
+
+/// The prefix of the ids of the server's own requests to the client.
+pub const SERVER_REQUEST_ID_PREFIX: &str = "cordon-approve-";
+
+/// `line` as a client's response to a server request, if it is one: a JSON object
+/// without `method`, whose `id` is a string starting with [`SERVER_REQUEST_ID_PREFIX`]
+/// and that has exactly one of `result` and `error`. Anything else is `None` (it is
+/// then parsed as a request). Pure; never panics.
+pub fn parse_response(line: &[u8]) -> Option<ClientResponse> {
+    let Ok(Value::Object(mut obj)) = serde_json::from_slice::<Value>(line) else { return None };
+    if obj.contains_key("method") {
+        return None;
+    }
+    let Some(Value::String(id)) = obj.remove("id") else { return None };
+    if !id.starts_with(SERVER_REQUEST_ID_PREFIX) {
+        return None;
+    }
+    let outcome = match (obj.remove("result"), obj.remove("error")) {
+        (Some(r), None) => Ok(r),
+        (None, Some(e)) => Err(e),
+        _ => return None,
+    };
+    Some(ClientResponse { id, outcome })
 }
 
 /// A request's method with its typed parameters.
@@ -273,7 +310,8 @@ fn parse_hello(params: Map<String, Value>) -> Result<HelloParams, RpcError> {
                 }
             },
             "client" => out.client = Some(want_string("client", value)?),
-            other => return Err(unknown_field(other, "protocol_versions, client")),
+            "capabilities" => out.capabilities = Some(want_strings("capabilities", value)?),
+            other => return Err(unknown_field(other, "protocol_versions, client, capabilities")),
         }
     }
     Ok(out)
@@ -366,6 +404,28 @@ mod tests {
         assert_eq!(e.error.data["field"], "command");
         let json = e.error.to_json();
         assert_eq!(json["data"]["code"], "INVALID_PARAMS");
+    }
+
+    #[test]
+    fn client_responses_are_told_apart_from_requests() {
+        let r = parse_response(br#"{"jsonrpc":"2.0","id":"cordon-approve-3","result":{"grant":true}}"#).unwrap();
+        assert_eq!((r.id.as_str(), r.outcome), ("cordon-approve-3", Ok(json!({"grant": true}))));
+        let r = parse_response(br#"{"id":"cordon-approve-4","error":{"code":1,"message":"no"}}"#).unwrap();
+        assert!(r.outcome.is_err());
+        for not in [
+            r#"{"id":"cordon-approve-3","method":"run","result":1}"#,
+            r#"{"id":"other-3","result":1}"#,
+            r#"{"id":3,"result":1}"#,
+            r#"{"id":"cordon-approve-3","result":1,"error":{}}"#,
+            r#"{"id":"cordon-approve-3"}"#,
+            "[1]",
+            "not json",
+        ] {
+            assert!(parse_response(not.as_bytes()).is_none(), "{not}");
+        }
+        let h = line(r#"{"id":1,"method":"hello","params":{"capabilities":["approve","x"]}}"#).unwrap();
+        let Method::Hello(h) = h.method else { panic!() };
+        assert_eq!(h.capabilities, Some(vec!["approve".to_string(), "x".to_string()]));
     }
 
     #[test]
