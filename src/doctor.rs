@@ -480,12 +480,10 @@ mod tests {
     /// (the test fake, which runs the command as is) is caught by the canaries even
     /// though the runner reports its usual enforcement. Runs on any OS: the host facts
     /// say macOS, and the directories lie outside `/tmp` and `/var` (the planner
-    /// refuses paths that are symlinks on macOS).
+    /// refuses paths that are symlinks on macOS; `launch_tests::scratch` picks them).
     #[tokio::test]
     async fn seatbelt_canaries_judge_sandbox_exec_by_effect() {
-        let parent = Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("seatbelt-launch-tests");
-        std::fs::create_dir_all(&parent).unwrap();
-        let base = tempfile::Builder::new().prefix("doctor-").tempdir_in(&parent).unwrap();
+        let base = crate::runner::seatbelt::launch_tests::scratch("doctor");
         let root = base.path().canonicalize().unwrap();
         for d in ["scratch", "state", "fake"] {
             std::fs::create_dir(root.join(d)).unwrap();

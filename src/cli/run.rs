@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
-#[command(trailing_var_arg = true, group = clap::ArgGroup::new("approval").args(["ask", "approver"]))]
+#[command(about = "Run a command under a sandbox mode", long_about = None, trailing_var_arg = true, group = clap::ArgGroup::new("approval").args(["ask", "approver"]))]
 pub(crate) struct RunArgs {
     /// Mode, workspace, writable roots, network, unix sockets, best effort.
     #[command(flatten)]

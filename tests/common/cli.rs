@@ -4,7 +4,7 @@
 //! [`confined_works`]).
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -111,7 +111,7 @@ pub fn confined_unavailable() -> Option<String> {
     [Mode::ReadOnly, Mode::WorkspaceWrite].into_iter().find_map(|mode| {
         let policy = ExecutionPolicy {
             mode,
-            workspace: PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
+            workspace: super::scratch_base(),
             writable_roots: vec![],
             protected: vec![],
             network: false,

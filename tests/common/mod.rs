@@ -80,13 +80,29 @@ pub fn find_in_path(prog: &str) -> Option<PathBuf> {
     std::env::split_paths(&path).map(|d| d.join(prog)).find(|p| p.is_file())
 }
 
-/// A temporary directory under cargo's per-package test scratch directory
-/// (`CARGO_TARGET_TMPDIR`), named `cordon-<tag>-...`; removed on drop.
+/// Directories a confined run does not see as the host's: its private `/tmp`,
+/// `/dev/shm` and `~/.cache` layers (README, "What a command sees").
+const RUN_PRIVATE_DIRS: [&str; 2] = ["/tmp", "/dev/shm"];
+
+/// Where the tests' scratch directories live: cargo's per-package test scratch
+/// directory (`CARGO_TARGET_TMPDIR`) unless it lies where a confined run has a private
+/// layer of its own (a target directory under `/tmp`, where a newcomer's clone often
+/// is: a path there means something else inside the sandbox), then `$CORDON_TEST_DIR`
+/// or `/var/tmp`.
+pub fn scratch_base() -> PathBuf {
+    let target_tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let canonical = target_tmp.canonicalize().unwrap_or_else(|_| target_tmp.clone());
+    if RUN_PRIVATE_DIRS.iter().any(|d| canonical.starts_with(d)) {
+        std::env::var_os("CORDON_TEST_DIR").map(PathBuf::from).unwrap_or_else(|| "/var/tmp".into())
+    } else {
+        target_tmp
+    }
+}
+
+/// A temporary directory under [`scratch_base`], named `cordon-<tag>-...`; removed on
+/// drop.
 pub fn temp_dir(tag: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("cordon-{tag}-"))
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .expect("create a temp dir")
+    tempfile::Builder::new().prefix(&format!("cordon-{tag}-")).tempdir_in(scratch_base()).expect("create a temp dir")
 }
 
 /// A scratch tree outside `/tmp` (which is private inside the sandbox):

@@ -9,6 +9,7 @@
 //! - [`escalation`], [`session`]: one-shot escalation and approvers; session overrides;
 //! - [`serve`], [`mcp`]: the line protocol and the MCP server driven by Python clients;
 //! - [`spill`]: spill files on disk;
+//! - [`record`]: the recorded CLI and protocol outputs (`tests/record/`);
 //! - [`review_regressions`]: findings of the security review, judged by effect.
 //!
 //! Not here: the security suite (`tests/security.rs`, its own binary so that
@@ -23,6 +24,7 @@ mod common;
 mod escalation;
 mod executor;
 mod mcp;
+mod record;
 mod review_regressions;
 mod serve;
 mod session;

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Record the observable output of a fixed set of cordon invocations, normalized
-# (workspace path, state-dir paths and host-specific numbers masked), so that a
-# reshaping change can be checked byte-for-byte: run it before and after, diff the
-# directories.
+# Record the observable output of a fixed set of cordon invocations (help texts, errors,
+# runs in each mode, serve and mcp sessions, probe, doctor), normalized (workspace path,
+# state-dir paths, spill names, boundaries, pids and host-sized numbers masked), so that
+# a change of what a user sees is a reviewed diff: `tests/integration/record.rs`
+# compares a fresh recording with `tests/record/expected/` on every test run, and
+# `CORDON_UPDATE_GOLDEN=1 cargo test --test integration record::` re-records it.
+# `host.txt` names the host facts the host-dependent recordings hang on; the test
+# compares those only on a host with the same facts (the CI host).
 #
 # Usage: tests/record/record.sh CORDON_BINARY OUT_DIR
 set -u
@@ -22,7 +26,9 @@ norm() {
         -e 's#"boundary":"[^"]*"#"boundary":"<B>"#g' \
         -e 's#cordon-output-[0-9a-f]*#cordon-output-<B>#g' \
         -e 's#"pid":[0-9][0-9]*#"pid":<PID>#g' \
-        -e 's#"serverInfo":{[^}]*}#"serverInfo":<INFO>#g'
+        -e 's#"/sys/fs/cgroup[^"]*"#"<CGROUP>"#g' \
+        -e 's#"serverInfo":{[^}]*}#"serverInfo":<INFO>#g' \
+        -e 's#^\(  memory: *\)[0-9][0-9]* bytes#\1<N> bytes#'
 }
 
 # rec NAME ARGS... : stdout, stderr and exit status of `cordon ARGS`.
@@ -72,6 +78,20 @@ rec invalid-missing run --json --writable /nonexistent/x -- true
 rec invalid-cwd run --json --cwd /nonexistent/x -- true
 rec serve-invalid serve --writable /etc
 rec probe probe --json
+# The facts the host-dependent recordings hang on (identity, Landlock ABI, bubblewrap,
+# the limits' mechanisms), one per line.
+"$cordon" probe --json </dev/null 2>/dev/null | python3 -c '
+import json, sys
+p = json.load(sys.stdin)
+h = p.get("host", {})
+print("euid-is-root:", h.get("euid") == 0)
+print("landlock-abi:", h.get("landlock_abi"))
+print("seccomp:", h.get("seccomp"))
+print("namespaces:", json.dumps(h.get("namespaces"), sort_keys=True))
+print("bwrap:", h.get("bwrap") is not None)
+limits = p.get("limits") or {}
+print("limits:", json.dumps({k: v for k, v in limits.items() if k.endswith("_by")}, sort_keys=True))
+' >"$out/host.txt" 2>&1
 rec probe-text probe
 rec doctor doctor --json
 rec session-show-missing session show "$ws/nosession"

@@ -32,10 +32,33 @@ struct Fixture {
     fake: PathBuf,
 }
 
+/// A fresh directory for one test whose canonical path the planner accepts: under
+/// `target/seatbelt-launch-tests` of the checkout, or, for a checkout under a
+/// directory that is a symlink on macOS (a newcomer's clone in `/tmp` or `/var/tmp`),
+/// under the first of the system temp directory (canonical: on macOS
+/// `/private/var/folders/...`) and `/dev/shm` that lies outside those prefixes.
+/// Removed on drop.
+pub(crate) fn scratch(prefix: &str) -> tempfile::TempDir {
+    let outside_symlinks = |p: &Path| {
+        let p = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        !super::plan::MACOS_SYMLINKED_DIRS.iter().any(|(link, _)| p.starts_with(link))
+    };
+    let in_checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("seatbelt-launch-tests");
+    let candidates = [in_checkout.clone(), std::env::temp_dir(), PathBuf::from("/dev/shm")];
+    let parent = candidates
+        .iter()
+        .find(|dir| {
+            let usable = if *dir == &in_checkout { std::fs::create_dir_all(dir).is_ok() } else { dir.is_dir() };
+            usable && outside_symlinks(dir)
+        })
+        .unwrap_or_else(|| panic!("no scratch directory outside /tmp, /var and /etc among {candidates:?}"));
+    let dir = tempfile::Builder::new().prefix(&format!("cordon-seatbelt-{prefix}-")).tempdir_in(parent).unwrap();
+    assert!(outside_symlinks(dir.path()), "{:?} resolves under a macOS symlink", dir.path());
+    dir
+}
+
 fn fixture() -> Fixture {
-    let parent = Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("seatbelt-launch-tests");
-    std::fs::create_dir_all(&parent).unwrap();
-    let base = tempfile::Builder::new().prefix("case-").tempdir_in(&parent).unwrap();
+    let base = scratch("case");
     let root = base.path().canonicalize().unwrap();
     let (ws, state, fake) = (root.join("ws"), root.join("state"), root.join("fake"));
     for d in [&ws, &state, &fake, &root.join("extra"), &ws.join(".git")] {

@@ -7,7 +7,7 @@
 //! confirm is listed in docs/seatbelt.md.
 
 #[cfg(test)]
-mod launch_tests;
+pub(crate) mod launch_tests;
 pub mod plan;
 pub mod runner;
 pub mod violations;
