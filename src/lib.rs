@@ -65,7 +65,7 @@ mod writes; // crate: the supervisor's judgement of write-intent syscalls (Linux
 pub use env::EnvError;
 pub use error::{CordonError, PolicyError, RunnerReason, WidthReason};
 pub use escalation::{Approver, Decision, EscalatedOutcome, EscalationError, EscalationOptions, EscalationRequest};
-pub use exec::{Executor, Handle, OutputRead, Status};
+pub use exec::{Executor, Handle, Interrupts, OutputRead, Status};
 pub use host::HostFacts;
 pub use limits::{LimitRequest, Limits};
 pub use mode::Mode;

@@ -71,6 +71,15 @@ impl RunResult {
                 self.timeout_ms
             ));
         }
+        for (name, stream) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            if stream.undelivered > 0 {
+                out.push(format!(
+                    "cordon: {} bytes of the command's {name} were not delivered: its reader did not take them \
+                     before the run ended",
+                    stream.undelivered
+                ));
+            }
+        }
         if let Some(r) = self.limit {
             out.push(format!("cordon: stopped by the {} limit", clean(&format!("{r:?}").to_lowercase())));
         }
@@ -117,6 +126,15 @@ pub struct CollectedOutput {
     /// spilling them failed (no space, an I/O error): they are lost.
     #[serde(default)]
     pub spill_failed: bool,
+    /// Live mode: bytes of this stream that cordon relayed and its destination did not
+    /// take by the run's end (the reader of a named FIFO stopped reading): lost. With
+    /// `> f 2>&1` both streams are one relay, counted as stdout. Omitted when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub undelivered: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The class of a refused operation.

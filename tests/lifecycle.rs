@@ -214,3 +214,139 @@ fn bwrap_runs_leave_no_zombie() {
         Ok(())
     });
 }
+
+/// How long cordon may take to end once its deadline passed or it was signalled,
+/// with its stdout a named FIFO that nobody reads: the run's end gives its relays at
+/// most the drain grace (2 s) then; without that bound it waited a minute, or as long
+/// as the reader held the FIFO. A hang catcher, not a timing claim.
+const ENDS_WITHIN: Duration = Duration::from_secs(30);
+
+/// A named FIFO whose read end this test holds open without ever reading (the reader
+/// of issue 25 finding 6), and its write end for cordon's stdio.
+fn stalled_fifo(ctx: &Ctx, name: &str) -> (std::fs::File, std::fs::File) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = ctx.root.join(name);
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
+    let reader = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&path).unwrap();
+    let writer = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    (reader, writer)
+}
+
+/// Bytes waiting in the FIFO (`FIONREAD` on its read end).
+fn pending(reader: &std::fs::File) -> usize {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through a valid pointer.
+    unsafe { libc::ioctl(reader.as_raw_fd(), libc::FIONREAD, &mut n) };
+    n as usize
+}
+
+/// Waits for `child` at most `within`; `None` (and the child killed) when it is still
+/// running then.
+fn exit_within(child: &mut std::process::Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        if let Some(st) = child.try_wait().unwrap() {
+            return Some(st);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// Issue 25 finding 6: a stdout nobody reads (a named FIFO held open, never read) does
+/// not keep cordon alive past its deadline, SIGTERM or SIGINT, whatever its stdio
+/// relays are doing; `> fifo 2>&1` (one shared relay, and cordon's own lines on the
+/// stalled FIFO) too. Judged by cordon's exit while the reader still holds the FIFO;
+/// the positive control is a slow reader that receives every byte.
+#[test]
+fn a_stalled_stdout_does_not_keep_cordon_past_its_deadline_or_a_signal() {
+    use std::os::unix::process::ExitStatusExt;
+    each_identity("a_stalled_stdout_does_not_keep_cordon_past_its_deadline_or_a_signal", |ctx| {
+        let flood = "head -c 1000000 /dev/zero; sleep 100";
+        let start = |timeout: &str, shared: bool, fifo: &str| -> Result<_, Skip> {
+            let (reader, writer) = stalled_fifo(ctx, fifo);
+            let err = if shared { Stdio::from(writer.try_clone().unwrap()) } else { Stdio::null() };
+            let mut child = ctx
+                .host_cmd(&ctx.suite.cordon)
+                .args(["run", "--mode", READ_ONLY, "--runner", &ctx.runner, "--timeout", timeout, "-c", flood])
+                .stdout(writer)
+                .stderr(err)
+                .spawn()
+                .unwrap();
+            // The FIFO is full: the relay is blocked on it.
+            let t = Instant::now();
+            while pending(&reader) < 4096 {
+                if let Some(st) = child.try_wait().unwrap() {
+                    return Err(Skip(format!("cordon ended before writing ({st}); is the runner available?")));
+                }
+                assert!(t.elapsed() < START_WITHIN, "the command never wrote to the FIFO");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok((reader, child))
+        };
+        let who = format!("as {} on {}", ctx.id.name, ctx.runner);
+        // The deadline.
+        let (reader, mut child) = start("3", false, "deadline")?;
+        let st = exit_within(&mut child, ENDS_WITHIN);
+        assert!(st.is_some(), "{who}: cordon outlived its 3 s deadline by {ENDS_WITHIN:?} on a stalled stdout");
+        drop(reader);
+        // SIGTERM, stdout and stderr one FIFO.
+        let (reader, mut child) = start("600", true, "sigterm")?;
+        // SAFETY: kill with a child's pid.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let st = exit_within(&mut child, ENDS_WITHIN);
+        assert!(st.is_some(), "{who}: cordon ignored SIGTERM on a stalled `> fifo 2>&1`");
+        drop(reader);
+        // SIGINT: the command (a shell without a handler) dies of it, cordon too.
+        let (reader, mut child) = start("600", false, "sigint")?;
+        // SAFETY: kill with a child's pid.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let st = exit_within(&mut child, ENDS_WITHIN);
+        assert!(st.is_some(), "{who}: cordon ignored SIGINT on a stalled stdout");
+        assert_eq!(st.unwrap().signal(), Some(libc::SIGINT), "{who}: cordon ends as the command did");
+        drop(reader);
+        // Control: a reader that starts late receives everything.
+        let (mut reader, writer) = stalled_fifo(ctx, "slow");
+        let mut child = ctx
+            .host_cmd(&ctx.suite.cordon)
+            .args([
+                "run",
+                "--mode",
+                READ_ONLY,
+                "--runner",
+                &ctx.runner,
+                "--timeout",
+                "60",
+                "-c",
+                "head -c 1000000 /dev/zero",
+            ])
+            .stdout(writer)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        let mut got = 0usize;
+        let mut buf = vec![0u8; 65536];
+        let t = Instant::now();
+        loop {
+            match std::io::Read::read(&mut reader, &mut buf) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    assert!(t.elapsed() < ENDS_WITHIN, "{who}: the slow reader's copy never ended");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => panic!("{who}: reading the FIFO: {e}"),
+            }
+        }
+        let st = child.wait().unwrap();
+        assert_eq!(got, 1_000_000, "{who}: control: a slow reader gets every byte ({st})");
+        assert_eq!(st.code(), Some(0), "{who}: control");
+        Ok(())
+    });
+}

@@ -189,16 +189,26 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
         Err(e) => return error_exit(&CordonError::Io { what: "starting the runtime".into(), source: e }, json),
     };
     let gone = StdoutWatch::default();
-    let abort = gone.abort_on_signal_or_gone(json);
+    // Ctrl-C (SIGINT) is the command's to handle: it is delivered to its process
+    // group; SIGTERM and SIGHUP abort the run (and, with --json, a reader gone).
+    let abort = gone.abort_on_signal_or_gone(json, false);
+    let interrupts = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counted = interrupts.clone();
     let outcome = rt.block_on(async move {
         cordon::phases::mark("runtime");
+        let sigint = interrupt_counter(counted);
         let exec = Executor::new(ExecutorConfig::default())?;
         cordon::phases::mark("stale_sweep");
         let spec = exec.resolve(req)?;
-        let result = exec.run_until(spec, abort).await;
+        let result = exec.run_interruptible(spec, abort, sigint).await;
         cordon::phases::mark("result");
         result
     });
+    // Nothing of the run is left to clean up: a signal now ends cordon at once, even
+    // while it writes to a reader that stopped reading.
+    #[cfg(target_os = "linux")]
+    cordon_stage::signals::restore_default(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP]);
+    let interrupted = interrupts.load(std::sync::atomic::Ordering::SeqCst) > 0;
     match outcome {
         Ok(result) => {
             if json && !gone.deliver(&result, &[&result]) {
@@ -211,23 +221,75 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
             if let Some(phases) = cordon::phases::report() {
                 errln!("{phases}");
             }
-            ExitCode::from((result.shell_status() & 0xff) as u8)
+            end_like(&result, interrupted)
         }
         Err(e) => error_exit(&e, json),
     }
 }
 
-/// Live mode: cordon's own facts about the run, one line each, after its output.
+/// cordon's exit status: the command's. A command that died of SIGINT (Ctrl-C) ends
+/// cordon by SIGINT too, so that a calling shell stops its loop as it would for the
+/// command itself (bash does only for a child that died of SIGINT). Under bubblewrap,
+/// whose monitor reports a command's death by signal N as the status 128 + N, a 130
+/// after cordon received SIGINT counts as that death.
+pub(crate) fn end_like(result: &cordon::RunResult, interrupted: bool) -> ExitCode {
+    let by_sigint = result.signal == Some(libc::SIGINT)
+        || (interrupted
+            && result.sandbox.runner == cordon::runner::RunnerKind::Bwrap
+            && result.exit_code == Some(128 + libc::SIGINT));
+    if by_sigint {
+        let _ = std::io::stdout().flush();
+        #[cfg(target_os = "linux")]
+        cordon_stage::signals::die_by(libc::SIGINT);
+    }
+    ExitCode::from((result.shell_status() & 0xff) as u8)
+}
+
+/// Counts SIGINT into `count` and publishes it as the run's interrupts. Call inside
+/// the runtime (it registers the handler at once).
+fn interrupt_counter(count: std::sync::Arc<std::sync::atomic::AtomicU32>) -> cordon::Interrupts {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (tx, rx) = tokio::sync::watch::channel(0u32);
+    match signal(SignalKind::interrupt()) {
+        Ok(mut int) => {
+            tokio::spawn(async move {
+                while int.recv().await.is_some() {
+                    let n = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                    if tx.send(n).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        // No handler: SIGINT keeps its default (it ends cordon, and the parent-death
+        // signal ends the run).
+        Err(_) => drop(tx),
+    }
+    rx
+}
+
+/// How long cordon's own lines after a live run may take to be written: a reader that
+/// stopped reading (a stalled named FIFO as stderr) does not keep cordon waiting.
+const NOTES_WRITE_BOUND: Duration = cordon::request::DRAIN_GRACE;
+
+/// Live mode: cordon's own facts about the run, one line each, after its output,
+/// written within [`NOTES_WRITE_BOUND`] (what is not written by then is dropped).
 fn print_live_notes(result: &cordon::RunResult) {
     let notes = result.live_notes();
     if notes.is_empty() {
         return;
     }
-    let mut err = std::io::stderr().lock();
-    for n in notes {
-        let _ = writeln!(err, "{n}");
+    let text: String = notes.iter().map(|n| format!("{n}\n")).collect();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let writer = std::thread::Builder::new().name("cordon-notes".into()).spawn(move || {
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(text.as_bytes());
+        let _ = err.flush();
+        let _ = tx.send(());
+    });
+    if writer.is_ok() {
+        let _ = rx.recv_timeout(NOTES_WRITE_BOUND);
     }
-    let _ = err.flush();
 }
 
 /// Whether `--json` output still has a reader.
@@ -237,15 +299,16 @@ pub(crate) struct StdoutWatch {
 }
 
 impl StdoutWatch {
-    /// The run's abort: SIGINT/SIGTERM/SIGHUP, or (with `json`) stdout's reader gone.
-    fn abort_on_signal_or_gone(&self, json: bool) -> impl std::future::Future<Output = ()> + 'static {
+    /// The run's abort: SIGTERM/SIGHUP (and SIGINT with `sigint`), or (with `json`)
+    /// stdout's reader gone.
+    fn abort_on_signal_or_gone(&self, json: bool, sigint: bool) -> impl std::future::Future<Output = ()> + 'static {
         let gone = self.gone.clone();
         async move {
             if !json {
-                return interrupted().await;
+                return interrupted(sigint).await;
             }
             tokio::select! {
-                _ = interrupted() => {}
+                _ = interrupted(sigint) => {}
                 _ = stdout_gone() => gone.store(true, std::sync::atomic::Ordering::SeqCst),
             }
         }
@@ -422,7 +485,7 @@ pub(crate) fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitC
         Err(e) => return error_exit(&CordonError::Io { what: "starting the runtime".into(), source: e }, json),
     };
     let gone = StdoutWatch::default();
-    let abort = gone.abort_on_signal_or_gone(json);
+    let abort = gone.abort_on_signal_or_gone(json, true);
     let outcome = rt.block_on(async {
         let exec = Executor::new(ExecutorConfig::default())?;
         match &approver {
@@ -548,16 +611,22 @@ pub(crate) fn replay(stream: &cordon::result::CollectedOutput, to: &mut dyn Writ
     let _ = to.flush();
 }
 
-/// Resolves when cordon receives SIGINT, SIGTERM or SIGHUP (the command is aborted).
-pub(crate) async fn interrupted() {
+/// Resolves when cordon receives SIGTERM or SIGHUP, or SIGINT with `sigint` (the
+/// command is aborted).
+pub(crate) async fn interrupted(sigint: bool) {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term), Ok(mut hup)) =
-        (signal(SignalKind::interrupt()), signal(SignalKind::terminate()), signal(SignalKind::hangup()))
-    else {
+    let (Ok(mut term), Ok(mut hup)) = (signal(SignalKind::terminate()), signal(SignalKind::hangup())) else {
         return std::future::pending().await;
     };
+    let mut int = if sigint { signal(SignalKind::interrupt()).ok() } else { None };
+    let int_recv = async {
+        match int.as_mut() {
+            Some(s) => s.recv().await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
-        _ = int.recv() => {}
+        _ = int_recv => {}
         _ = term.recv() => {}
         _ = hup.recv() => {}
     }

@@ -284,7 +284,7 @@ impl StreamCapture {
         let spill_truncated = needed && s.spill_truncated && !s.spill_error;
         // The exact bytes were needed and no file (not even a capped one) has them.
         let spill_failed = needed && spill_path.is_none() && !spill_truncated;
-        let out = CollectedOutput { text, truncated, spill_path, spill_truncated, spill_failed };
+        let out = CollectedOutput { text, truncated, spill_path, spill_truncated, spill_failed, undelivered: 0 };
         s.finished = Some(out.clone());
         out
     }

@@ -15,6 +15,53 @@ pub(super) fn signal_group(pid: i32, sig: Signal) {
     let _ = kill(Pid::from_raw(pid), sig);
 }
 
+/// Deliver SIGINT to the command's process group (a caller's Ctrl-C), once, the way
+/// each launch arranges the run's processes:
+/// - pid 1 of a confined run's pid namespace (the stage's init) forwards it to the
+///   command and its group: the init alone is signalled;
+/// - a supervising init leads the run's group with the command in it, and ignores the
+///   signal itself: the group is signalled (passthrough, Landlock without namespaces);
+/// - under bubblewrap, bubblewrap's monitor (the init's child) leads a session of its
+///   own and would die of the signal, while bubblewrap's pid 1 (its child) leads the
+///   command's session and, as a pid namespace's init, ignores it: that group alone is
+///   signalled, found through `/proc`'s children lists (nothing is signalled before it
+///   exists);
+/// - the direct launch: the leader's group, unless it is cordon's own (an interactive
+///   run on the caller's terminal, which signalled the command itself).
+pub(super) fn interrupt_run(pid: i32, runner: RunnerKind, supervised: bool) {
+    let pid_t = Pid::from_raw(pid);
+    if nix::unistd::getpgid(Some(pid_t)).is_ok_and(|g| g == nix::unistd::getpgrp()) {
+        return;
+    }
+    if runner == RunnerKind::Bwrap && supervised {
+        #[cfg(target_os = "linux")]
+        if let Some(group) = first_child(pid).and_then(first_child).and_then(process_group) {
+            let _ = killpg(Pid::from_raw(group), Signal::SIGINT);
+        }
+        return;
+    }
+    if supervised || runner == RunnerKind::Passthrough || super::direct::is_direct(runner) {
+        let _ = killpg(pid_t, Signal::SIGINT);
+    } else {
+        let _ = kill(pid_t, Signal::SIGINT);
+    }
+}
+
+/// The first child of `pid` (`/proc/<pid>/task/<pid>/children`).
+#[cfg(target_os = "linux")]
+fn first_child(pid: i32) -> Option<i32> {
+    let list = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    list.split_whitespace().next()?.parse().ok()
+}
+
+/// The process group of `pid`, from `/proc/<pid>/stat` (after the command name:
+/// state, parent, group).
+#[cfg(target_os = "linux")]
+fn process_group(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(2)?.parse().ok()
+}
+
 /// The command's own wait status, as reported by its init (4 bytes, native endian).
 pub(super) fn init_report(exit_status: Option<&OwnedFd>) -> Option<Exit> {
     let fd = exit_status?;
@@ -64,28 +111,53 @@ pub(super) async fn wait_exit(watch: &ExitWatch, pid: i32, exit_status: Option<&
     }
 }
 
+/// A caller's interrupts (Ctrl-C at the CLI): each increment of the counter is
+/// delivered to the command's process group as SIGINT; the run goes on until the
+/// command decides to end.
+pub type Interrupts = tokio::sync::watch::Receiver<u32>;
+
+/// Resolves at the next interrupt; never when there is no sender any more.
+async fn next_interrupt(interrupts: &mut Option<Interrupts>) {
+    if let Some(rx) = interrupts {
+        if rx.changed().await.is_ok() {
+            return;
+        }
+    }
+    std::future::pending().await
+}
+
 pub(super) async fn finish(
     mut l: Launched,
     timeout: Duration,
     output_mode: Output,
     config: &ExecutorConfig,
     abort: impl Future<Output = ()>,
+    mut interrupts: Option<Interrupts>,
     mode: Mode,
 ) -> RunResult {
     let pid = l.pid;
     let mut timed_out = false;
     let mut aborted = false;
+    let mut interrupted = false;
+    let deadline_at = tokio::time::Instant::now().checked_add(timeout);
+    tokio::pin!(abort);
     let exit = {
         let wait = wait_exit(&l.exit_watch, pid, l.exit_status.as_ref());
         tokio::pin!(wait);
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
-        tokio::pin!(abort);
-        let first = tokio::select! {
-            biased;
-            st = &mut wait => Some(st),
-            _ = &mut deadline => { timed_out = true; None }
-            _ = &mut abort => { aborted = true; None }
+        let first = loop {
+            break tokio::select! {
+                biased;
+                st = &mut wait => Some(st),
+                _ = &mut deadline => { timed_out = true; None }
+                _ = &mut abort => { aborted = true; None }
+                _ = next_interrupt(&mut interrupts) => {
+                    interrupted = true;
+                    interrupt_run(pid, l.selection.runner, l.guard.supervised);
+                    continue;
+                }
+            };
         };
         match first {
             Some(st) => st,
@@ -127,16 +199,52 @@ pub(super) async fn finish(
     // dropped future aborts the collectors.
     let drain_all = futures_join(std::mem::take(&mut l.collectors));
     let _ = tokio::time::timeout(config.drain_grace, drain_all).await;
-    // Relayed stdio: the destination takes its time (see `launch::RELAY_GRACE`).
-    let relays = futures_join(std::mem::take(&mut l.relays));
-    let _ = tokio::time::timeout(config.drain_grace.max(super::launch::RELAY_GRACE), relays).await;
+    // Relayed stdio: the destination takes its time, within the run's deadline (at
+    // most `relay::RELAY_GRACE`, at least the drain grace); a run that timed out, was
+    // aborted or interrupted gives it only the drain grace, and an abort or interrupt
+    // meanwhile ends the wait. What is not delivered then is reported, never waited
+    // on (see `super::relay`).
+    let mut relays = std::mem::take(&mut l.relays);
+    let bound = match deadline_at {
+        Some(at) if !(timed_out || aborted || interrupted) => at
+            .saturating_duration_since(tokio::time::Instant::now())
+            .clamp(config.drain_grace, super::relay::RELAY_GRACE),
+        _ => config.drain_grace,
+    };
+    {
+        let all_ended = async {
+            for r in relays.iter_mut() {
+                r.ended().await;
+            }
+        };
+        tokio::select! {
+            _ = all_ended => {}
+            _ = tokio::time::sleep(bound) => {}
+            _ = &mut abort, if !aborted => {}
+            _ = next_interrupt(&mut interrupts) => {}
+        }
+    }
+    let mut undelivered = [0u64; 2];
+    for r in relays {
+        let stream = r.stream;
+        let n = r.stop().await;
+        match stream {
+            super::relay::Stream::Stdout => undelivered[0] += n,
+            super::relay::Stream::Stderr => undelivered[1] += n,
+            super::relay::Stream::Stdin => {}
+        }
+    }
+    // The command is gone: its stdin's copy stops where it is.
+    drop(l.stdin_relay.take());
     if let Some(w) = l.stdin_writer.take() {
         w.abort();
     }
-    let (stdout, stderr) = match output_mode {
+    let (mut stdout, mut stderr) = match output_mode {
         Output::Capture => (l.stdout.finish(), l.stderr.finish()),
         Output::Inherit => Default::default(),
     };
+    stdout.undelivered = undelivered[0];
+    stderr.undelivered = undelivered[1];
     let (exit_code, signal) = match exit {
         Exit::Code(c) => (Some(c), None),
         Exit::Signal(s) => (None, Some(s)),

@@ -5,6 +5,7 @@
 //! Linux).
 
 use super::finish::ExitWatch;
+use super::relay::{Relay, Stream};
 #[cfg(target_os = "linux")]
 use super::supervision::{start_proxy, write_rules};
 use super::*;
@@ -127,12 +128,12 @@ enum Handover {
 
 /// The command's stdout and stderr for a confined live run ([`handover`]): each to
 /// be relayed replaced by a pipe whose contents cordon copies to it (recorded in
-/// `relays` as `(pipe's read end, destination)`). Both the same file (`> f 2>&1`): one
-/// pipe for both, so that their order is kept.
+/// `relays` as `(pipe's read end, destination, stream)`). Both the same file
+/// (`> f 2>&1`): one pipe for both, so that their order is kept.
 fn relay_files(
     out: [OwnedFd; 2],
     state_dir: &Path,
-    relays: &mut Vec<(OwnedFd, OwnedFd)>,
+    relays: &mut Vec<(OwnedFd, OwnedFd, Stream)>,
 ) -> Result<[OwnedFd; 2], CordonError> {
     let same_file = |a: &OwnedFd, b: &OwnedFd| match (nix::sys::stat::fstat(a), nix::sys::stat::fstat(b)) {
         (Ok(x), Ok(y)) => x.st_dev == y.st_dev && x.st_ino == y.st_ino,
@@ -144,22 +145,22 @@ fn relay_files(
         let (r, w) = pipe()?;
         let w = above_stdio(w)?;
         let w2 = dup_cloexec(w.as_fd()).map_err(|e| CordonError::io("duplicating a pipe", e))?;
-        relays.push((r, o));
+        relays.push((r, o, Stream::Stdout));
         drop(e);
         return Ok([w, w2]);
     }
-    let mut one = |fd: OwnedFd, h: Handover| -> Result<OwnedFd, CordonError> {
+    let mut one = |fd: OwnedFd, h: Handover, stream: Stream| -> Result<OwnedFd, CordonError> {
         match h {
             Handover::Keep => Ok(fd),
             Handover::Reopened(ro) => above_stdio(ro),
             Handover::Relay => {
                 let (r, w) = pipe()?;
-                relays.push((r, fd));
+                relays.push((r, fd, stream));
                 above_stdio(w)
             }
         }
     };
-    Ok([one(o, ho)?, one(e, he)?])
+    Ok([one(o, ho, Stream::Stdout)?, one(e, he, Stream::Stderr)?])
 }
 
 /// The command's stdin when the caller gives none: `/dev/null`, which a command
@@ -247,66 +248,6 @@ fn read_only_null() -> Option<&'static OwnedFd> {
         .as_ref()
 }
 
-/// Copy everything readable from `from` to `to` (a relayed stdio stream) on a thread of
-/// its own, done at end-of-file; the future ends with it. Not the runtime's blocking
-/// pool: a copy that never ends (a process that escaped the run still holding the
-/// pipe) must not hold up the runtime's shutdown, and the caller's bounded wait only
-/// drops this future. The first failed write ends the copy and closes `from`, as if
-/// the command had written there itself: relaying its output (`output`), the command
-/// gets EPIPE (a full disk fails it instead of being dropped silently; cordon names
-/// the error on its stderr); relaying its stdin, the command stopped reading.
-async fn relay(from: OwnedFd, to: OwnedFd, output: bool) {
-    let (done, finished) = tokio::sync::oneshot::channel::<()>();
-    let copy = move || {
-        use std::io::{ErrorKind, Read, Write};
-        let wait = |fd: &std::fs::File, events: nix::poll::PollFlags| {
-            let mut p = [nix::poll::PollFd::new(fd.as_fd(), events)];
-            let _ = nix::poll::poll(&mut p, nix::poll::PollTimeout::NONE);
-        };
-        let (mut from, mut to) = (std::fs::File::from(from), std::fs::File::from(to));
-        let mut buf = vec![0u8; READ_CHUNK];
-        'copy: loop {
-            let n = match from.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    wait(&from, nix::poll::PollFlags::POLLIN);
-                    continue;
-                }
-                Err(_) => break,
-            };
-            let mut rest = &buf[..n];
-            while !rest.is_empty() {
-                match to.write(rest) {
-                    Ok(0) => break 'copy,
-                    Ok(k) => rest = &rest[k..],
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => wait(&to, nix::poll::PollFlags::POLLOUT),
-                    Err(e) => {
-                        if output {
-                            eprintln!("cordon: the command's output could not be written ({e})");
-                        }
-                        break 'copy;
-                    }
-                }
-            }
-        }
-        drop(from);
-        let _ = done.send(());
-    };
-    // Without a thread the descriptors are dropped: the command sees EOF or EPIPE.
-    if std::thread::Builder::new().name("cordon-relay".into()).spawn(copy).is_ok() {
-        let _ = finished.await;
-    }
-}
-
-/// How long a run's end waits for its stdio relays once the run is over: they end as
-/// soon as the destination took the last bytes (a slow reader of a named FIFO, a
-/// slow disk), unless a process that escaped the run (no pid namespace) still holds
-/// the pipe.
-pub(super) const RELAY_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
-
 pub(super) fn pipe() -> Result<(OwnedFd, OwnedFd), CordonError> {
     #[cfg(target_os = "linux")]
     let pipe = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC);
@@ -361,8 +302,10 @@ pub(super) struct Launched {
     pub(super) stdout: StreamCapture,
     pub(super) stderr: StreamCapture,
     pub(super) collectors: Vec<tokio::task::JoinHandle<()>>,
-    /// Copies of relayed stdio (see `relay`).
-    pub(super) relays: Vec<tokio::task::JoinHandle<()>>,
+    /// Copies of relayed stdout and stderr (see `super::relay`).
+    pub(super) relays: Vec<Relay>,
+    /// The copy of relayed stdin, stopped at the run's end.
+    pub(super) stdin_relay: Option<Relay>,
     pub(super) stdin_writer: Option<tokio::task::JoinHandle<()>>,
     pub(super) run_dir: Option<PathBuf>,
     pub(super) limits: crate::limits::RunLimits,
@@ -539,7 +482,7 @@ impl Executor {
         let stdout = StreamCapture::new(spec.output_cap, spec.spill_cap, spill, &format!("out-{pid_tag}-{id}-"));
         let stderr = StreamCapture::new(spec.output_cap, spec.spill_cap, spill, &format!("err-{pid_tag}-{id}-"));
         let mut readers = Vec::new();
-        let mut relays: Vec<(OwnedFd, OwnedFd)> = Vec::new();
+        let mut relays: Vec<(OwnedFd, OwnedFd, Stream)> = Vec::new();
         let child_out: [OwnedFd; 2] = match spec.output {
             Output::Capture => {
                 let (r1, w1) = pipe()?;
@@ -633,11 +576,9 @@ impl Executor {
         };
         crate::phases::mark("supervisor");
         let collectors = readers.into_iter().map(|(fd, cap)| tokio::spawn(drain(fd, cap))).collect();
-        let relays = relays.into_iter().map(|(from, to)| tokio::spawn(relay(from, to, true))).collect();
+        let relays = relays.into_iter().map(|(from, to, stream)| Relay::start(from, to, stream)).collect();
+        let stdin_relay = stdin_relay.map(|(from, to)| Relay::start(from, to, Stream::Stdin));
         let stdin_writer = match (&spec.stdin, stdin_writer_fd) {
-            (Stdin::Inherit, _) if stdin_relay.is_some() => {
-                stdin_relay.take().map(|(from, to)| tokio::spawn(relay(from, to, false)))
-            }
             (Stdin::Bytes(bytes), Some(w)) => {
                 let bytes = bytes.clone();
                 Some(tokio::spawn(async move {
@@ -671,6 +612,7 @@ impl Executor {
             stderr,
             collectors,
             relays,
+            stdin_relay,
             stdin_writer,
             run_dir,
             limits,

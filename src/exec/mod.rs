@@ -27,10 +27,12 @@ pub mod capture;
 mod direct;
 mod finish;
 mod launch;
+mod relay;
 #[cfg(target_os = "linux")]
 mod supervision;
 
 use finish::finish;
+pub use finish::Interrupts;
 
 use crate::env::build_environment;
 use crate::error::CordonError;
@@ -582,7 +584,23 @@ impl Executor {
         let timeout = spec.timeout;
         let output_mode = spec.output;
         let launched = self.launch(&spec).await?;
-        Ok(finish(launched, timeout, output_mode, &self.config, abort, spec.policy.mode).await)
+        Ok(finish(launched, timeout, output_mode, &self.config, abort, None, spec.policy.mode).await)
+    }
+
+    /// Like [`Executor::run_until`], and each change of `interrupts` delivers SIGINT to
+    /// the command's process group (a caller's Ctrl-C, as a terminal would deliver it):
+    /// the command decides whether that ends it; the deadline and `abort` still apply.
+    /// A run that was interrupted gives its relayed stdio only the drain grace at its end.
+    pub async fn run_interruptible(
+        &self,
+        spec: Spec,
+        abort: impl Future<Output = ()>,
+        interrupts: Interrupts,
+    ) -> Result<RunResult, CordonError> {
+        let timeout = spec.timeout;
+        let output_mode = spec.output;
+        let launched = self.launch(&spec).await?;
+        Ok(finish(launched, timeout, output_mode, &self.config, abort, Some(interrupts), spec.policy.mode).await)
     }
 
     /// Start a spec in the background.
@@ -610,7 +628,7 @@ impl Executor {
                     }
                 }
             };
-            let result = finish(launched, timeout, output_mode, &config, abort, mode).await;
+            let result = finish(launched, timeout, output_mode, &config, abort, None, mode).await;
             let _ = result_tx.send(Some(result));
         });
         Ok(Handle { shared })
