@@ -7,6 +7,7 @@ use cordon::flags::{parse_mode, PolicyArgs};
 use cordon::mode::Mode;
 use cordon::request::{Command, ExecutorConfig, Output, Request, Stdin};
 use cordon::runner::RunnerChoice;
+use cordon::serve::stdout_gone;
 use cordon::Executor;
 use std::ffi::OsString;
 use std::io::Write;
@@ -332,39 +333,6 @@ impl StdoutWatch {
         }
         ok
     }
-}
-
-/// Resolves when fd 1 reports `POLLERR` or `POLLHUP`: the reader of a pipe or socket
-/// closed its end. Never resolves for a file or a terminal that stays open. A thread
-/// blocks in `poll` (no events requested: errors and hang-ups are always reported).
-pub(crate) async fn stdout_gone() {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    use std::os::fd::AsFd;
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let watcher = std::thread::Builder::new().name("stdout-watch".into()).spawn(move || {
-        let stdout = std::io::stdout();
-        loop {
-            let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::empty())];
-            match poll(&mut fds, PollTimeout::NONE) {
-                Ok(_) => {
-                    let r = fds[0].revents().unwrap_or(PollFlags::empty());
-                    if r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP) {
-                        let _ = tx.send(());
-                        return;
-                    }
-                    if r.contains(PollFlags::POLLNVAL) {
-                        return;
-                    }
-                }
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(_) => return,
-            }
-        }
-    });
-    if watcher.is_ok() && rx.await.is_ok() {
-        return;
-    }
-    std::future::pending::<()>().await
 }
 
 /// The `cordon run` flags that bring in a session or escalation (docs/escalation.md).

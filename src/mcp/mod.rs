@@ -27,8 +27,9 @@
 //! user to restart the server on a project directory), instead of exiting before the
 //! client could read anything.
 //!
-//! Lifecycle: when the client disconnects, every process the connection started is
-//! killed and reaped before the server exits.
+//! Lifecycle: when the client disconnects (closes stdin, or closes stdout: `poll` on
+//! fd 1 reports it), every process the connection started is killed and reaped before
+//! the server exits.
 //!
 //! Command output in the model-facing text sits between two lines carrying a fresh
 //! random boundary per tool result (`<<<cordon-output-HEX` / `>>>cordon-output-HEX`,
@@ -166,6 +167,8 @@ pub fn main(args: CeilingArgs) -> ExitCode {
                         }
                     }
                     _ = signals.wait_for(|n| *n > 0) => {}
+                    // The client closed our stdout: nobody can read a result any more.
+                    _ = crate::serve::stdout_gone() => {}
                 }
                 ExitCode::SUCCESS
             }

@@ -24,7 +24,8 @@
 //! Lifecycle: at end of input the server stops reading, kills every background
 //! process (nobody can read them any more), lets the foreground requests in flight
 //! finish and answers each with its real result, then exits: a piped request always
-//! gets its result. On SIGTERM, SIGINT, SIGHUP, or when stdout is gone, it also aborts
+//! gets its result. On SIGTERM, SIGINT, SIGHUP, or when stdout is gone (a write failed,
+//! or `poll` on fd 1 reports the reader closed its end: [`stdout_gone`]), it also aborts
 //! the foreground runs. Processes belong to the connection; nothing outlives it.
 //!
 //! Ids: each response carries its request's id exactly as written (raw JSON text); a
@@ -145,7 +146,7 @@ pub fn main(args: CeilingArgs) -> ExitCode {
         // Non-blocking pipes when stdin/stdout are FIFOs (reopened through /proc, so
         // the O_NONBLOCK flag stays private), else tokio's blocking stdio.
         let (input, output) = rmcp::transport::stdio_pipes();
-        serve(input, output, conn, signal_counter()).await;
+        serve(input, output, conn, signal_counter(), stdout_gone()).await;
         ExitCode::SUCCESS
     });
     // A blocking stdin read (stdin not a pipe) cannot be cancelled; do not wait on it.
@@ -156,14 +157,29 @@ pub fn main(args: CeilingArgs) -> ExitCode {
 /// Serve one connection until `input` ends or `signals` counts a first signal; then
 /// kill and reap every process the connection started and return once all responses
 /// are written. A further signal during that shutdown cuts it short: what is still
-/// running is SIGKILLed and reaped when the connection is dropped.
-pub async fn serve<R, W>(mut input: R, output: W, conn: Arc<Connection>, mut signals: watch::Receiver<u32>)
-where
+/// running is SIGKILLed and reaped when the connection is dropped. `closed` resolves
+/// when the client closed `output` (see [`stdout_gone`]): the server then stops as
+/// after a failed write, at once, aborting the runs in flight.
+pub async fn serve<R, W>(
+    mut input: R,
+    output: W,
+    conn: Arc<Connection>,
+    mut signals: watch::Receiver<u32>,
+    closed: impl std::future::Future<Output = ()> + Send + 'static,
+) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (tx, rx) = mpsc::channel::<Outgoing>(OUT_QUEUE);
     let (broken_tx, mut broken) = watch::channel(false);
+    let broken_tx = Arc::new(broken_tx);
+    let watch_closed = {
+        let broken_tx = broken_tx.clone();
+        tokio::spawn(async move {
+            closed.await;
+            let _ = broken_tx.send(true);
+        })
+    };
     let writer = tokio::spawn(write_loop(output, rx, broken_tx, conn.clone()));
     let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let budget = Arc::new(Semaphore::new(MAX_PENDING_OUTPUT));
@@ -226,6 +242,7 @@ where
     }
     drop(tx);
     drop(asks);
+    watch_closed.abort();
     let _ = tokio::time::timeout(WRITER_GRACE, writer).await;
     // Background output whose path no written response carried reaches nobody now.
     conn.discard_undelivered_spills().await;
@@ -425,7 +442,7 @@ fn collect_spill_paths(v: &serde_json::Value, out: &mut Vec<PathBuf>) {
 async fn write_loop<W: AsyncWrite + Unpin>(
     mut out: W,
     mut rx: mpsc::Receiver<Outgoing>,
-    broken: watch::Sender<bool>,
+    broken: Arc<watch::Sender<bool>>,
     conn: Arc<Connection>,
 ) {
     let mut ok = true;
@@ -500,4 +517,38 @@ pub fn signal_counter() -> watch::Receiver<u32> {
         std::mem::forget(tx);
     }
     rx
+}
+
+/// Resolves when fd 1 reports `POLLERR` or `POLLHUP`: the reader of a pipe or socket
+/// closed its end (a pipe's write end reports `POLLERR` once no reader is left). Used by
+/// `serve`, `mcp` and `cordon run --json`. Never resolves for a file or a terminal that stays open. A thread
+/// blocks in `poll` (no events requested: errors and hang-ups are always reported).
+pub async fn stdout_gone() {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let watcher = std::thread::Builder::new().name("stdout-watch".into()).spawn(move || {
+        let stdout = std::io::stdout();
+        loop {
+            let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::empty())];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => {
+                    let r = fds[0].revents().unwrap_or(PollFlags::empty());
+                    if r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP) {
+                        let _ = tx.send(());
+                        return;
+                    }
+                    if r.contains(PollFlags::POLLNVAL) {
+                        return;
+                    }
+                }
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => return,
+            }
+        }
+    });
+    if watcher.is_ok() && rx.await.is_ok() {
+        return;
+    }
+    std::future::pending::<()>().await
 }

@@ -416,3 +416,113 @@ fn serve_allow_hosts_follow_the_ceiling() {
         "{text}"
     );
 }
+
+/// Live processes whose argv is exactly `sleep <marker>`.
+fn sleepers(marker: &str) -> usize {
+    let want = format!("sleep\0{marker}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let zombie = stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+            !zombie && std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want.as_bytes())
+        })
+        .count()
+}
+
+/// Issue 25 finding 8: a client that closes the server's stdout while its stdin stays
+/// open has the runs in flight aborted at once, as docs/protocol.md says (they used to
+/// last until their deadline). Judged from outside: the commands' processes are gone
+/// and the server exited, well before the 120 s deadline the runs asked for. `server`
+/// starts both runs (a foreground one and a background one) on the server's stdin.
+fn closing_stdout_stops_the_runs(test: &str, args: &[&str], requests: impl Fn(&str) -> Vec<serde_json::Value>) {
+    use std::io::Write;
+    /// Far below the runs' deadline; a hang catcher, not a timing claim.
+    const GONE_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+    let dirs = VarTmp::new(test);
+    if let Err(reason) = confined_works(&dirs.ws()) {
+        return skip_or_fail(test, &reason);
+    }
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let marker = format!("119.{}{:09}", std::process::id() % 1000, nanos);
+    let mut child = Command::new(cordon_bin())
+        .args(args)
+        .arg("--cwd")
+        .arg(dirs.ws())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for r in requests(&marker) {
+        writeln!(stdin, "{r}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let start = std::time::Instant::now();
+    while sleepers(&marker) < 2 {
+        if start.elapsed() > GONE_WITHIN {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{test}: the runs never started");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    drop(child.stdout.take());
+    let closed = std::time::Instant::now();
+    let mut exited = None;
+    while closed.elapsed() < GONE_WITHIN {
+        if let Some(st) = child.try_wait().unwrap() {
+            exited = Some(st);
+            if sleepers(&marker) == 0 {
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let left = sleepers(&marker);
+    if exited.is_none() {
+        let _ = child.kill();
+    }
+    let _ = child.wait();
+    drop(stdin);
+    assert_eq!(left, 0, "{test}: the runs outlived the client closing stdout by {GONE_WITHIN:?}");
+    assert!(exited.is_some(), "{test}: the server kept running {GONE_WITHIN:?} after its stdout was closed");
+}
+
+#[test]
+fn serve_closing_stdout_aborts_the_runs_in_flight() {
+    closing_stdout_stops_the_runs(
+        "serve_closing_stdout_aborts_the_runs_in_flight",
+        &["serve", "--mode", "workspace-write"],
+        |m| {
+            let params = |id: u32, method: &str| {
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method,
+                    "params": {"command": format!("sleep {m}"), "timeout_ms": 120_000}})
+            };
+            vec![params(1, "start"), params(2, "run")]
+        },
+    );
+}
+
+#[test]
+fn mcp_closing_stdout_stops_the_server_and_its_commands() {
+    closing_stdout_stops_the_runs(
+        "mcp_closing_stdout_stops_the_server_and_its_commands",
+        &["mcp", "--mode", "workspace-write"],
+        |m| {
+            let call = |id: u32, tool: &str| {
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": tool, "arguments": {"command": format!("sleep {m}"), "timeout_ms": 120_000}}})
+            };
+            vec![
+                serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                    "protocolVersion": "2025-03-26", "capabilities": {},
+                    "clientInfo": {"name": "cordon-test", "version": "0"}}}),
+                serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                call(1, "bash_start"),
+                call(2, "bash"),
+            ]
+        },
+    );
+}
