@@ -7,7 +7,9 @@
 //!
 //! Test knobs: `CORDON_LANDLOCK_ABI_MAX=N` caps the Landlock ABI (behave as an older
 //! kernel); `CORDON_DISABLE_RUNNERS=a,b` makes runners unavailable;
-//! `CORDON_DISABLE_USERNS=1` behaves as a host that blocks user namespaces.
+//! `CORDON_DISABLE_USERNS=1` behaves as a host that blocks user namespaces;
+//! `CORDON_DISABLE_OVERLAY=1` as one that cannot mount overlay filesystems (the
+//! private layers fall back to empty tmpfs mounts, see [`Overlay`]).
 
 use crate::vocab::RunnerKind;
 use serde::Serialize;
@@ -19,6 +21,12 @@ pub const ENV_LANDLOCK_ABI_MAX: &str = "CORDON_LANDLOCK_ABI_MAX";
 pub const ENV_DISABLE_RUNNERS: &str = "CORDON_DISABLE_RUNNERS";
 /// Environment variable making cordon behave as if user namespaces were blocked.
 pub const ENV_DISABLE_USERNS: &str = "CORDON_DISABLE_USERNS";
+/// Environment variable making cordon behave as if overlay filesystems could not be
+/// mounted.
+pub const ENV_DISABLE_OVERLAY: &str = "CORDON_DISABLE_OVERLAY";
+
+/// The first kernel that lets a user namespace mount overlayfs (5.11).
+const OVERLAY_USERNS_KERNEL: (u32, u32) = (5, 11);
 
 /// `CAP_SYS_ADMIN`'s bit number.
 const CAP_SYS_ADMIN: u32 = 21;
@@ -45,6 +53,32 @@ impl Namespaces {
     }
 }
 
+/// Whether the mount layer can put a private writable layer (overlayfs) over a host
+/// directory: the host's files stay readable there while every change the run makes
+/// is kept in a private upper directory. Without it, `/tmp`, `/dev/shm` and the home's
+/// cache are fresh empty tmpfs mounts that hide the host's files (the result names
+/// them in `sandbox.hidden`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum Overlay {
+    /// Overlay mounts are expected to work (the kernel has overlayfs and, for an
+    /// unprivileged caller, is new enough to allow it in a user namespace). A host
+    /// where the mount fails anyway fails the run closed, naming the step.
+    Available,
+    /// Not available.
+    Unavailable {
+        /// Why not.
+        reason: String,
+    },
+}
+
+impl Overlay {
+    /// Whether overlay mounts can be planned.
+    pub fn available(&self) -> bool {
+        matches!(self, Overlay::Available)
+    }
+}
+
 /// Facts about this host that decide which runner can enforce what.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HostFacts {
@@ -64,6 +98,8 @@ pub struct HostFacts {
     pub egid: u32,
     /// How namespaces can be created.
     pub namespaces: Namespaces,
+    /// Whether private layers over host directories can be mounted (overlayfs).
+    pub overlay: Overlay,
     /// The bubblewrap binary, when found on `PATH`.
     pub bwrap: Option<PathBuf>,
     /// Runners disabled by `CORDON_DISABLE_RUNNERS`.
@@ -136,6 +172,42 @@ fn detect_namespaces(euid: u32, disable_userns: bool) -> Namespaces {
     Namespaces::UserNamespace
 }
 
+/// `major.minor` of a kernel release string such as `6.18.44-fc` (pure).
+fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+/// Whether overlay mounts can be planned (pure on what it is given): overlayfs is
+/// known to the kernel (`/proc/filesystems`, or its module is loaded), and a caller
+/// that needs a user namespace runs Linux 5.11 or later.
+fn detect_overlay(
+    filesystems: Option<&str>,
+    module_loaded: bool,
+    release: &str,
+    userns: bool,
+    disabled: bool,
+) -> Overlay {
+    if disabled {
+        return Overlay::Unavailable { reason: format!("overlay mounts disabled by {ENV_DISABLE_OVERLAY}") };
+    }
+    let known = filesystems.is_some_and(|f| f.lines().any(|l| l.split_whitespace().last() == Some("overlay")));
+    if !known && !module_loaded {
+        return Overlay::Unavailable {
+            reason: "the kernel has no overlay filesystem (overlayfs is not built in or loaded)".into(),
+        };
+    }
+    if userns && kernel_version(release).is_none_or(|v| v < OVERLAY_USERNS_KERNEL) {
+        return Overlay::Unavailable {
+            reason: format!(
+                "Linux {release} does not let a user namespace mount overlayfs (5.11 or later does); run as root or \
+                 on a newer kernel"
+            ),
+        };
+    }
+    Overlay::Available
+}
+
 /// Where bubblewrap is looked for, in order: system directories only, never `PATH`.
 /// bubblewrap runs before any confinement (as root with every capability when cordon is
 /// root), so a `bwrap` planted by a sandboxed run in a directory that happens to be on
@@ -198,6 +270,18 @@ impl HostFacts {
         } else {
             Namespaces::Unavailable { reason: format!("namespaces are Linux-only (this is {os})") }
         };
+        let overlay = if linux && namespaces.available() {
+            let release = read_trim("/proc/sys/kernel/osrelease").unwrap_or_default();
+            detect_overlay(
+                std::fs::read_to_string("/proc/filesystems").ok().as_deref(),
+                Path::new("/sys/module/overlay").exists(),
+                &release,
+                matches!(namespaces, Namespaces::UserNamespace),
+                env(ENV_DISABLE_OVERLAY).is_some_and(|v| v == "1"),
+            )
+        } else {
+            Overlay::Unavailable { reason: "no mount namespace".into() }
+        };
         let bwrap = if linux { trusted_bwrap(euid) } else { None };
         let disabled_runners = env(ENV_DISABLE_RUNNERS)
             .map(|v| v.split(',').filter_map(|n| n.trim().parse::<RunnerKind>().ok()).collect())
@@ -214,6 +298,7 @@ impl HostFacts {
             euid,
             egid,
             namespaces,
+            overlay,
             bwrap,
             disabled_runners,
             stage_helper: registered_stage_helper(),
@@ -229,6 +314,19 @@ impl HostFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overlay_needs_the_filesystem_and_for_a_user_namespace_linux_5_11() {
+        let fs = "nodev\ttmpfs\nnodev\toverlay\n";
+        assert_eq!(detect_overlay(Some(fs), false, "6.18.4-x", true, false), Overlay::Available);
+        assert_eq!(detect_overlay(Some("nodev\ttmpfs\n"), true, "5.11.0", true, false), Overlay::Available);
+        assert!(!detect_overlay(Some("nodev\ttmpfs\n"), false, "6.1.0", false, false).available());
+        assert!(!detect_overlay(Some(fs), false, "5.10.200", true, false).available());
+        assert_eq!(detect_overlay(Some(fs), false, "5.10.200", false, false), Overlay::Available, "root");
+        assert!(!detect_overlay(Some(fs), false, "garbage", true, false).available());
+        assert!(!detect_overlay(Some(fs), false, "6.18", false, true).available(), "the knob");
+        assert_eq!(kernel_version("6.18.44-fc-v1300"), Some((6, 18)));
+    }
 
     #[test]
     fn bwrap_is_only_taken_from_trusted_system_directories() {

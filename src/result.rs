@@ -206,6 +206,12 @@ pub struct SandboxFacts {
     /// The paths kept read-only inside the writable roots (canonical).
     #[serde(default)]
     pub protected: Vec<PathBuf>,
+    /// Host directories the command saw empty: on a host without overlayfs, `/tmp`,
+    /// `/dev/shm` and the home's cache are fresh private tmpfs mounts, so a host file
+    /// there (a log, a repository, a virtualenv) did not exist for the command. Empty
+    /// where the run sees the host's files there through a private layer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<PathBuf>,
     /// Stronger runners passed over during selection, with reasons.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<SkippedRunner>,

@@ -2096,29 +2096,6 @@ impl Drop for HostTmp {
     }
 }
 
-case!(leak_host_tmp_invisible, |c| {
-    for mode in CONFINED {
-        let tag = c.unique();
-        let secret = format!("host-tmp-secret-{tag}");
-        let host = HostTmp(PathBuf::from(format!("/tmp/cordon-tests-{}-secret-{tag}", std::process::id())));
-        c.file(&host.0, &secret);
-        let sent = Sentinel::record(&host.0);
-        let r = c.probe(mode, "read", &[s(&host.0)])?;
-        assert!(!r.detail.contains(&secret), "host /tmp content visible inside ({mode}): {r:?}");
-        r.assert_refused("read a host /tmp file");
-        let ls = c.probe(mode, "ls", &["/tmp"])?;
-        assert!(!ls.detail.contains(&tag), "host /tmp listing visible inside: {ls:?}");
-        let _ = c.probe(mode, "overwrite", &[s(&host.0), "pwned"])?;
-        sent.assert_unchanged("write to a host /tmp file");
-        let created = HostTmp(PathBuf::from(format!("/tmp/cordon-tests-{}-created-{tag}", std::process::id())));
-        let _ = c.probe(mode, "create", &[s(&created.0)])?;
-        assert_absent(&created.0, "a file created in /tmp inside must not appear in host /tmp");
-    }
-    let host = HostTmp(PathBuf::from(format!("/tmp/cordon-tests-{}-ctl-{}", std::process::id(), c.unique())));
-    c.file(&host.0, "x");
-    c.host_probe("read", &[s(&host.0)]).assert_ok("control: host /tmp readable on the host");
-});
-
 case!(leak_tmp_private_per_run, |c| {
     let name = format!("/tmp/cordon-private-{}", c.unique());
     let _guard = HostTmp(PathBuf::from(&name));
@@ -2128,17 +2105,14 @@ case!(leak_tmp_private_per_run, |c| {
     assert_absent(Path::new(&name), "/tmp file written inside leaked to the host");
 });
 
-case!(leak_dev_shm_invisible, |c| {
+case!(leak_dev_shm_objects_private, |c| {
+    // POSIX shared memory made inside lives in the run's private layer over /dev/shm
+    // (the host's objects are readable there: tests/security/private_layers.rs).
     for mode in CONFINED {
         let tag = c.unique();
-        let secret = format!("shm-secret-{tag}");
-        let host = HostTmp(PathBuf::from(format!("/dev/shm/cordon-tests-{}-{tag}", std::process::id())));
-        c.file(&host.0, &secret);
-        let r = c.probe(mode, "read", &[s(&host.0)])?;
-        assert!(!r.detail.contains(&secret), "host /dev/shm visible inside: {r:?}");
         let name = format!("/cordon-tests-{}-inner-{tag}", std::process::id());
         let created = HostTmp(PathBuf::from(format!("/dev/shm{name}")));
-        let _ = c.probe(mode, "shm-open", &[&name])?;
+        c.probe(mode, "shm-open", &[&name])?.assert_ok("shm_open inside");
         assert_absent(&created.0, "shm_open inside created a host /dev/shm object");
     }
 });
@@ -2484,16 +2458,18 @@ fn case_home(c: &Ctx, tag: &str) -> (PathBuf, Sentinel) {
     (home, kept)
 }
 
-case!(fs_home_cache_is_a_private_tmpfs, |c| {
-    // `$HOME/.cache` gets a fresh private tmpfs in both confined modes: `mkdir -p
-    // ~/.cache/x` works inside, nothing reaches the real cache directory, the
-    // supervisor agrees (no denial recorded), and the rest of the home stays read-only
-    // (a write to ~/.bashrc is refused AND recorded).
+case!(fs_home_cache_is_a_private_layer, |c| {
+    // `$HOME/.cache` gets a private layer in both confined modes: the host's cache is
+    // read inside, `mkdir -p ~/.cache/x` and changes to the host's files work inside,
+    // nothing reaches the real cache directory, the supervisor agrees (no denial
+    // recorded), and the rest of the home stays read-only (a write to ~/.bashrc is
+    // refused AND recorded).
     let tag = c.unique();
     let (home, kept) = case_home(c, &tag);
     let bashrc = home.join(".bashrc");
-    let script = "mkdir -p ~/.cache/x/y && echo y > ~/.cache/x/f && mv ~/.cache/x/f ~/.cache/x/g && cat ~/.cache/x/g \
-                  && ls -A ~/.cache | tr '\\n' ' ' && echo && stat -c %a ~/.cache; \
+    let script = "cat ~/.cache/host-file && mkdir -p ~/.cache/x/y && echo y > ~/.cache/x/f \
+                  && mv ~/.cache/x/f ~/.cache/x/g && cat ~/.cache/x/g && echo changed > ~/.cache/host-file \
+                  && cat ~/.cache/host-file && ls -A ~/.cache | tr '\\n' ' ' && echo && stat -c %a ~/.cache; \
                   if echo pwned > ~/.bashrc; then echo BASHRC-WRITTEN; fi; true";
     for mode in CONFINED {
         let mut o = c.opts(mode);
@@ -2501,9 +2477,13 @@ case!(fs_home_cache_is_a_private_tmpfs, |c| {
         let out = c.sh(&o, script)?;
         assert_eq!(out.exit_code(), Some(0), "{mode}: {out:?}");
         let lines: Vec<String> = out.out().lines().map(String::from).collect();
-        assert_eq!(lines.first().map(String::as_str), Some("y"), "{mode}: ~/.cache is writable inside: {out:?}");
-        assert_eq!(lines.get(1).map(|l| l.trim()), Some("x"), "{mode}: a fresh tmpfs hides the host's cache: {out:?}");
-        assert_eq!(lines.get(2).map(String::as_str), Some("700"), "{mode}: the owner's only: {out:?}");
+        let host_line = format!("sentinel {}", home.join(".cache/host-file").display());
+        assert_eq!(lines.first(), Some(&host_line), "{mode}: the host's cache is read inside: {out:?}");
+        assert_eq!(lines.get(1).map(String::as_str), Some("y"), "{mode}: ~/.cache is writable inside: {out:?}");
+        assert_eq!(lines.get(2).map(String::as_str), Some("changed"), "{mode}: a host file changed inside: {out:?}");
+        let listing: BTreeSet<&str> = lines.get(3).map_or("", |l| l.as_str()).split_whitespace().collect();
+        assert_eq!(listing, BTreeSet::from(["host-file", "x"]), "{mode}: {out:?}");
+        assert_eq!(lines.get(4).map(String::as_str), Some("755"), "{mode}: the host directory's mode: {out:?}");
         assert!(!out.out().contains("BASHRC-WRITTEN"), "{mode}: ~/.bashrc was writable: {out:?}");
         // By effect, on the host: nothing in the real cache, no .bashrc.
         assert_absent(&home.join(".cache/x"), &format!("{mode}: a write to ~/.cache reached the host"));
@@ -2518,9 +2498,25 @@ case!(fs_home_cache_is_a_private_tmpfs, |c| {
         );
     }
     // A variable naming a place in the cache (a tool's browsers, a virtualenv on PATH)
-    // keeps the host's cache visible instead, read-only as the rest of the home.
+    // finds the host's files there through the layer.
     let mut o = c.opts(WORKSPACE_WRITE);
     o.env.push(("HOME".into(), s(&home).into()));
+    o.env.push(("PLAYWRIGHT_BROWSERS_PATH".into(), s(&home.join(".cache/ms-playwright")).into()));
+    let out = c.sh(&o, "ls -A ~/.cache | tr '\\n' ' '")?;
+    assert!(out.out().contains("host-file"), "the host's cache was hidden: {out:?}");
+    // Without overlayfs: a fresh tmpfs (the owner's only) that the result names as
+    // hidden; with a variable naming a place in it, the host's cache stays visible
+    // instead, read-only as the rest of the home.
+    let mut o = without_overlay(c.opts(WORKSPACE_WRITE));
+    o.env.push(("HOME".into(), s(&home).into()));
+    let out = c.sh(&o, "ls -A ~/.cache | tr '\\n' ' '; echo; mkdir -p ~/.cache/x && stat -c %a ~/.cache")?;
+    assert_eq!(out.exit_code(), Some(0), "{out:?}");
+    let lines: Vec<String> = out.out().lines().map(String::from).collect();
+    assert_eq!(lines.first().map(|l| l.trim()), Some(""), "an empty tmpfs: {out:?}");
+    assert_eq!(lines.get(1).map(String::as_str), Some("700"), "the owner's only: {out:?}");
+    let h: Vec<String> =
+        out.j()["sandbox"]["hidden"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+    assert!(h.iter().any(|p| Path::new(p) == home.join(".cache")), "{h:?}");
     o.env.push(("PLAYWRIGHT_BROWSERS_PATH".into(), s(&home.join(".cache/ms-playwright")).into()));
     let out =
         c.sh(&o, "ls -A ~/.cache | tr '\\n' ' '; echo; mkdir ~/.cache/x 2>/dev/null && echo CACHE-WRITTEN; true")?;
@@ -2530,6 +2526,12 @@ case!(fs_home_cache_is_a_private_tmpfs, |c| {
     assert_absent(&home.join(".cache/x"), "a write to the visible host cache");
     kept.assert_unchanged("the host's cache file (visible)");
 });
+
+/// Options that make cordon behave as on a host without overlayfs.
+fn without_overlay(mut o: RunOpts) -> RunOpts {
+    o.env.push(("CORDON_DISABLE_OVERLAY".into(), "1".into()));
+    o
+}
 
 case!(fs_home_cache_holding_the_workspace_is_not_hidden, |c| {
     // A workspace inside ~/.cache is the caller's tree: no tmpfs hides it. (Only a
@@ -3385,13 +3387,14 @@ case!(ctl_workspace_and_writable_root_under_tmp, |c| {
     assert_eq!(fs::read_to_string(extra.join("in-extra")).unwrap(), "extra\n");
     let r = c.probe_with(&o, "read", &[s(&ws.join("in-ws"))])?;
     r.assert_ok("read back");
-    // Only the roots are re-exposed: their host /tmp siblings stay invisible/unwritable.
-    let secret = format!("sibling-secret-{}", c.unique());
+    // A host /tmp sibling of the roots is readable through the private layer; what
+    // is made beside them stays in it.
+    let secret = format!("sibling-{}", c.unique());
     let sib = c.file(&t.0.join("sibling"), &secret);
     let r = c.probe_with(&o, "read", &[s(&sib)])?;
-    assert!(!r.detail.contains(&secret), "a host /tmp sibling of the workspace is visible: {r:?}");
+    assert!(r.detail.contains(&secret), "a host /tmp sibling of the workspace is not readable: {r:?}");
     let newf = t.0.join("planted");
-    let _ = c.probe_with(&o, "create", &[s(&newf)])?;
+    c.probe_with(&o, "create", &[s(&newf)])?.assert_ok("create next to a /tmp workspace (in the private layer)");
     assert_absent(&newf, "create next to a /tmp workspace");
 });
 
@@ -4084,3 +4087,5 @@ case!(net_allow_unix_socket_review_findings, |c| {
 // ---------------------------------------------------------------- hosts by name
 #[path = "security/network_by_name.rs"]
 mod network_by_name;
+#[path = "security/private_layers.rs"]
+mod private_layers;

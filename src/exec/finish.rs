@@ -313,6 +313,7 @@ pub(super) async fn finish(
             runner_failed,
             writable_roots: if mode.is_confined() { l.policy.writable() } else { vec![PathBuf::from("/")] },
             protected: l.policy.protected.clone(),
+            hidden: l.hidden,
             skipped: l.selection.skipped,
             network_log,
         },

@@ -294,6 +294,8 @@ pub(super) struct Launched {
     pub(super) supervisor: Option<crate::denials::Supervisor>,
     pub(super) denials: DenialSink,
     pub(super) policy: crate::policy::ExecutionPolicy,
+    /// Host directories the command saw empty (see `LaunchPlan::hidden`).
+    pub(super) hidden: Vec<PathBuf>,
     #[cfg(target_os = "linux")]
     pub(super) workdir: PathBuf,
     pub(super) exit_watch: ExitWatch,
@@ -336,17 +338,25 @@ impl Executor {
         let run_dir_path = self.state_dir.join(format!("run-{}-{id}-{:08x}", std::process::id(), random_u32()));
 
         let interactive = spec.stdin == Stdin::Inherit && std::io::IsTerminal::is_terminal(&std::io::stdin());
-        // The home's cache directory, pinned, for the runners with a mount layer (a
-        // private tmpfs on it: see `runner::landlock::private_home_cache`).
+        // The home's directories a run gets a private layer over, pinned, for the
+        // runners with a mount layer (see `runner::landlock::private_dirs`).
         let mount_layer = selection.runner == RunnerKind::Bwrap
             || (selection.runner == RunnerKind::Landlock && self.host.namespaces.available());
-        // A variable that names a place in it (`PLAYWRIGHT_BROWSERS_PATH`, a `PATH` entry
-        // of a tool installed there) keeps the host's cache visible, read-only.
-        let home_cache = if policy.mode.is_confined() && mount_layer && !crate::env::names_home_cache(&spec.env) {
-            pin_home_cache(&mut pins, &spec.env)
-        } else {
-            None
-        };
+        let mut private_dirs = Vec::new();
+        if policy.mode.is_confined() && mount_layer {
+            // Without overlayfs the cache's layer is an empty tmpfs: a variable that
+            // names a place in it (`PLAYWRIGHT_BROWSERS_PATH`, a `PATH` entry of a tool
+            // installed there) keeps the host's cache visible, read-only, instead.
+            if self.host.overlay.available() || !crate::env::names_home_cache(&spec.env) {
+                if let Some(path) = pin_home_cache(&mut pins, &spec.env) {
+                    private_dirs.push(crate::runner::PrivateDir {
+                        path,
+                        keep: crate::runner::Keep::Discard,
+                        home_cache: true,
+                    });
+                }
+            }
+        }
         // The run's private global git config (see `crate::gitconfig`).
         let git_config = (policy.mode.is_confined() && crate::gitconfig::wanted(&spec.env, &policy.writable()))
             .then(|| crate::gitconfig::seed(&crate::gitconfig::sources(&spec.env)));
@@ -359,7 +369,7 @@ impl Executor {
             run_dir: run_dir_path.clone(),
             new_session: !interactive,
             tmpfs_size: Some(spec.limits.tmpfs_size()),
-            home_cache,
+            private_dirs,
             git_config,
         };
         crate::phases::mark("pins_program");
@@ -607,6 +617,7 @@ impl Executor {
             workdir: spec.workdir.clone(),
             exit_watch: started.exit_watch,
             enforcement,
+            hidden: plan.hidden.clone(),
             selection,
             stdout,
             stderr,

@@ -64,7 +64,9 @@
 //! - It does not hide files from reading, nor limit CPU, memory or disk use.
 
 use super::error::PlanError;
-use super::landlock::{landlock_plan, private_home_cache, sandbox_tmpdir, PrivateTmp};
+use super::landlock::{
+    hidden_dirs, landlock_plan, private_dir_steps, private_dirs, private_tmp_steps, sandbox_tmpdir, PrivateTmp,
+};
 use super::plan::{
     enforcement_from_gaps, EnvFd, EnvFdFormat, LaunchPlan, MountStep, NamespacePlan, PlanInput, Runner,
     SeccompDelivery, SeccompPlan, SeedBy, SeedFile, StageHelperPlan,
@@ -134,7 +136,12 @@ fn stage_helper_plan(input: &PlanInput<'_>) -> Option<StageHelperPlan> {
     let exe = host.stage_helper.clone()?;
     Some(StageHelperPlan {
         exe,
-        landlock: landlock_plan(input.policy, host.landlock_abi, PrivateTmp::InChild, private_home_cache(input)),
+        landlock: landlock_plan(
+            input.policy,
+            host.landlock_abi,
+            PrivateTmp::InChild,
+            private_dirs(input).into_iter().map(|d| d.path).collect(),
+        ),
         supervised: true,
     })
 }
@@ -216,16 +223,34 @@ pub fn exposed(policy: &ExecutionPolicy) -> Vec<(PathBuf, bool)> {
 /// make bubblewrap create entries anywhere on the host. With the tree read-only
 /// here, such a creation fails (`EROFS`) and bubblewrap gives up before the command
 /// runs; inside the writable roots it can only create what the command could.
-pub fn stage_mounts(policy: &ExecutionPolicy) -> Vec<MountStep> {
+pub fn stage_mounts(input: &PlanInput<'_>) -> Vec<MountStep> {
+    let policy = input.policy;
     let mut protected = policy.protected.clone();
     protected.sort_by_key(|p| p.components().count());
     let exposed = exposed(policy);
     let (clones, attach) = super::plan::clone_and_attach(exposed.iter().map(|(p, _)| p).chain(protected.iter()));
+    let overlay = input.host.overlay.available();
     let mut steps = vec![MountStep::MakeRootPrivate];
     steps.extend(clones);
+    // The private layers bubblewrap binds (`--bind`), as the landlock runner makes
+    // them: `/tmp` and `/dev/shm` before the exposed paths are attached (one may live
+    // there, and the stage's own `chdir` checks it), writable again below; the home's
+    // directories after the tree went read-only, so they stay writable (bubblewrap,
+    // in a user namespace of its own, could not make a read-only mount of this
+    // namespace writable again).
+    if overlay {
+        let paths: Vec<PathBuf> = exposed.iter().map(|(p, _)| p.clone()).collect();
+        steps.extend(private_tmp_steps(input, &paths));
+    }
     steps.extend(attach);
     steps.push(MountStep::ReadOnlyRecursive);
     steps.push(MountStep::Writable { target: PathBuf::from("/proc") });
+    if overlay {
+        steps.extend(private_dir_steps(input, &private_dirs(input)));
+        for t in PRIVATE_TMPFS {
+            steps.push(MountStep::Writable { target: PathBuf::from(t) });
+        }
+    }
     for (p, _) in &exposed {
         steps.push(MountStep::NoDevNoSuid { target: p.clone() });
     }
@@ -296,7 +321,7 @@ pub fn binds(policy: &ExecutionPolicy) -> Vec<(PathBuf, i32, bool)> {
 /// 3. `--size N --perms 1777 --tmpfs /tmp`, the same for `/dev/shm` (`--size` when
 ///    the run bounds its tmpfs, see [`PlanInput::tmpfs_size`]), then `--perms 0700
 ///    --tmpfs` on the home's cache directory when it gets one
-///    (`landlock::private_home_cache`);
+///    (`landlock::private_dirs`);
 /// 4. the exposed paths ([`exposed`]), shallow first: after the tmpfs, so one that
 ///    lives under `/tmp` is bound onto a mount point bubblewrap creates there;
 /// 5. protected paths read-only, shallow first, after every writable bind (4 and 5
@@ -334,7 +359,7 @@ pub fn bwrap_args(input: &PlanInput<'_>) -> Result<Vec<OsString>, PlanError> {
     }
     // The working directory must exist inside: under a private tmpfs only what is
     // bound there is visible.
-    let hidden = PRIVATE_TMPFS.iter().any(|t| input.cwd.starts_with(t));
+    let hidden = !input.host.overlay.available() && PRIVATE_TMPFS.iter().any(|t| input.cwd.starts_with(t));
     if hidden && !exposed.iter().any(|(p, _)| input.cwd.starts_with(p)) {
         return Err(PlanError::Path {
             runner: RunnerKind::Bwrap,
@@ -366,19 +391,33 @@ pub fn bwrap_args(input: &PlanInput<'_>) -> Result<Vec<OsString>, PlanError> {
         push(&mut args, &["--seccomp", &SECCOMP_CHILD_FD.to_string(), "--args", &ENV_CHILD_FD.to_string()]);
     }
     push(&mut args, &["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--remount-ro", "/proc"]);
-    for t in PRIVATE_TMPFS {
-        if let Some(size) = input.tmpfs_size {
-            push(&mut args, &["--size", &size.to_string()]);
+    let overlay = input.host.overlay.available();
+    if overlay {
+        // cordon's stage made them (private layers over the host's directories).
+        for t in PRIVATE_TMPFS {
+            push(&mut args, &["--bind", t, t]);
         }
-        push(&mut args, &["--perms", "1777", "--tmpfs", t]);
+    } else {
+        for t in PRIVATE_TMPFS {
+            if let Some(size) = input.tmpfs_size {
+                push(&mut args, &["--size", &size.to_string()]);
+            }
+            push(&mut args, &["--perms", "1777", "--tmpfs", t]);
+        }
     }
-    if let Some(cache) = private_home_cache(input) {
-        check_path("home cache", &cache)?;
-        if let Some(size) = input.tmpfs_size {
-            push(&mut args, &["--size", &size.to_string()]);
+    for dir in private_dirs(input) {
+        check_path("private directory", &dir.path)?;
+        if overlay {
+            args.push("--bind".into());
+            args.push(dir.path.clone().into_os_string());
+            args.push(dir.path.into_os_string());
+        } else {
+            if let Some(size) = input.tmpfs_size {
+                push(&mut args, &["--size", &size.to_string()]);
+            }
+            push(&mut args, &["--perms", "0700", "--tmpfs"]);
+            args.push(dir.path.into_os_string());
         }
-        push(&mut args, &["--perms", "0700", "--tmpfs"]);
-        args.push(cache.into_os_string());
     }
     for (p, fd, writable) in binds(policy) {
         args.push(if writable { "--bind-fd" } else { "--ro-bind-fd" }.into());
@@ -483,7 +522,7 @@ impl Runner for BwrapRunner {
                 pid: true,
                 ipc: false,
             },
-            mounts: stage_mounts(policy),
+            mounts: stage_mounts(input),
             landlock: None,
             seccomp: Some(SeccompPlan {
                 network: policy.network,
@@ -504,6 +543,7 @@ impl Runner for BwrapRunner {
             new_session: input.new_session,
             needs_run_dir: false,
             seed_files,
+            hidden: hidden_dirs(input),
             enforcement,
         })
     }
@@ -629,6 +669,7 @@ mod tests {
             euid: 1000,
             egid: 1000,
             namespaces: Namespaces::UserNamespace,
+            overlay: crate::host::Overlay::Available,
             bwrap: Some("/usr/bin/bwrap".into()),
             disabled_runners: vec![],
             stage_helper: Some("/opt/cordon".into()),
@@ -652,7 +693,7 @@ mod tests {
             run_dir: "/tmp/r".into(),
             new_session: true,
             tmpfs_size: None,
-            home_cache: None,
+            private_dirs: Vec::new(),
             git_config: None,
         };
         let args = bwrap_args(&input).unwrap();
@@ -699,6 +740,7 @@ mod tests {
             euid: 1000,
             egid: 1000,
             namespaces: Namespaces::UserNamespace,
+            overlay: crate::host::Overlay::Available,
             bwrap: Some("/usr/bin/bwrap".into()),
             disabled_runners: vec![],
             stage_helper: None,

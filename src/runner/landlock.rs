@@ -10,7 +10,7 @@
 //!   access (`/proc/<pid>/mem`, `environ`) to processes of the same sandbox.
 //! - **Mount layer** (root, or a user namespace): private mount, pid and IPC
 //!   namespaces; `/tmp` and `/dev/shm` replaced by per-run directories (and the home's
-//!   cache directory by a private tmpfs: [`private_home_cache`]); the whole tree
+//!   home's cache and toolchain homes by private layers: [`private_dirs`]); the whole tree
 //!   read-only except the writable roots (which stops chmod/chown/utimes/xattrs and
 //!   truncation outside them, with `EROFS`); protected subpaths re-attached read-only
 //!   (rename/delete of the mount point fails with `EBUSY`, links across it `EXDEV`);
@@ -27,8 +27,8 @@
 
 use super::error::PlanError;
 use super::plan::{
-    enforcement_from_gaps, LandlockPlan, LaunchPlan, MountStep, NamespacePlan, PlanInput, Runner, SeccompDelivery,
-    SeccompPlan, SeedBy,
+    enforcement_from_gaps, Keep, LandlockPlan, LaunchPlan, LayerUpper, MountStep, NamespacePlan, PlanInput, PrivateDir,
+    Runner, SeccompDelivery, SeccompPlan, SeedBy,
 };
 use crate::host::{HostFacts, Namespaces};
 use crate::policy::ExecutionPolicy;
@@ -147,30 +147,137 @@ pub fn shared_private_tmpfs(policy: &ExecutionPolicy) -> Option<PathBuf> {
         .find(|p| PRIVATE_TMPFS.iter().any(|t| Path::new(t).starts_with(p)))
 }
 
-/// The home's cache directory a confined run gets a fresh private tmpfs on (pure),
-/// for both Linux runners with a mount layer: the executor's candidate
-/// ([`PlanInput::home_cache`]: `$HOME/.cache`, a real directory on the host), unless
-/// the run must see that place as the host has it: a workspace, writable root,
-/// protected path, allowed unix socket or the working directory at or beneath it, or
-/// it lies inside the workspace or a writable root (then it is the caller's tree, not
-/// the home's). Under a private tmpfs (`/tmp`, `/dev/shm`) it is hidden anyway, and
-/// the private tmpfs is writable.
-pub fn private_home_cache(input: &PlanInput<'_>) -> Option<PathBuf> {
+/// The host directories a confined run gets a private writable layer over (pure), for
+/// both Linux runners with a mount layer: the executor's candidates
+/// ([`PlanInput::private_dirs`]: the home's cache, the toolchain homes), minus each the
+/// run must see as the host has it: a workspace, writable root, protected path,
+/// allowed unix socket or the working directory at or beneath it, or it lying inside
+/// the workspace or a writable root (then it is the caller's tree). One inside another
+/// candidate is covered by that one's layer; one under a private tmpfs (`/tmp`,
+/// `/dev/shm`) by that tmpfs. Without overlayfs only the home's cache remains (it gets
+/// a fresh tmpfs instead: [`MountStep::HostTmpfs`]).
+pub fn private_dirs(input: &PlanInput<'_>) -> Vec<PrivateDir> {
     let policy = input.policy;
-    let cache = input.home_cache.as_ref()?;
-    if !policy.mode.is_confined() || !cache.is_absolute() || PRIVATE_TMPFS.iter().any(|t| cache.starts_with(t)) {
-        return None;
+    if !policy.mode.is_confined() {
+        return Vec::new();
     }
-    let overlaps = |p: &Path| p.starts_with(cache) || cache.starts_with(p);
-    let exposed = std::iter::once(&policy.workspace)
-        .chain(policy.writable_roots.iter())
-        .chain(policy.protected.iter())
-        .chain(std::iter::once(&input.cwd));
-    let sockets = policy.allow_unix_sockets.iter();
-    if exposed.into_iter().any(|p| overlaps(p)) || sockets.into_iter().any(|p| p.starts_with(cache)) {
-        return None;
+    let overlap = |dir: &Path| {
+        let overlaps = |p: &Path| p.starts_with(dir) || dir.starts_with(p);
+        let exposed = std::iter::once(&policy.workspace)
+            .chain(policy.writable_roots.iter())
+            .chain(policy.protected.iter())
+            .chain(std::iter::once(&input.cwd));
+        let sockets = policy.allow_unix_sockets.iter();
+        exposed.into_iter().any(|p| overlaps(p)) || sockets.into_iter().any(|p| p.starts_with(dir))
+    };
+    let candidates = &input.private_dirs;
+    let overlay = input.host.overlay.available();
+    candidates
+        .iter()
+        .enumerate()
+        .filter(|(i, d)| {
+            let p = d.path.as_path();
+            p.is_absolute()
+                && !PRIVATE_TMPFS.iter().any(|t| p.starts_with(t))
+                && !overlap(p)
+                // Nested in (or the same as) an earlier candidate, or nested in a later one.
+                && !candidates.iter().enumerate().any(|(j, o)| j != *i && p.starts_with(&o.path) && (j < *i || o.path != p))
+                && (overlay || d.home_cache)
+        })
+        .map(|(_, d)| d.clone())
+        .collect()
+}
+
+/// The mount steps that put the private layers over `dirs` (pure; see
+/// [`private_dirs`]): with overlayfs, one staging tmpfs ([`STAGING_HOME`]) holding
+/// the changes of every layer not kept elsewhere, and an overlay per directory; without, a fresh
+/// tmpfs on the home's cache. Mounted after the tree went read-only, so they stay
+/// writable.
+pub fn private_dir_steps(input: &PlanInput<'_>, dirs: &[PrivateDir]) -> Vec<MountStep> {
+    let mut steps = Vec::new();
+    if !input.host.overlay.available() {
+        steps.extend(dirs.iter().map(|d| MountStep::HostTmpfs { target: d.path.clone(), size: input.tmpfs_size }));
+        return steps;
     }
-    Some(cache.clone())
+    if dirs.iter().any(|d| !matches!(d.keep, Keep::Upper { .. })) {
+        steps.push(MountStep::Staging { staging: STAGING_HOME, size: input.tmpfs_size });
+    }
+    for d in dirs {
+        let (upper, above) = match &d.keep {
+            Keep::Discard => (LayerUpper::Staged { staging: STAGING_HOME }, Vec::new()),
+            Keep::Upper { upper, work } => (LayerUpper::Kept { upper: upper.clone(), work: work.clone() }, Vec::new()),
+            Keep::ReadUpper { upper } => (LayerUpper::Staged { staging: STAGING_HOME }, vec![upper.clone()]),
+        };
+        steps.push(MountStep::Overlay { target: d.path.clone(), pinned: true, above, upper, mountpoints: Vec::new() });
+    }
+    steps
+}
+
+/// The staging tmpfs numbers: one for `/tmp`, one for `/dev/shm` (each with its own
+/// size bound, as without overlayfs), one for every private layer of the home's
+/// directories.
+pub const STAGING_TMP: [usize; 2] = [0, 1];
+/// See [`STAGING_TMP`].
+pub const STAGING_HOME: usize = 2;
+
+/// The steps that make `/tmp` and `/dev/shm` private (pure), for both Linux runners'
+/// stages: with overlayfs, each a private layer over the host's directory (mount
+/// points for `exposed` paths under it made in its upper directory); without, a fresh
+/// tmpfs with the mount points created in it.
+pub fn private_tmp_steps(input: &PlanInput<'_>, exposed: &[PathBuf]) -> Vec<MountStep> {
+    let mut steps = Vec::new();
+    let overlay = input.host.overlay.available();
+    for (t, staging) in PRIVATE_TMPFS.iter().zip(STAGING_TMP) {
+        let target = PathBuf::from(t);
+        if overlay {
+            let mut mountpoints: Vec<PathBuf> = Vec::new();
+            for p in exposed {
+                for d in mountpoint_dirs(p) {
+                    if let Ok(rel) = d.strip_prefix(&target) {
+                        if !mountpoints.iter().any(|m| m == rel) {
+                            mountpoints.push(rel.to_path_buf());
+                        }
+                    }
+                }
+            }
+            steps.push(MountStep::Staging { staging, size: input.tmpfs_size });
+            steps.push(MountStep::Overlay {
+                target,
+                pinned: false,
+                above: Vec::new(),
+                upper: LayerUpper::Staged { staging },
+                mountpoints,
+            });
+        } else {
+            steps.push(MountStep::Tmpfs { target, size: input.tmpfs_size });
+        }
+    }
+    if !overlay {
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        for p in exposed {
+            for d in mountpoint_dirs(p) {
+                if !dirs.contains(&d) {
+                    dirs.push(d);
+                }
+            }
+        }
+        steps.extend(dirs.into_iter().map(|path| MountStep::Mkdir { path }));
+    }
+    steps
+}
+
+/// The host directories a run with a mount layer sees empty (pure): without
+/// overlayfs, `/tmp`, `/dev/shm` and the home's cache are fresh tmpfs mounts that
+/// hide the host's files (a path the policy exposes there excepted).
+pub fn hidden_dirs(input: &PlanInput<'_>) -> Vec<PathBuf> {
+    if input.host.overlay.available() || !input.policy.mode.is_confined() {
+        return Vec::new();
+    }
+    let exposed = exposed_paths(input.policy);
+    let mut out: Vec<PathBuf> =
+        PRIVATE_TMPFS.iter().map(PathBuf::from).filter(|t| !exposed.iter().any(|p| t.starts_with(p))).collect();
+    out.extend(private_dirs(input).into_iter().map(|d| d.path));
+    out
 }
 
 /// The host paths attached inside the sandbox on top of the read-only tree: the
@@ -245,8 +352,8 @@ impl Runner for LandlockRunner {
         let tmpdir = if ns { PathBuf::from(sandbox_tmpdir(policy)) } else { input.run_tmp() };
         let private = if ns { PrivateTmp::InChild } else { PrivateTmp::Host(input.run_tmp(), input.run_shm()) };
         // Without a mount namespace the home stays read-only: nothing can be mounted.
-        let home_cache = if ns { private_home_cache(input) } else { None };
-        let landlock = landlock_plan(policy, abi, private, home_cache);
+        let layers = if ns { private_dirs(input).into_iter().map(|d| d.path).collect() } else { Vec::new() };
+        let landlock = landlock_plan(policy, abi, private, layers);
         let mut env = vec![("TMPDIR".into(), tmpdir.to_string_lossy().into_owned())];
         let (git_env, seed_files) = input.git_config_in(&tmpdir, if ns { SeedBy::Stage } else { SeedBy::Executor });
         env.extend(git_env);
@@ -274,6 +381,7 @@ impl Runner for LandlockRunner {
             new_session: input.new_session,
             needs_run_dir: !ns,
             seed_files,
+            hidden: if ns { hidden_dirs(input) } else { Vec::new() },
             enforcement,
         })
     }
@@ -292,16 +400,11 @@ pub enum PrivateTmp {
 /// The Landlock rules of a confined run (pure), shared by both Linux runners (the
 /// `bwrap` runner applies them in its stage helper): read and execute everywhere;
 /// write beneath the writable roots, the private temp directories, the private
-/// tmpfs on the home's cache (`home_cache`, see [`private_home_cache`]) and the
+/// layers over the home's directories (`layers`, see [`private_dirs`]) and the
 /// [`WRITABLE_DEVICES`]; TCP denied with the network off (ABI 4); abstract unix
 /// sockets (network off) and signals scoped (ABI 6); audit logging (ABI 7). This
 /// is the one place rule paths come from.
-pub fn landlock_plan(
-    policy: &ExecutionPolicy,
-    abi: u32,
-    private: PrivateTmp,
-    home_cache: Option<PathBuf>,
-) -> LandlockPlan {
+pub fn landlock_plan(policy: &ExecutionPolicy, abi: u32, private: PrivateTmp, layers: Vec<PathBuf>) -> LandlockPlan {
     let mut write = policy.writable();
     let mut write_in_child = Vec::new();
     match private {
@@ -313,7 +416,7 @@ pub fn landlock_plan(
         read: vec![PathBuf::from("/")],
         write,
         write_in_child,
-        write_in_child_tmpfs: home_cache.into_iter().collect(),
+        write_in_child_tmpfs: layers,
         devices: WRITABLE_DEVICES.iter().map(PathBuf::from).collect(),
         deny_tcp: policy.network_restricted() && abi >= 4,
         // In every confined mode: with the network on, seccomp refuses unix sockets
@@ -329,13 +432,14 @@ pub const PRIVATE_TMPFS: [&str; 2] = ["/tmp", "/dev/shm"];
 
 /// The mount steps of a confined run (pure). Order matters:
 /// 1. private propagation; 2. detached clones of every exposed and protected path,
-///    taken before anything is hidden; 3. a fresh `/proc`; 4. fresh tmpfs on `/tmp`
-///    and `/dev/shm`, with mount points for exposed paths that lived there; 5. the
-///    exposed paths (shallow first), then protected paths on top; 6. everything
-///    read-only, then a fresh private tmpfs on the home's cache directory (see
-///    [`private_home_cache`]; mounted after, so it stays writable), and every
-///    exposed tree `nodev,nosuid` (the private tmpfs mounts are mounted so); 7. the
-///    private tmpfs mounts and the writable roots writable again.
+///    taken before anything is hidden; 3. a fresh `/proc`; 4. `/tmp` and `/dev/shm`
+///    made private ([`private_tmp_steps`]: a private layer over the host's, or a fresh
+///    tmpfs), with mount points for exposed paths that live there; 5. the exposed
+///    paths (shallow first), then protected paths on top; 6. everything read-only,
+///    then the private layers over the home's directories ([`private_dir_steps`];
+///    mounted after, so they stay writable), and every exposed tree `nodev,nosuid`
+///    (the private mounts are mounted so); 7. `/tmp`, `/dev/shm` and the writable
+///    roots writable again.
 ///
 /// Note: Landlock grants the private `/tmp` write access beneath it, and Landlock
 /// rules accumulate across mount points, so a read-only workspace attached under
@@ -354,23 +458,10 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
     steps.extend(clones);
     // Required: with the host's /proc every host process's cmdline would stay visible.
     steps.push(MountStep::Proc { required: true });
-    for t in PRIVATE_TMPFS {
-        steps.push(MountStep::Tmpfs { target: PathBuf::from(t), size: input.tmpfs_size });
-    }
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    for p in &exposed {
-        for d in mountpoint_dirs(p) {
-            if !dirs.contains(&d) {
-                dirs.push(d);
-            }
-        }
-    }
-    steps.extend(dirs.into_iter().map(|path| MountStep::Mkdir { path }));
+    steps.extend(private_tmp_steps(input, &exposed));
     steps.extend(attach);
     steps.push(MountStep::ReadOnlyRecursive);
-    if let Some(target) = private_home_cache(input) {
-        steps.push(MountStep::HostTmpfs { target, size: input.tmpfs_size });
-    }
+    steps.extend(private_dir_steps(input, &private_dirs(input)));
     // The attached trees keep their host mounts' flags: a host filesystem mounted
     // without nodev would let a device node in a writable root be opened (Landlock
     // grants writes there, and mknod's refusal does not cover nodes that already exist).
@@ -425,10 +516,20 @@ mod tests {
             } else {
                 Namespaces::Unavailable { reason: "blocked".into() }
             },
+            overlay: if ns {
+                crate::host::Overlay::Available
+            } else {
+                crate::host::Overlay::Unavailable { reason: "no mount namespace".into() }
+            },
             bwrap: None,
             disabled_runners: vec![],
             stage_helper: None,
         }
+    }
+
+    fn without_overlay(mut h: HostFacts) -> HostFacts {
+        h.overlay = crate::host::Overlay::Unavailable { reason: "test".into() };
+        h
     }
 
     fn policy(mode: Mode) -> ExecutionPolicy {
@@ -483,10 +584,10 @@ mod tests {
             run_dir: "/run/c/r1".into(),
             new_session: true,
             tmpfs_size: Some(1 << 20),
-            home_cache: None,
+            private_dirs: Vec::new(),
             git_config: None,
         };
-        let steps = mount_steps(&input);
+        let steps = mount_steps(&PlanInput { host: &without_overlay(h.clone()), ..input.clone() });
         let attach_targets: Vec<_> = steps
             .iter()
             .filter_map(|s| if let MountStep::Attach { target, .. } = s { Some(target.clone()) } else { None })
@@ -507,10 +608,27 @@ mod tests {
         let ro = steps.iter().position(|s| *s == MountStep::ReadOnlyRecursive).unwrap();
         let last_attach = steps.iter().rposition(|s| matches!(s, MountStep::Attach { .. })).unwrap();
         assert!(last_attach < ro);
+        // With overlayfs: a private layer over the host's /tmp, the workspace's mount
+        // point made in its upper directory (no Mkdir through the host's tree), and
+        // the same order.
+        let steps = mount_steps(&input);
+        let overlay = steps
+            .iter()
+            .position(|s| {
+                matches!(s, MountStep::Overlay { target, mountpoints, pinned: false, .. }
+                    if target == Path::new("/tmp") && *mountpoints == [PathBuf::from("ws")])
+            })
+            .expect("an overlay on /tmp");
+        assert!(matches!(steps[overlay - 1], MountStep::Staging { staging: 0, size: Some(_) }));
+        assert!(!steps.iter().any(|s| matches!(s, MountStep::Mkdir { .. } | MountStep::Tmpfs { .. })));
+        let first_attach = steps.iter().position(|s| matches!(s, MountStep::Attach { .. })).unwrap();
+        let last_clone = steps.iter().rposition(|s| matches!(s, MountStep::Clone { .. })).unwrap();
+        assert!(last_clone < overlay && overlay < first_attach);
+        assert!(steps.contains(&MountStep::Writable { target: "/tmp".into() }));
     }
 
     #[test]
-    fn the_home_cache_gets_a_tmpfs_unless_the_policy_exposes_a_path_there() {
+    fn the_home_cache_gets_a_private_layer_unless_the_policy_exposes_a_path_there() {
         let mut p = policy(Mode::WorkspaceWrite);
         p.workspace = "/home/u/p".into();
         p.protected = vec!["/home/u/p/.git".into()];
@@ -529,25 +647,42 @@ mod tests {
                 run_dir: "/run/c/r1".into(),
                 new_session: true,
                 tmpfs_size: Some(1 << 20),
-                home_cache: Some(cache),
+                private_dirs: vec![PrivateDir { path: cache, keep: Keep::Discard, home_cache: true }],
                 git_config: Some(b"[user]\n".to_vec()),
             };
-            (private_home_cache(&input), LandlockRunner.plan(&input).unwrap())
+            let got = private_dirs(&input).into_iter().map(|d| d.path).next();
+            (got, LandlockRunner.plan(&input).unwrap())
         };
         let (p1, cwd, cache) = input(&p, "/home/u/.cache");
-        let (got, plan) = plan_for(&p1, cwd, cache.clone(), &h);
+        let (got, plan) = plan_for(&p1, cwd.clone(), cache.clone(), &h);
         assert_eq!(got.as_deref(), Some(cache.as_path()));
+        let ro = plan.mounts.iter().position(|m| *m == MountStep::ReadOnlyRecursive).unwrap();
+        let layer = plan.mounts.iter().position(|m| {
+            *m == MountStep::Overlay {
+                target: cache.clone(),
+                pinned: true,
+                above: Vec::new(),
+                upper: LayerUpper::Staged { staging: STAGING_HOME },
+                mountpoints: Vec::new(),
+            }
+        });
+        assert!(layer.is_some_and(|t| t > ro), "mounted after the tree went read-only: {:?}", plan.mounts);
+        assert!(plan.mounts.contains(&MountStep::Staging { staging: STAGING_HOME, size: Some(1 << 20) }));
+        assert_eq!(plan.landlock.as_ref().unwrap().write_in_child_tmpfs, std::slice::from_ref(&cache));
+        assert!(plan.hidden.is_empty());
+        assert_eq!(plan.seed_files.len(), 1);
+        assert_eq!(plan.seed_files[0].by, SeedBy::Stage);
+        assert_eq!(plan.seed_files[0].path, Path::new("/tmp/.gitconfig-r1"));
+        assert!(plan.env.contains(&("GIT_CONFIG_GLOBAL".into(), "/tmp/.gitconfig-r1".into())));
+        // Without overlayfs: a fresh tmpfs, and the result names what it hides.
+        let (_, plan) = plan_for(&p1, cwd, cache.clone(), &without_overlay(h.clone()));
         let ro = plan.mounts.iter().position(|m| *m == MountStep::ReadOnlyRecursive).unwrap();
         let tmpfs =
             plan.mounts.iter().position(|m| *m == MountStep::HostTmpfs { target: cache.clone(), size: Some(1 << 20) });
         assert!(tmpfs.is_some_and(|t| t > ro), "mounted after the tree went read-only: {:?}", plan.mounts);
-        assert_eq!(plan.landlock.as_ref().unwrap().write_in_child_tmpfs, std::slice::from_ref(&cache));
-        assert_eq!(plan.seed_files.len(), 1);
-        assert_eq!(plan.seed_files[0].by, SeedBy::Stage);
-        assert_eq!(plan.seed_files[0].path, Path::new("/tmp/.gitconfig"));
-        assert!(plan.env.contains(&("GIT_CONFIG_GLOBAL".into(), "/tmp/.gitconfig".into())));
+        assert_eq!(plan.hidden, [PathBuf::from("/tmp"), PathBuf::from("/dev/shm"), cache.clone()]);
         // A workspace (or a writable root, a protected path, the working directory)
-        // at or beneath it, or it inside a writable root: no tmpfs.
+        // at or beneath it, or it inside a writable root: no layer.
         let mut under = p.clone();
         under.workspace = "/home/u/.cache/w".into();
         let mut root_above = p.clone();
@@ -558,12 +693,13 @@ mod tests {
             let (q, cwd, cache) = input(&q, "/home/u/.cache");
             let (got, plan) = plan_for(&q, cwd, cache, &h);
             assert_eq!(got, None, "{q:?}");
-            assert!(!plan.mounts.iter().any(|m| matches!(m, MountStep::HostTmpfs { .. })));
+            assert!(!plan.mounts.iter().any(|m| matches!(m, MountStep::Overlay { pinned: true, .. })));
+            assert!(!plan.mounts.iter().any(|m| matches!(m, MountStep::Staging { staging: STAGING_HOME, .. })));
             assert!(plan.landlock.unwrap().write_in_child_tmpfs.is_empty());
         }
         let (q, _, cache) = input(&p, "/home/u/.cache");
         assert_eq!(plan_for(&q, "/home/u/.cache/x".into(), cache, &h).0, None, "the working directory there");
-        // Under a private tmpfs it is hidden anyway.
+        // Under a private tmpfs it is covered anyway.
         let (q, cwd, cache) = input(&p, "/tmp/home/.cache");
         assert_eq!(plan_for(&q, cwd, cache, &h).0, None);
         // Without a mount namespace nothing is mounted, and the executor writes the seed.
@@ -574,13 +710,44 @@ mod tests {
         assert_eq!(plan.seed_files[0].path, Path::new("/run/c/r1/tmp/.gitconfig"));
         // A writable root where the seed would go is the caller's, and one that holds
         // it makes the temp dir the host's shared one: no private config either way.
-        for root in ["/tmp/.gitconfig", "/tmp"] {
+        for root in ["/tmp/.gitconfig-r1", "/tmp"] {
             let mut there = p.clone();
             there.writable_roots = vec![root.into()];
             let (q, cwd, cache) = input(&there, "/home/u/.cache");
             let (_, plan) = plan_for(&q, cwd, cache, &h);
             assert!(plan.seed_files.is_empty() && !plan.env.iter().any(|(k, _)| k == "GIT_CONFIG_GLOBAL"), "{root}");
         }
+    }
+
+    #[test]
+    fn private_dirs_nested_in_another_are_covered_by_it() {
+        let p = policy(Mode::WorkspaceWrite);
+        let h = host(7, true);
+        let dir = |p: &str| PrivateDir { path: p.into(), keep: Keep::Discard, home_cache: false };
+        let input = PlanInput {
+            policy: &p,
+            host: &h,
+            program: "/bin/true".into(),
+            argv: vec!["true".into()],
+            cwd: "/tmp/ws".into(),
+            run_dir: "/run/c/r1".into(),
+            new_session: true,
+            tmpfs_size: None,
+            private_dirs: vec![
+                PrivateDir { home_cache: true, ..dir("/home/u/.cache") },
+                dir("/home/u/.cache/cargo"),
+                dir("/home/u/.npm"),
+                dir("/home/u/.npm"),
+                dir("relative"),
+            ],
+            git_config: None,
+        };
+        let got: Vec<PathBuf> = private_dirs(&input).into_iter().map(|d| d.path).collect();
+        assert_eq!(got, [PathBuf::from("/home/u/.cache"), PathBuf::from("/home/u/.npm")]);
+        // Without overlayfs only the home's cache keeps one (a tmpfs).
+        let bare = without_overlay(h.clone());
+        let got: Vec<PathBuf> = private_dirs(&PlanInput { host: &bare, ..input }).into_iter().map(|d| d.path).collect();
+        assert_eq!(got, [PathBuf::from("/home/u/.cache")]);
     }
 
     #[test]
@@ -608,7 +775,7 @@ mod tests {
             run_dir: "/run/x".into(),
             new_session: true,
             tmpfs_size: None,
-            home_cache: None,
+            private_dirs: Vec::new(),
             git_config: None,
         };
         let plan = selection.plan(&input(&h)).unwrap();

@@ -55,6 +55,7 @@ impl Runner for PassthroughRunner {
             new_session: input.new_session,
             needs_run_dir: false,
             seed_files: Vec::new(),
+            hidden: Vec::new(),
             enforcement,
         })
     }

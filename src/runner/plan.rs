@@ -71,14 +71,17 @@ pub struct PlanInput<'a> {
     pub run_dir: PathBuf,
     /// Start a new session (no controlling terminal).
     pub new_session: bool,
-    /// `size=` of each private tmpfs (`/tmp`, `/dev/shm`, the home's cache), in
-    /// bytes; `None` leaves the kernel's default (half of RAM).
+    /// `size=` of each private tmpfs (`/tmp`, `/dev/shm`, and the one holding the
+    /// private layers of the home's directories), in bytes; `None` leaves the
+    /// kernel's default (half of RAM).
     pub tmpfs_size: Option<u64>,
-    /// The run's `$HOME/.cache` when it is a real directory on the host, canonical
-    /// and pinned by the executor (`None` otherwise): a runner with a mount layer
-    /// puts a private tmpfs on it, unless the policy exposes a path there (see
-    /// `landlock::private_home_cache`).
-    pub home_cache: Option<PathBuf>,
+    /// Host directories the run gets a private writable layer over, each a real
+    /// directory, canonical and pinned by the executor: the home's cache first, then
+    /// the toolchain homes (cargo's, Go's, npm's). A runner with a mount layer puts an
+    /// overlay on each (the host's files readable, changes private), or, without
+    /// overlayfs, a fresh tmpfs on the cache alone; unless the policy exposes a path
+    /// there (see `landlock::private_dirs`).
+    pub private_dirs: Vec<PrivateDir>,
     /// The run's private global git config (see `crate::gitconfig`): `None` leaves
     /// git's own lookup alone; `Some(seed)` makes the runner point `GIT_CONFIG_GLOBAL`
     /// at [`GIT_CONFIG_FILE`] in the run's private temp dir, written with `seed`
@@ -87,8 +90,47 @@ pub struct PlanInput<'a> {
     pub git_config: Option<Vec<u8>>,
 }
 
-/// The name of the run's private global git config in its private temp dir.
-pub const GIT_CONFIG_FILE: &str = ".gitconfig";
+/// The name of the run's private global git config in its private temp dir, followed
+/// by the run directory's name (unique, with a random part) where the temp dir may
+/// show the host's `/tmp`, in which any local user could have made a file of a fixed
+/// name (without the dash in the executor's own per-run directory).
+pub const GIT_CONFIG_FILE: &str = ".gitconfig-";
+
+/// A host directory a confined run gets a private writable layer over (see
+/// [`PlanInput::private_dirs`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PrivateDir {
+    /// The directory (canonical, pinned).
+    pub path: PathBuf,
+    /// Where its changes go.
+    pub keep: Keep,
+    /// It is the home's cache: without overlayfs it still gets a fresh (empty) tmpfs,
+    /// as a cache may start empty; the toolchain homes then stay read-only.
+    pub home_cache: bool,
+}
+
+/// Where the changes a run makes in a [`PrivateDir`] go.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "keep", rename_all = "kebab-case")]
+pub enum Keep {
+    /// Into the run's private staging tmpfs: discarded with the run.
+    Discard,
+    /// Into `upper` (with overlayfs's `work`, on the same filesystem), kept for the
+    /// next run (`--cache-dir`); the executor pinned both and holds the directory's
+    /// lock for the run.
+    Upper {
+        /// The kept upper directory.
+        upper: PathBuf,
+        /// Its work directory.
+        work: PathBuf,
+    },
+    /// Another run holds the kept `upper`: it is read as a layer above the host's
+    /// directory, and this run's changes are discarded.
+    ReadUpper {
+        /// The kept upper directory (pinned).
+        upper: PathBuf,
+    },
+}
 
 /// A file written into the run's private temp dir before the command starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -132,7 +174,16 @@ impl PlanInput<'_> {
     /// the run where every local user can plant or read it).
     pub fn git_config_in(&self, tmpdir: &std::path::Path, by: SeedBy) -> (Vec<(String, String)>, Vec<SeedFile>) {
         let Some(seed) = &self.git_config else { return (Vec::new(), Vec::new()) };
-        let path = tmpdir.join(GIT_CONFIG_FILE);
+        // Inside the sandbox the temp dir may show the host's (a private layer over
+        // it): a name of its own per run. The executor's per-run directory is the
+        // run's alone.
+        let path = match by {
+            SeedBy::Executor => tmpdir.join(GIT_CONFIG_FILE.trim_end_matches('-')),
+            _ => {
+                let tag = self.run_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                tmpdir.join(format!("{GIT_CONFIG_FILE}{tag}"))
+            }
+        };
         let policy = self.policy;
         let mut exposed = std::iter::once(&policy.workspace).chain(policy.writable_roots.iter());
         if exposed.any(|p| p.starts_with(&path) || path.starts_with(p)) {
@@ -207,6 +258,33 @@ pub enum MountStep {
         /// Target path.
         target: PathBuf,
     },
+    /// A fresh private tmpfs (mode 0700, nosuid, nodev) that holds the upper and work
+    /// directories of the [`MountStep::Overlay`]s naming `staging`; the first of them
+    /// attaches it under itself, where the overlay hides it.
+    Staging {
+        /// Its number, which overlays name.
+        staging: usize,
+        /// Its `size=` in bytes (`None`: the kernel's default).
+        size: Option<u64>,
+    },
+    /// A private writable layer over the directory `target` (overlayfs, `nosuid`,
+    /// `nodev`): the host's files there stay readable, every change lands in the
+    /// upper directory and never in the host's (FIFOs, sockets and device nodes seen
+    /// through it do not reach the host's: see `cordon_stage::MountOp::Overlay`).
+    Overlay {
+        /// The directory covered, which is also the overlay's lowest layer.
+        target: PathBuf,
+        /// `target` is a host directory the executor pinned (as for [`MountStep::Staging`]).
+        pinned: bool,
+        /// Pinned read-only layers above the target (a kept upper another run holds).
+        above: Vec<PathBuf>,
+        /// Where changes go.
+        upper: LayerUpper,
+        /// Mount points for trees attached later under `target`, relative to it,
+        /// outermost first: created in the upper directory before the overlay is
+        /// mounted, so each is a directory whatever the host has at that name.
+        mountpoints: Vec<PathBuf>,
+    },
     /// A fresh private tmpfs (mode 0700, nosuid, nodev) on the host directory
     /// `target`, which the executor pinned: the child mounts onto the directory it
     /// opened without following symlinks and checked against the pin. Mounted after
@@ -216,6 +294,24 @@ pub enum MountStep {
         target: PathBuf,
         /// Its `size=` in bytes (`None`: the kernel's default).
         size: Option<u64>,
+    },
+}
+
+/// Where a [`MountStep::Overlay`]'s changes go.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "in", rename_all = "kebab-case")]
+pub enum LayerUpper {
+    /// New directories in the staging tmpfs numbered `staging`.
+    Staged {
+        /// The [`MountStep::Staging`] number.
+        staging: usize,
+    },
+    /// Pinned host directories kept across runs.
+    Kept {
+        /// The upper directory.
+        upper: PathBuf,
+        /// Its work directory.
+        work: PathBuf,
     },
 }
 
@@ -390,6 +486,10 @@ pub struct LaunchPlan {
     /// Files written into the run's private temp dir before the command starts (its
     /// private global git config).
     pub seed_files: Vec<SeedFile>,
+    /// Host directories the command sees empty: a fresh tmpfs stands there instead of
+    /// a private layer over the host's files (no overlayfs on this host), so a file
+    /// the host has there does not exist for the command. Reported in the result.
+    pub hidden: Vec<PathBuf>,
     /// The report this plan achieves.
     pub enforcement: Enforcement,
 }

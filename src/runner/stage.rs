@@ -2,10 +2,10 @@
 //! Landlock ruleset, compile the seccomp filters, create mount points, convert paths
 //! to C strings. This is the I/O half of planning; nothing here decides policy.
 
-use super::plan::{EnvFdFormat, LandlockPlan, LaunchPlan, MountStep, SeccompDelivery, SeccompPlan, SeedBy};
+use super::plan::{EnvFdFormat, LandlockPlan, LaunchPlan, LayerUpper, MountStep, SeccompDelivery, SeccompPlan, SeedBy};
 use crate::pin::{open_no_symlinks, Pins};
 use crate::vocab::RunnerKind;
-use cordon_stage::{IdMaps, MountOp, StagePlan, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
+use cordon_stage::{IdMaps, MountOp, OverlayUpper, StagePlan, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 use landlock::{
     Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
     RulesetCreatedAttr, Scope, ABI,
@@ -69,6 +69,19 @@ pub fn tmpfs_data(mode: &str, size: Option<u64>) -> String {
     match size {
         Some(n) => format!("mode={mode},size={n}"),
         None => format!("mode={mode}"),
+    }
+}
+
+/// The overlay options every private layer is mounted with: redirects in a lower
+/// layer are never followed, no inode index, no metadata-only copy-up (a layer's
+/// files are copied up whole on their first change); plus `userxattr` in a user
+/// namespace (overlayfs then keeps its own attributes in `user.overlay.*`, the only
+/// namespace an unprivileged mounter may write).
+pub fn overlay_options(user_namespace: bool) -> &'static str {
+    if user_namespace {
+        "redirect_dir=nofollow,index=off,metacopy=off,userxattr"
+    } else {
+        "redirect_dir=nofollow,index=off,metacopy=off"
     }
 }
 
@@ -226,24 +239,38 @@ pub fn materialize(
         .iter()
         .filter_map(|m| if let MountStep::Attach { target, .. } = m { Some(target.as_path()) } else { None })
         .collect();
-    let created: Vec<&Path> = plan
+    let created: Vec<PathBuf> = plan
         .mounts
         .iter()
-        .filter_map(|m| match m {
-            MountStep::Mkdir { path } | MountStep::Tmpfs { target: path, .. } => Some(path.as_path()),
-            _ => None,
+        .flat_map(|m| match m {
+            MountStep::Mkdir { path } | MountStep::Tmpfs { target: path, .. } => vec![path.clone()],
+            // Mount points made in a private layer's upper directory: directories of
+            // the overlay whatever the host has at those names.
+            MountStep::Overlay { target, mountpoints, .. } => {
+                std::iter::once(target.clone()).chain(mountpoints.iter().map(|m| target.join(m))).collect()
+            }
+            _ => Vec::new(),
         })
         .filter(|p| !attach_targets.iter().any(|t| p != t && p.starts_with(t)))
         .collect();
+    let created: Vec<&Path> = created.iter().map(PathBuf::as_path).collect();
     let attached_slot = |target: &Path| {
         plan.mounts.iter().find_map(|m| match m {
             MountStep::Attach { slot, target: t } if t == target => Some(*slot),
             _ => None,
         })
     };
+    // Staging tmpfs mounts take the slots after every clone's.
+    let clone_slots = plan
+        .mounts
+        .iter()
+        .filter_map(|m| if let MountStep::Clone { slot, .. } = m { Some(slot + 1) } else { None })
+        .max()
+        .unwrap_or(0);
+    let options = cstr(overlay_options(ns.user).as_bytes(), || "overlay options".into())?;
     let mut mounts = Vec::new();
     let mut slots = 0usize;
-    for m in &plan.mounts {
+    for (index, m) in plan.mounts.iter().enumerate() {
         let op = match m {
             MountStep::MakeRootPrivate => MountOp::MakeRootPrivate,
             MountStep::Clone { source, slot } => {
@@ -266,6 +293,39 @@ pub fn materialize(
                 target: cpath(target)?,
                 data: cstr(tmpfs_data("0700", *size).as_bytes(), || "tmpfs data".into())?,
                 expect: Some(pinned(target)?),
+            },
+            MountStep::Staging { staging, size } => {
+                slots = slots.max(clone_slots + staging + 1);
+                let mut params = vec![(c"mode".to_owned(), c"0700".to_owned())];
+                if let Some(n) = size {
+                    params.push((c"size".to_owned(), cstr(n.to_string().as_bytes(), || "tmpfs size".into())?));
+                }
+                MountOp::StagingTmpfs { slot: clone_slots + staging, params }
+            }
+            MountStep::Overlay { target, pinned: is_pinned, above, upper, mountpoints } => MountOp::Overlay {
+                target: cpath(target)?,
+                expect: if *is_pinned { Some(pinned(target)?) } else { None },
+                lower_above: above.iter().map(|a| Ok((cpath(a)?, pinned(a)?))).collect::<Result<_, MaterializeError>>()?,
+                upper: match upper {
+                    // Named after the step, so each overlay's directories are its own.
+                    LayerUpper::Staged { staging } => OverlayUpper::Staged {
+                        slot: clone_slots + staging,
+                        upper: cstr(format!("u{index}").as_bytes(), || "upper".into())?,
+                        work: cstr(format!("w{index}").as_bytes(), || "work".into())?,
+                        // The first overlay of this staging tmpfs attaches it.
+                        attach: !plan.mounts[..index].iter().any(|e| {
+                            matches!(e, MountStep::Overlay { upper: LayerUpper::Staged { staging: s }, .. } if s == staging)
+                        }),
+                    },
+                    LayerUpper::Kept { upper, work } => OverlayUpper::Dirs {
+                        upper: cpath(upper)?,
+                        upper_expect: pinned(upper)?,
+                        work: cpath(work)?,
+                        work_expect: pinned(work)?,
+                    },
+                },
+                mountpoints: mountpoints.iter().map(|m| cpath(m)).collect::<Result<_, _>>()?,
+                options: options.clone(),
             },
             MountStep::Mkdir { path } => MountOp::Mkdir { path: cpath(path)? },
             MountStep::ReadOnlyRecursive => {

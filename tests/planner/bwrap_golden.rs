@@ -17,7 +17,9 @@ use cordon::host::{HostFacts, Namespaces};
 use cordon::mode::Mode;
 use cordon::policy::ExecutionPolicy;
 use cordon::runner::bwrap::{BwrapRunner, SECCOMP_CHILD_FD};
-use cordon::runner::{EnvFd, EnvFdFormat, LaunchPlan, MountStep, PlanInput, Runner, RunnerKind, SeccompDelivery};
+use cordon::runner::{
+    EnvFd, EnvFdFormat, Keep, LaunchPlan, MountStep, PlanInput, PrivateDir, Runner, RunnerKind, SeccompDelivery,
+};
 use std::collections::BTreeSet;
 use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
@@ -50,7 +52,8 @@ struct Case {
     argv: Vec<OsString>,
     cwd: PathBuf,
     new_session: bool,
-    home_cache: Option<PathBuf>,
+    /// The home's cache (first), then other private directories.
+    private_dirs: Vec<PathBuf>,
     git_config: Option<Vec<u8>>,
 }
 
@@ -64,6 +67,7 @@ fn user_host() -> HostFacts {
         euid: 1000,
         egid: 1000,
         namespaces: Namespaces::UserNamespace,
+        overlay: cordon::host::Overlay::Available,
         bwrap: Some(BWRAP.into()),
         disabled_runners: vec![],
         stage_helper: Some(STAGE_HELPER.into()),
@@ -94,7 +98,7 @@ impl Case {
             argv: vec!["bash".into(), "-c".into(), "make test".into()],
             cwd: ws,
             new_session: true,
-            home_cache: None,
+            private_dirs: Vec::new(),
             git_config: None,
         }
     }
@@ -115,7 +119,12 @@ impl Case {
             run_dir: "/tmp/cordon-1000/run-1-1-00000000".into(),
             new_session: self.new_session,
             tmpfs_size: None,
-            home_cache: self.home_cache.clone(),
+            private_dirs: self
+                .private_dirs
+                .iter()
+                .enumerate()
+                .map(|(i, p)| PrivateDir { path: p.clone(), keep: Keep::Discard, home_cache: i == 0 })
+                .collect(),
             git_config: self.git_config.clone(),
         }
     }
@@ -208,11 +217,12 @@ fn planned_cases() -> Vec<Case> {
     c.host.landlock_abi_cap = Some(1);
     cases.push(c);
 
-    // The home's cache directory gets a private tmpfs (0700), writable through a
-    // checked Landlock rule in the helper; the private global git config is copied in
-    // with `--file` from an fd after the binds, and GIT_CONFIG_GLOBAL names it.
+    // The home's cache directory and a toolchain home get private layers (cordon's
+    // stage mounts them, bubblewrap binds them), writable through checked Landlock
+    // rules in the helper; the private global git config is copied in with `--file`
+    // from an fd after the binds, and GIT_CONFIG_GLOBAL names it.
     let mut c = Case::new("home_cache_and_git_config", Mode::WorkspaceWrite);
-    c.home_cache = Some("/home/dev/.cache".into());
+    c.private_dirs = vec!["/home/dev/.cache".into(), "/home/dev/.cargo".into()];
     c.git_config = Some(b"[user]\n\tname = Dev\n".to_vec());
     c.policy.protected = vec!["/home/dev/project/.git".into()];
     cases.push(c);
@@ -221,8 +231,17 @@ fn planned_cases() -> Vec<Case> {
     // empty seed writes no file (git creates it on its first write).
     let mut c =
         Case::new("home_cache_holds_the_workspace", Mode::WorkspaceWrite).with_workspace("/home/dev/.cache/proj");
-    c.home_cache = Some("/home/dev/.cache".into());
+    c.private_dirs = vec!["/home/dev/.cache".into()];
     c.git_config = Some(Vec::new());
+    cases.push(c);
+
+    // Without overlayfs: fresh tmpfs mounts on /tmp, /dev/shm and the home's cache
+    // (0700) made by bubblewrap, which hide the host's files there (the plan names
+    // them); toolchain homes stay read-only.
+    let mut c = Case::new("no_overlay", Mode::WorkspaceWrite);
+    c.host.overlay = cordon::host::Overlay::Unavailable { reason: "test".into() };
+    c.private_dirs = vec!["/home/dev/.cache".into(), "/home/dev/.cargo".into()];
+    c.policy.writable_roots = vec!["/tmp/cordon-out".into()];
     cases.push(c);
 
     // ABI 3: no TCP rule, no scopes, no audit flag; nothing else changes.
@@ -257,8 +276,10 @@ fn refused_cases() -> Vec<Case> {
     c.program = "bin/tool".into();
     cases.push(c);
 
+    // Only without overlayfs: a private layer shows the host's /tmp.
     let mut c = Case::new("cwd_hidden_by_private_tmp", Mode::WorkspaceWrite);
     c.cwd = "/tmp/elsewhere".into();
+    c.host.overlay = cordon::host::Overlay::Unavailable { reason: "test".into() };
     cases.push(c);
 
     let mut c = Case::new("no_bwrap", Mode::WorkspaceWrite);
@@ -445,31 +466,59 @@ fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
     let proc_ = pos("--proc", None);
     let proc_ro = pos("--remount-ro", Some(Path::new("/proc")));
     assert_eq!(proc_ro, proc_ + 1, "{name}: /proc read-only right after it is mounted");
-    let tmpfs: Vec<usize> = opts.iter().enumerate().filter(|(_, (k, _))| k == "--tmpfs").map(|(i, _)| i).collect();
-    assert_eq!(opts[tmpfs[0]].1, ["/tmp"], "{name}");
-    assert_eq!(opts[tmpfs[1]].1, ["/dev/shm"], "{name}");
-    for t in &tmpfs[..2] {
-        assert_eq!(opts[t - 1], ("--perms".to_string(), vec![OsString::from("1777")]), "{name}: tmpfs mode");
+    // /tmp and /dev/shm: private layers cordon's stage made, bound by path, or
+    // without overlayfs fresh tmpfs mounts (mode 1777). Then the home's directories:
+    // bound layers, or without overlayfs a tmpfs on the cache alone (0700). None where
+    // the policy exposes a path (the workspace under the cache, here).
+    let overlay = case.host.overlay.available();
+    let private = if overlay { "--bind" } else { "--tmpfs" };
+    let tmpfs: Vec<usize> = opts
+        .iter()
+        .enumerate()
+        .filter(|(_, (k, v))| k == private && (!overlay || v.first() == v.get(1)))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(opts[tmpfs[0]].1[0], "/tmp", "{name}");
+    assert_eq!(opts[tmpfs[1]].1[0], "/dev/shm", "{name}");
+    if !overlay {
+        for t in &tmpfs[..2] {
+            assert_eq!(opts[t - 1], ("--perms".to_string(), vec![OsString::from("1777")]), "{name}: tmpfs mode");
+        }
     }
-    // The home's cache: a third tmpfs, its owner's only, unless the policy exposes a
-    // path there (the workspace under it, here).
-    let home_tmpfs = case.home_cache.clone().filter(|h| !case.policy.workspace.starts_with(h));
-    assert_eq!(tmpfs.len(), 2 + usize::from(home_tmpfs.is_some()), "{name}: {tmpfs:?}");
-    if let Some(h) = &home_tmpfs {
-        assert_eq!(opts[tmpfs[2]].1, [h.as_os_str()], "{name}");
-        assert_eq!(opts[tmpfs[2] - 1], ("--perms".to_string(), vec![OsString::from("0700")]), "{name}");
+    let layers: Vec<PathBuf> = case
+        .private_dirs
+        .iter()
+        .enumerate()
+        .filter(|(i, h)| (overlay || *i == 0) && !case.policy.workspace.starts_with(h))
+        .map(|(_, h)| h.clone())
+        .collect();
+    assert_eq!(tmpfs.len(), 2 + layers.len(), "{name}: {tmpfs:?}");
+    for (t, h) in tmpfs[2..].iter().zip(&layers) {
+        assert_eq!(opts[*t].1[0], h.as_os_str(), "{name}");
+        if !overlay {
+            assert_eq!(opts[t - 1], ("--perms".to_string(), vec![OsString::from("0700")]), "{name}");
+        }
     }
     if let Some(h) = &plan.stage_helper {
-        assert_eq!(h.landlock.write_in_child_tmpfs, home_tmpfs.iter().cloned().collect::<Vec<_>>(), "{name}");
+        assert_eq!(h.landlock.write_in_child_tmpfs, layers, "{name}");
     }
+    let hidden: Vec<PathBuf> = if overlay {
+        Vec::new()
+    } else {
+        ["/tmp", "/dev/shm"].iter().map(PathBuf::from).chain(layers.iter().cloned()).collect()
+    };
+    assert_eq!(plan.hidden, hidden, "{name}");
     assert!(root < dev && dev < proc_ && proc_ < tmpfs[0] && tmpfs[0] < tmpfs[1], "{name}: base mounts order");
 
     // Binds: every source is the parent's pinned fd for the target path (never a path
     // bubblewrap re-resolves); exposed paths after the tmpfs, shallow first, each once
     // with the right flag; protected paths read-only after every writable bind.
     assert!(
-        !opts.iter().enumerate().any(|(i, (k, _))| (k == "--bind" || k == "--ro-bind") && i != root),
-        "{name}: a bind by path"
+        !opts
+            .iter()
+            .enumerate()
+            .any(|(i, (k, _))| (k == "--bind" || k == "--ro-bind") && i != root && !(overlay && tmpfs.contains(&i))),
+        "{name}: a bind by path other than a private layer"
     );
     let binds: Vec<(usize, &str, PathBuf)> = opts
         .iter()
@@ -515,7 +564,7 @@ fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
     assert!(pos("--chdir", None) > binds.last().map_or(0, |b| b.0), "{name}: --chdir after the mounts");
 
     // What cordon's stage does before bubblewrap.
-    assert_eq!(plan.mounts, cordon::runner::bwrap::stage_mounts(&case.policy), "{name}");
+    assert_eq!(plan.mounts, cordon::runner::bwrap::stage_mounts(&case.input()), "{name}");
     assert_eq!(plan.mounts.first(), Some(&MountStep::MakeRootPrivate), "{name}");
     let ro = plan.mounts.iter().position(|m| *m == MountStep::ReadOnlyRecursive).expect("the tree read-only");
     for (i, m) in plan.mounts.iter().enumerate() {
@@ -525,8 +574,21 @@ fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
                 "{name}: the stage clones only bound paths, before the tree goes read-only"
             ),
             MountStep::Writable { target } => assert!(
-                i > ro && (target == Path::new("/proc") || binds.iter().any(|(_, f, b)| b == target && *f == "--bind")),
-                "{name}: only /proc and writable binds are writable again: {target:?}"
+                i > ro
+                    && (target == Path::new("/proc")
+                        || binds.iter().any(|(_, f, b)| b == target && *f == "--bind")
+                        || (overlay && ["/tmp", "/dev/shm"].iter().any(|t| target == Path::new(t)))),
+                "{name}: only /proc, writable binds and private layers are writable again: {target:?}"
+            ),
+            // Private layers, each bound by bubblewrap: `/tmp` and `/dev/shm` before
+            // the exposed paths are attached (made writable again above), the home's
+            // after the tree went read-only (so they stay writable).
+            MountStep::Staging { .. } => assert!(overlay, "{name}: staging tmpfs"),
+            MountStep::Overlay { target, .. } => assert!(
+                overlay
+                    && tmpfs.iter().any(|t| opts[*t].1[0] == target.as_os_str())
+                    && (i > ro || target.starts_with("/tmp") || target.starts_with("/dev/shm")),
+                "{name}: a private layer {target:?} that bubblewrap binds"
             ),
             _ => {}
         }
@@ -545,7 +607,7 @@ fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
     assert_eq!(plan.new_session, case.new_session, "{name}");
     let mut env = vec![("TMPDIR".to_string(), tmpdir.to_string())];
     if case.git_config.is_some() {
-        env.push(("GIT_CONFIG_GLOBAL".to_string(), format!("{tmpdir}/.gitconfig")));
+        env.push(("GIT_CONFIG_GLOBAL".to_string(), format!("{tmpdir}/.gitconfig-run-1-1-00000000")));
     }
     assert_eq!(plan.env, env, "{name}");
     // A seeded git config is copied in by bubblewrap from an fd after every bind.
@@ -555,7 +617,7 @@ fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
     for (_, v) in files {
         let fd: i32 = v[0].to_str().and_then(|f| f.parse().ok()).unwrap();
         assert!(plan.path_fds.iter().all(|(_, f, _)| *f < fd), "{name}: the seed fd follows the bind fds");
-        assert_eq!(v[1], OsString::from(format!("{tmpdir}/.gitconfig")), "{name}");
+        assert_eq!(v[1], OsString::from(format!("{tmpdir}/.gitconfig-run-1-1-00000000")), "{name}");
         assert_eq!(plan.seed_files.len(), 1, "{name}");
         assert_eq!(plan.seed_files[0].by, cordon::runner::SeedBy::Fd { child_fd: fd }, "{name}");
     }
@@ -831,6 +893,15 @@ mod e2e {
         for id in identities() {
             let s = scratch(&id, "files");
             let host_tmp_file = PathBuf::from(format!("/tmp/cordon-bwrap-e2e-{}-{}", std::process::id(), id.name));
+            // A host file in /tmp: readable inside, a change to it stays private.
+            let marker = PathBuf::from(format!("/tmp/cordon-bwrap-e2e-{}-{}-host", std::process::id(), id.name));
+            std::fs::write(&marker, "host\n").unwrap();
+            std::fs::set_permissions(&marker, std::fs::Permissions::from_mode(0o666)).unwrap();
+            // Owned by the identity and its group (a user namespace maps no other owner
+            // or group, so a change to such a file is refused there: EOVERFLOW).
+            if let Some(user) = &id.su {
+                assert!(Command::new("chown").arg(format!("{user}:")).arg(&marker).status().unwrap().success());
+            }
             let script = format!(
                 "step() {{ n=$1; shift; if \"$@\" 2>/dev/null; then echo \"OK $n\"; else echo \"DENIED $n\"; fi; }}\n\
                  step ws_write sh -c 'echo x > in-ws'\n\
@@ -842,11 +913,15 @@ mod e2e {
                  step tmp_write sh -c 'echo x > $TMPDIR/t'\n\
                  step host_tmp_write sh -c 'echo x > {host_tmp}'\n\
                  step shm_write sh -c 'echo x > /dev/shm/s'\n\
+                 echo marker=$(cat {marker})\n\
+                 step marker_write sh -c 'echo private > {marker}'\n\
+                 echo marker_after=$(cat {marker})\n\
                  echo tmpdir=$TMPDIR\n\
                  echo tmp_listing=$(ls -A /tmp | tr '\\n' ' ')\n",
                 root = s.root_under_tmp.display(),
                 outside = s.outside.display(),
                 host_tmp = host_tmp_file.display(),
+                marker = marker.display(),
             );
             let v = cordon(&id, &s, &["--writable", s.root_under_tmp.to_str().unwrap()], &script);
             let who = &id.name;
@@ -861,19 +936,25 @@ mod e2e {
                 ("tmp_write", true),
                 ("host_tmp_write", true),
                 ("shm_write", true),
+                ("marker_write", true),
             ] {
                 let want = format!("{} {step}", if allowed { "OK" } else { "DENIED" });
                 assert!(out.lines().any(|l| l == want), "{who}: expected `{want}` in:\n{out}");
             }
             assert_eq!(line(&v, "tmpdir="), "/tmp", "{who}");
-            // Only what the run made or bound: the root's mount point, the two files (and
-            // the run's private global git config, seeded when the identity has one).
-            let listing: std::collections::BTreeSet<&str> =
-                line(&v, "tmp_listing=").split_whitespace().filter(|n| *n != ".gitconfig").collect();
+            // The host's /tmp is readable through the run's private layer, which also
+            // holds what the run made there.
+            assert_eq!(line(&v, "marker="), "host", "{who}");
+            assert_eq!(line(&v, "marker_after="), "private", "{who}");
+            let listing: std::collections::BTreeSet<&str> = line(&v, "tmp_listing=").split_whitespace().collect();
             let root_name = s.root_under_tmp.file_name().unwrap().to_string_lossy().into_owned();
             let host_tmp_name = host_tmp_file.file_name().unwrap().to_string_lossy().into_owned();
-            let expected: std::collections::BTreeSet<&str> = [root_name.as_str(), host_tmp_name.as_str(), "t"].into();
-            assert_eq!(listing, expected, "{who}: /tmp is private");
+            let marker_name = marker.file_name().unwrap().to_string_lossy().into_owned();
+            for n in [root_name.as_str(), host_tmp_name.as_str(), "t", marker_name.as_str()] {
+                assert!(listing.contains(n), "{who}: {n} missing from /tmp: {listing:?}");
+            }
+            assert_eq!(std::fs::read_to_string(&marker).unwrap(), "host\n", "{who}: the host's file changed");
+            let _ = std::fs::remove_file(&marker);
             // By effect, from outside.
             assert!(s.ws.join("in-ws").is_file(), "{who}");
             assert!(s.root_under_tmp.join("in-root").is_file(), "{who}: the root under /tmp is the host's");

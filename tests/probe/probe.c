@@ -1219,6 +1219,8 @@ int main(int argc, char **argv) {
     if (!strcmp(op, "write")) { NEED(1, "write PATH [DATA]"); op_open_write(a[0], O_WRONLY | O_CREAT | O_TRUNC, data_arg(argc, argv, 3)); }
     if (!strcmp(op, "overwrite")) { NEED(1, "overwrite PATH [DATA]"); op_open_write(a[0], O_WRONLY, data_arg(argc, argv, 3)); }
     if (!strcmp(op, "append")) { NEED(1, "append PATH [DATA]"); op_open_write(a[0], O_WRONLY | O_APPEND, data_arg(argc, argv, 3)); }
+    /* A FIFO without a reader answers ENXIO instead of blocking. */
+    if (!strcmp(op, "append-nb")) { NEED(1, "append-nb PATH [DATA]"); op_open_write(a[0], O_WRONLY | O_APPEND | O_NONBLOCK, data_arg(argc, argv, 3)); }
     if (!strcmp(op, "create")) { NEED(1, "create PATH"); op_open_write(a[0], O_WRONLY | O_CREAT | O_EXCL, data_arg(argc, argv, 3)); }
     if (!strcmp(op, "open-trunc")) { NEED(1, "open-trunc PATH"); op_open_write(a[0], O_WRONLY | O_TRUNC, NULL); }
     if (!strcmp(op, "read")) { NEED(1, "read PATH"); op_read(a[0]); }

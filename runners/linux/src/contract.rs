@@ -70,6 +70,53 @@ pub enum MountOp {
         /// a path swapped after the parent's check cannot redirect the mount.
         expect: Option<FileIdentity>,
     },
+    /// A fresh tmpfs made detached (`fsopen`, `fsconfig`, `fsmount`; `nosuid`, `nodev`),
+    /// kept in slot `slot` for the upper and work directories of
+    /// [`MountOp::Overlay`]s ([`OverlayUpper::Staged`]). The first overlay using it
+    /// attaches it onto its own target, under itself: kernels before 6.15 take an
+    /// overlay's upper only from a mount in the caller's namespace. Nothing of it is
+    /// visible once the overlay is mounted on top.
+    StagingTmpfs {
+        /// Slot the mount's fd is kept in (shared with [`MountOp::CloneTree`] slots).
+        slot: usize,
+        /// `fsconfig` string parameters, e.g. `("size", "1073741824")`.
+        params: Vec<(CString, CString)>,
+    },
+    /// An overlay filesystem on the directory `target` whose lower layer is that very
+    /// directory (as it is before the overlay covers it): the command reads the host's
+    /// files there, and every change (a write, a new file, a removal, a rename, a
+    /// metadata change) lands in the upper directory, never in the host's. Mounted
+    /// `nosuid,nodev` (a host device node seen through it cannot be opened as one).
+    /// Special files keep their host identity out of reach: a FIFO opened through
+    /// the overlay is the overlay inode's own pipe, and a unix socket file there
+    /// accepts no `connect()` (overlayfs looks sockets up by the overlay's inode).
+    ///
+    /// The mount data is `lowerdir=[ABOVE:...:]TARGET,upperdir=U,workdir=W[,options]`,
+    /// each directory named as `/proc/self/fd/N` of a descriptor the child opened (so
+    /// nothing is resolved by name twice), and the overlay is mounted through
+    /// `/proc/self/fd/N` of the target: on top of whatever is mounted there (the
+    /// staging tmpfs).
+    Overlay {
+        /// The directory covered; also the lowest layer.
+        target: CString,
+        /// When set, `target` is opened without following any symlink and must be this
+        /// identity (a pinned host directory); otherwise it is opened by path (a system
+        /// directory: `/tmp`, `/dev/shm`).
+        expect: Option<FileIdentity>,
+        /// Read-only layers above the target (topmost first), each a directory opened
+        /// without following symlinks and checked against its identity.
+        lower_above: Vec<(CString, FileIdentity)>,
+        /// Where changes go.
+        upper: OverlayUpper,
+        /// Directories to create inside the upper directory before mounting, relative
+        /// to it and outermost first (mount points for trees attached later): each is
+        /// then a directory of the overlay whatever the host has at that name, so no
+        /// symlink planted in the lower layer redirects an attach.
+        mountpoints: Vec<CString>,
+        /// Extra mount options appended to the data, comma-separated (`userxattr` in a
+        /// user namespace, `index=off`, ...); empty for none.
+        options: CString,
+    },
     /// Create the file `path` (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0600) holding
     /// `content`: a per-run file seeded into a fresh private tmpfs (the command's
     /// private global git config), after the mounts that make it writable.
@@ -94,6 +141,38 @@ pub enum MountOp {
         set: u64,
         /// `MOUNT_ATTR_*` bits to clear.
         clear: u64,
+    },
+}
+
+/// Where an overlay's changes go ([`MountOp::Overlay`]).
+#[derive(Debug)]
+pub enum OverlayUpper {
+    /// New directories `upper` and `work` in the staging tmpfs of slot `slot` (see
+    /// [`MountOp::StagingTmpfs`]), discarded with the run. The upper directory takes
+    /// the mode of the target (and its owner where the namespace maps it), since it is
+    /// what the overlay's root shows.
+    Staged {
+        /// Slot of the staging tmpfs.
+        slot: usize,
+        /// Name of the upper directory in it.
+        upper: CString,
+        /// Name of the work directory in it.
+        work: CString,
+        /// Attach the staging tmpfs onto the target first (after the target was
+        /// opened as the lower layer): set on the first overlay using it.
+        attach: bool,
+    },
+    /// Existing host directories kept across runs: each opened without following
+    /// symlinks and checked against its identity. They must be on one filesystem.
+    Dirs {
+        /// The upper directory.
+        upper: CString,
+        /// Its pinned identity.
+        upper_expect: FileIdentity,
+        /// The work directory (empty, or left by an earlier mount of the same upper).
+        work: CString,
+        /// Its pinned identity.
+        work_expect: FileIdentity,
     },
 }
 

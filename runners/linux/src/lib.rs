@@ -27,16 +27,19 @@
 //!    (`setgroups` deny, then `uid_map`, `gid_map` mapping the caller's ids onto
 //!    themselves).
 //! 5. Mount operations, in plan order (private propagation, detached clones of the
-//!    sources, attaching them, `/proc`, private tmpfs mounts, recursive read-only, a
-//!    tmpfs onto a pinned host directory, per-run files written into a fresh tmpfs).
+//!    sources, attaching them, `/proc`, private tmpfs mounts, private overlay layers
+//!    over host directories (the host's files readable, changes kept in a staging
+//!    tmpfs), recursive read-only, a tmpfs onto a pinned host directory, per-run files
+//!    written into a fresh tmpfs).
 //! 6. Standard streams: the plan's three fds become 0, 1, 2.
 //! 7. Every other fd is marked close-on-exec (`close_range`), so only stdio crosses
 //!    (plus any fd the plan passes explicitly, e.g. bubblewrap's seccomp program).
 //! 8. Working directory.
 //! 9. `no_new_privs`.
 //! 10. Landlock: rules for trees that exist only in the child (its private tmpfs
-//!     mounts; one on a host directory only if it is a writable tmpfs reached without a
-//!     symlink) are added to the parent's ruleset, then `landlock_restrict_self`.
+//!     mounts and overlays; one on a host directory only if it is a writable tmpfs or
+//!     overlay, the root of its mount, reached without a symlink) are added to the
+//!     parent's ruleset, then `landlock_restrict_self`.
 //! 11. Capabilities: bounding set emptied and securebits locked (when the process
 //!     holds `CAP_SETPCAP`; otherwise it has no capabilities to lose and
 //!     `no_new_privs` keeps it so), ambient cleared, effective/permitted/inheritable
@@ -99,7 +102,8 @@ mod status;
 mod sys;
 
 pub use contract::{
-    ChildLimits, FileIdentity, IdMaps, MountOp, StagePlan, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY,
+    ChildLimits, FileIdentity, IdMaps, MountOp, OverlayUpper, StagePlan, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID,
+    MOUNT_ATTR_RDONLY,
 };
 pub use init::{SUPERVISOR_PDEATHSIG, SUPERVISOR_SWEEP_SIGNAL};
 pub use parent::{

@@ -142,7 +142,7 @@ async fn launch_passes_the_planned_argv_profile_and_parameters_to_sandbox_exec()
             run_dir: f.root.join("unused"),
             new_session: true,
             tmpfs_size: None,
-            home_cache: None,
+            private_dirs: Vec::new(),
             git_config: None,
         };
         sel.plan(&input).unwrap()

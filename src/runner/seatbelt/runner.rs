@@ -183,6 +183,7 @@ impl Runner for SeatbeltRunner {
             new_session: input.new_session,
             needs_run_dir: true,
             seed_files,
+            hidden: Vec::new(),
             enforcement,
         })
     }

@@ -1,7 +1,8 @@
 //! Step 10: Landlock. Rules for trees that exist only in the child (its private
 //! tmpfs mounts) are added to the ruleset the parent built, then
-//! `landlock_restrict_self`. A tmpfs mounted on a host directory (the home's cache) is
-//! checked first: reached without any symlink, a tmpfs, and writable.
+//! `landlock_restrict_self`. A private mount on a host directory (a layer over the
+//! home's cache or a toolchain home) is checked first: reached without any symlink,
+//! the root of a tmpfs or overlay mount, and writable.
 //!
 //! What it does not do: build the ruleset or choose its rules (the parent does).
 
@@ -43,19 +44,32 @@ const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
 
 /// `TMPFS_MAGIC` from `<linux/magic.h>`.
 const TMPFS_MAGIC: libc::c_long = 0x0102_1994;
+/// `OVERLAYFS_SUPER_MAGIC` from `<linux/magic.h>`.
+const OVERLAYFS_MAGIC: libc::c_long = 0x794c_7630;
+/// `STATX_ATTR_MOUNT_ROOT` from `<linux/stat.h>` (Linux 5.8).
+const STATX_ATTR_MOUNT_ROOT: u64 = 0x2000;
 
-/// Whether the open `fd` is the root of a writable tmpfs (`ESTALE` otherwise).
-fn writable_tmpfs(fd: RawFd) -> Result<(), i32> {
-    // SAFETY: fstatfs/fstatvfs fill zeroed, properly sized local structs; `fd` is open.
-    let (fs, vfs) = unsafe {
+/// Whether the open `fd` is a private mount the stage made on a host directory: the
+/// root of its mount, a tmpfs or an overlay, writable (`ESTALE` otherwise: a host
+/// directory swapped in at that path after the mount is none of these).
+fn private_mount_root(fd: RawFd) -> Result<(), i32> {
+    // SAFETY: fstatfs/fstatvfs/statx fill zeroed, properly sized local structs; `fd`
+    // is open and the path is a static empty string (AT_EMPTY_PATH).
+    let (fs, vfs, stx) = unsafe {
         let mut fs: libc::statfs = std::mem::zeroed();
         let mut vfs: libc::statvfs = std::mem::zeroed();
-        if libc::fstatfs(fd, &mut fs) != 0 || libc::fstatvfs(fd, &mut vfs) != 0 {
+        let mut stx: libc::statx = std::mem::zeroed();
+        if libc::fstatfs(fd, &mut fs) != 0
+            || libc::fstatvfs(fd, &mut vfs) != 0
+            || libc::statx(fd, c"".as_ptr(), libc::AT_EMPTY_PATH, 0, &mut stx) != 0
+        {
             return Err(errno());
         }
-        (fs, vfs)
+        (fs, vfs, stx)
     };
-    if fs.f_type as libc::c_long != TMPFS_MAGIC || vfs.f_flag & libc::ST_RDONLY != 0 {
+    let kind = fs.f_type as libc::c_long;
+    let root = stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT == 0 || stx.stx_attributes & STATX_ATTR_MOUNT_ROOT != 0;
+    if (kind != TMPFS_MAGIC && kind != OVERLAYFS_MAGIC) || !root || vfs.f_flag & libc::ST_RDONLY != 0 {
         return Err(libc::ESTALE);
     }
     Ok(())
@@ -78,7 +92,7 @@ fn add_late_rule(p: &Prepared<'_>, ruleset: RawFd, path: &CString, access: u64, 
         fail(p, Step::Landlock, errno(), detail::LANDLOCK_LATE_OPEN + index);
     }
     if tmpfs {
-        if let Err(e) = writable_tmpfs(fd) {
+        if let Err(e) = private_mount_root(fd) {
             // SAFETY: closing the fd opened above.
             unsafe { libc::close(fd) };
             fail(p, Step::Landlock, e, detail::LANDLOCK_LATE_OPEN + index);

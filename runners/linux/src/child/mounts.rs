@@ -5,10 +5,10 @@
 //!
 //! What it does not do: choose the mounts (the parent's plan does).
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use super::prepared::{fail, Prepared};
-use crate::contract::{FileIdentity, MountOp};
+use crate::contract::{FileIdentity, MountOp, OverlayUpper};
 use crate::status::Step;
 use crate::sys::{errno, open_path_no_symlinks, MountAttr, OPEN_TREE_CLONE};
 
@@ -17,6 +17,52 @@ const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x0000_0040;
 
 /// Room for `/proc/self/fd/` and any fd number, NUL included.
 const PROC_FD_PATH_LEN: usize = 32;
+
+/// `FSOPEN_CLOEXEC`, `FSMOUNT_CLOEXEC` from `<linux/mount.h>`.
+const FSOPEN_CLOEXEC: libc::c_uint = 1;
+const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+/// `FSCONFIG_SET_STRING`, `FSCONFIG_CMD_CREATE` from `<linux/mount.h>`.
+const FSCONFIG_SET_STRING: libc::c_uint = 1;
+const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+
+/// Room for an overlay's mount data: three or four `/proc/self/fd/N` names and the
+/// plan's options (the parent keeps those short); longer data fails with `E2BIG`.
+const OVERLAY_DATA_LEN: usize = 512;
+
+/// A NUL-terminated string built in a fixed buffer (no allocation in the child).
+struct DataBuf {
+    buf: [u8; OVERLAY_DATA_LEN],
+    len: usize,
+}
+
+impl DataBuf {
+    fn new() -> DataBuf {
+        DataBuf { buf: [0; OVERLAY_DATA_LEN], len: 0 }
+    }
+
+    /// Append `bytes`, keeping room for the NUL; `Err(E2BIG)` when it does not fit.
+    fn push(&mut self, bytes: &[u8]) -> Result<(), i32> {
+        if self.len + bytes.len() >= OVERLAY_DATA_LEN {
+            return Err(libc::E2BIG);
+        }
+        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+        self.buf[self.len] = 0;
+        Ok(())
+    }
+
+    /// Append `/proc/self/fd/FD`.
+    fn push_fd(&mut self, fd: RawFd) -> Result<(), i32> {
+        let mut path = [0u8; PROC_FD_PATH_LEN];
+        proc_fd_path(fd, &mut path);
+        let end = path.iter().position(|b| *b == 0).unwrap_or(0);
+        self.push(&path[..end])
+    }
+
+    fn as_ptr(&self) -> *const libc::c_char {
+        self.buf.as_ptr() as *const libc::c_char
+    }
+}
 
 /// Write `/proc/self/fd/FD` and a NUL into `buf` (no allocation).
 fn proc_fd_path(fd: RawFd, buf: &mut [u8; PROC_FD_PATH_LEN]) {
@@ -53,6 +99,212 @@ fn open_checked(p: &Prepared<'_>, target: &std::ffi::CStr, want: &FileIdentity, 
         Err(e) => fail(p, Step::Mount, e.raw_os_error().unwrap_or(libc::EIO), detail),
     }
 }
+
+/// Open a mount target: the pinned host directory checked against `expect`, or a
+/// system directory by path (`O_PATH`, symlinks followed as a path mount would).
+fn open_target(p: &Prepared<'_>, target: &std::ffi::CStr, expect: Option<&FileIdentity>, detail: u32) -> OwnedFd {
+    if let Some(want) = expect {
+        return open_checked(p, target, want, detail);
+    }
+    // SAFETY: open with a NUL-terminated path owned by the plan.
+    let fd = unsafe { libc::open(target.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        fail(p, Step::Mount, errno(), detail);
+    }
+    // SAFETY: the kernel returned a new fd that nothing else owns.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+/// [`MountOp::StagingTmpfs`]: a detached tmpfs with the plan's parameters; its fd
+/// goes into `slot`.
+fn staging_tmpfs(p: &mut Prepared<'_>, slot: usize, params: &[(std::ffi::CString, std::ffi::CString)], detail: u32) {
+    if slot >= p.slots.len() {
+        fail(p, Step::Mount, libc::EINVAL, detail);
+    }
+    // SAFETY: fsopen with a static NUL-terminated name.
+    let fs = unsafe { libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC) };
+    if fs < 0 {
+        fail(p, Step::Mount, errno(), detail);
+    }
+    #[allow(clippy::cast_possible_truncation, reason = "the kernel returns an fd (an int) widened to long")]
+    // SAFETY: the kernel returned a new fd that nothing else owns.
+    let fs = unsafe { OwnedFd::from_raw_fd(fs as RawFd) };
+    for (key, value) in params {
+        // SAFETY: fsconfig with the fd above and NUL-terminated strings owned by the plan.
+        let r = unsafe {
+            libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), FSCONFIG_SET_STRING, key.as_ptr(), value.as_ptr(), 0)
+        };
+        if r != 0 {
+            fail(p, Step::Mount, errno(), detail);
+        }
+    }
+    // SAFETY: fsconfig's create command takes no key or value.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_void>(),
+            0,
+        )
+    };
+    if r != 0 {
+        fail(p, Step::Mount, errno(), detail);
+    }
+    let attrs = crate::contract::MOUNT_ATTR_NOSUID | crate::contract::MOUNT_ATTR_NODEV;
+    // SAFETY: fsmount on the configured context above.
+    let m = unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) };
+    if m < 0 {
+        fail(p, Step::Mount, errno(), detail);
+    }
+    #[allow(clippy::cast_possible_truncation, reason = "the kernel returns an fd (an int) widened to long")]
+    let m = m as RawFd;
+    p.slots[slot] = m;
+}
+
+/// Attach the detached mount `tree` onto the directory `onto` (`move_mount`).
+fn attach_onto(tree: RawFd, onto: &OwnedFd) -> Result<(), i32> {
+    // SAFETY: move_mount between two fds the child owns.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree,
+            c"".as_ptr(),
+            onto.as_raw_fd(),
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    };
+    if r != 0 {
+        return Err(errno());
+    }
+    Ok(())
+}
+
+/// `mkdirat(dir, name, mode)`, then an fd on the new directory (never a symlink).
+fn make_dir(dir: RawFd, name: &std::ffi::CStr, mode: libc::mode_t) -> Result<OwnedFd, i32> {
+    // SAFETY: mkdirat and openat with a NUL-terminated name owned by the plan.
+    unsafe {
+        if libc::mkdirat(dir, name.as_ptr(), mode) != 0 {
+            return Err(errno());
+        }
+        let fd =
+            libc::openat(dir, name.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(errno());
+        }
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
+}
+
+/// [`OverlayUpper::Staged`]: the upper and work directories in the staging tmpfs. The
+/// upper one takes the lower root's mode, and its owner where this namespace maps it
+/// (a user namespace maps only the caller: a root-owned `/tmp` then shows the caller
+/// as owner, as a fresh tmpfs would), since the overlay's root shows its attributes.
+fn staged_dirs(
+    p: &Prepared<'_>,
+    lower: &OwnedFd,
+    slot: usize,
+    upper: &std::ffi::CStr,
+    work: &std::ffi::CStr,
+    detail: u32,
+) -> (OwnedFd, OwnedFd) {
+    let stage = p.slots.get(slot).copied().unwrap_or(-1);
+    // SAFETY: fstat fills a zeroed, properly sized local struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: see above; `lower` is an fd the child owns.
+    if unsafe { libc::fstat(lower.as_raw_fd(), &mut st) } != 0 {
+        fail(p, Step::Mount, errno(), detail);
+    }
+    let u = make_dir(stage, upper, 0o700).unwrap_or_else(|e| fail(p, Step::Mount, e, detail));
+    // SAFETY: fchown/fchmod on the directory the child just created.
+    unsafe {
+        let r = libc::fchown(u.as_raw_fd(), st.st_uid, st.st_gid);
+        // An owner this user namespace does not map cannot be given (EINVAL).
+        if r != 0 && errno() != libc::EINVAL && errno() != libc::EPERM {
+            fail(p, Step::Mount, errno(), detail);
+        }
+        if libc::fchmod(u.as_raw_fd(), st.st_mode & 0o7777) != 0 {
+            fail(p, Step::Mount, errno(), detail);
+        }
+    }
+    let w = make_dir(stage, work, 0o700).unwrap_or_else(|e| fail(p, Step::Mount, e, detail));
+    (u, w)
+}
+
+/// [`MountOp::Overlay`].
+fn overlay(p: &Prepared<'_>, op: &MountOp, detail: u32) {
+    let MountOp::Overlay { target, expect, lower_above, upper, mountpoints, options } = op else { return };
+    let lower = open_target(p, target, expect.as_ref(), detail);
+    let mut above: [Option<OwnedFd>; MAX_LOWER_ABOVE] = [const { None }; MAX_LOWER_ABOVE];
+    if lower_above.len() > MAX_LOWER_ABOVE {
+        fail(p, Step::Mount, libc::E2BIG, detail);
+    }
+    for (i, (path, want)) in lower_above.iter().enumerate() {
+        above[i] = Some(open_checked(p, path, want, detail));
+    }
+    let (u, w) = match upper {
+        OverlayUpper::Staged { slot, upper, work, attach } => {
+            if *attach {
+                let stage = p.slots.get(*slot).copied().unwrap_or(-1);
+                if let Err(e) = attach_onto(stage, &lower) {
+                    fail(p, Step::Mount, e, detail);
+                }
+            }
+            staged_dirs(p, &lower, *slot, upper, work, detail)
+        }
+        OverlayUpper::Dirs { upper, upper_expect, work, work_expect } => {
+            (open_checked(p, upper, upper_expect, detail), open_checked(p, work, work_expect, detail))
+        }
+    };
+    for m in mountpoints {
+        // SAFETY: mkdirat with a NUL-terminated relative path owned by the plan, in the
+        // upper directory the child holds.
+        if unsafe { libc::mkdirat(u.as_raw_fd(), m.as_ptr(), 0o755) } != 0 && errno() != libc::EEXIST {
+            fail(p, Step::Mount, errno(), detail);
+        }
+    }
+    let mut data = DataBuf::new();
+    let built = (|| {
+        data.push(b"lowerdir=")?;
+        for fd in above.iter().flatten() {
+            data.push_fd(fd.as_raw_fd())?;
+            data.push(b":")?;
+        }
+        data.push_fd(lower.as_raw_fd())?;
+        data.push(b",upperdir=")?;
+        data.push_fd(u.as_raw_fd())?;
+        data.push(b",workdir=")?;
+        data.push_fd(w.as_raw_fd())?;
+        if !options.is_empty() {
+            data.push(b",")?;
+            data.push(options.as_bytes())?;
+        }
+        Ok(())
+    })();
+    if let Err(e) = built {
+        fail(p, Step::Mount, e, detail);
+    }
+    let mut at = [0u8; PROC_FD_PATH_LEN];
+    proc_fd_path(lower.as_raw_fd(), &mut at);
+    // SAFETY: mount with static strings, the local NUL-terminated buffers above.
+    let r = unsafe {
+        libc::mount(
+            c"overlay".as_ptr(),
+            at.as_ptr() as *const libc::c_char,
+            c"overlay".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            data.as_ptr() as *const libc::c_void,
+        )
+    };
+    if r != 0 {
+        fail(p, Step::Mount, errno(), detail);
+    }
+}
+
+/// Read-only layers an overlay may have above its target.
+const MAX_LOWER_ABOVE: usize = 2;
 
 /// [`MountOp::WriteFile`]: create `path` (never an existing file, never through a
 /// symlink) and write all of `content`.
@@ -238,6 +490,8 @@ pub(super) fn apply_mounts(p: &mut Prepared<'_>) {
                 }
                 drop(held);
             }
+            MountOp::StagingTmpfs { slot, params } => staging_tmpfs(p, *slot, params, detail),
+            MountOp::Overlay { .. } => overlay(p, op, detail),
             MountOp::WriteFile { path, content } => write_new_file(p, path, content, detail),
             MountOp::Mkdir { path } => {
                 // SAFETY: mkdir with a NUL-terminated path.
