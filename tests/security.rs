@@ -2620,8 +2620,9 @@ case!(git_global_config_is_private_and_seeded, |c| {
     assert!(fs::read_to_string(&mine).is_ok_and(|t| t.contains("r = s")), "the caller's config was not used: {out:?}");
     // The request names the files, but cordon never reads them: not its own /proc (its
     // environment holds what the scrub keeps from the command), not a file it holds
-    // open (/proc/self/fd/N), not the host's /tmp the command's private one hides, not
-    // (as root) another user's private file the capability-less command cannot open.
+    // open (/proc/self/fd/N), not another user's private file the command cannot open
+    // (as root: capability-less), in the host's /tmp (seen through the run's private
+    // layer) or elsewhere.
     let secret = format!("leak-{tag}");
     for from in ["/proc/self/environ", "/proc/self/fd/0", "/proc/self/cwd/../../../../../../../proc/self/environ"] {
         let mut l = c.opts(WORKSPACE_WRITE);
@@ -2631,20 +2632,15 @@ case!(git_global_config_is_private_and_seeded, |c| {
         assert!(!out.stdout.contains(&secret), "{from}: cordon's environment reached the command: {out:?}");
         assert!(!out.out().contains(&format!("global={from}")), "{from}: the caller's path was kept: {out:?}");
     }
-    let hidden = PathBuf::from(format!("/tmp/cordon-seed-probe-{tag}"));
+    let in_tmp = PathBuf::from(format!("/tmp/cordon-seed-probe-{tag}"));
     let private = c.outside.join(format!("private-{tag}"));
-    let mut probes = vec![&hidden];
-    if c.id.is_root() {
-        probes.push(&private);
-    }
-    for (path, mode) in [(&hidden, 0o644), (&private, 0o600)] {
+    let other = if c.id.is_root() { 65534 } else { 0 };
+    for path in [&in_tmp, &private] {
         fs::write(path, format!("[probe]\n\tvalue = {secret}\n")).unwrap();
-        fs::set_permissions(path, <fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(mode)).unwrap();
+        fs::set_permissions(path, <fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o600)).unwrap();
+        chown(path, other, other);
     }
-    if c.id.is_root() {
-        chown(&private, 65534, 65534);
-    }
-    for from in probes {
+    for from in [&in_tmp, &private] {
         let mut l = c.opts(WORKSPACE_WRITE);
         l.extra_args = vec!["--env".into(), format!("GIT_CONFIG_GLOBAL={}", from.display())];
         let out = c.sh(&l, "cat \"$GIT_CONFIG_GLOBAL\"; git config --global --includes probe.value; true")?;
@@ -3038,14 +3034,15 @@ fn degraded_battery(
     if cfg.check().is_err() {
         bad.push(("protected-paths", format!("{r:?}")));
     }
-    // private-tmp (host /tmp neither readable nor writable)
-    let secret = format!("degraded-tmp-{}", c.unique());
-    let host_tmp = PathBuf::from(format!("/tmp/cordon-tests-{}-{secret}", std::process::id()));
-    c.file(&host_tmp, &secret);
-    let r = run!(o, "read", &[s(&host_tmp)]);
+    // private-tmp (nothing the run does in /tmp reaches the host's; reading it is
+    // allowed, through a private layer)
+    let host_tmp = PathBuf::from(format!("/tmp/cordon-tests-{}-degraded-{}", std::process::id(), c.unique()));
+    let sent = c.sentinel(&host_tmp);
+    let r = run!(o, "overwrite", &[s(&host_tmp), "pwned"]);
+    let changed = sent.check().is_err();
     let _ = fs::remove_file(&host_tmp);
-    if r.detail.contains(&secret) {
-        bad.push(("private-tmp", format!("read host /tmp: {r:?}")));
+    if changed {
+        bad.push(("private-tmp", format!("changed a host /tmp file: {r:?}")));
     }
     let created = PathBuf::from(format!("/tmp/cordon-tests-{}-created-{}", std::process::id(), c.unique()));
     let r = run!(o, "create", &[s(&created)]);
