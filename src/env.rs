@@ -374,21 +374,81 @@ pub fn in_writable_root(v: &OsStr, writable: &[std::path::PathBuf]) -> bool {
         && writable.iter().any(|w| p.starts_with(w))
 }
 
+/// The toolchain homes: where package managers keep what they download during an
+/// ordinary build, each with its variable and its place without it (relative to
+/// `$HOME`). A confined run gets a private layer over each that exists (the host's
+/// files readable, so a warm cache stays warm; what the build adds private), see
+/// `runner::landlock::private_dirs`.
+pub const TOOLCHAIN_HOMES: [(&str, &str); 3] = [
+    ("CARGO_HOME", ".cargo"),     // cargo: the registry index, crate downloads, git checkouts
+    ("GOPATH", "go"),             // Go: the module cache (`pkg/mod`), `go install`'s `bin`
+    ("npm_config_cache", ".npm"), // npm: its cache (`_cacache`) and its debug logs (`_logs`)
+];
+
+/// Where each of [`TOOLCHAIN_HOMES`] is for `env` (pure): the variable's value when it
+/// is an absolute path (`GOPATH`: its first entry), else `$HOME/<rel>`; nothing without
+/// an absolute `HOME`.
+pub fn toolchain_homes(env: &[(OsString, OsString)]) -> Vec<(&'static str, std::path::PathBuf)> {
+    let get = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_os_str());
+    let home = get("HOME").map(std::path::Path::new).filter(|h| h.is_absolute());
+    TOOLCHAIN_HOMES
+        .iter()
+        .filter_map(|(name, rel)| {
+            let set = get(name)
+                .and_then(|v| v.as_bytes().split(|b| *b == b':').next())
+                .map(|first| std::path::PathBuf::from(OsStr::from_bytes(first)))
+                .filter(|p| p.is_absolute() && !p.components().any(|c| c == std::path::Component::ParentDir));
+            set.or_else(|| home.map(|h| h.join(rel))).map(|p| (*name, p))
+        })
+        .collect()
+}
+
+/// What the command can write besides the caller's roots, for [`private_cache_env`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PrivateView<'a> {
+    /// The writable roots.
+    pub writable: &'a [std::path::PathBuf],
+    /// Directories the command sees as private writable layers or tmpfs mounts (its
+    /// `/tmp`, `/dev/shm`, the layers over the home's cache and the toolchain homes).
+    pub layers: &'a [std::path::PathBuf],
+    /// Toolchain homes ([`toolchain_homes`]) that do not exist on the host.
+    pub missing_homes: &'a [std::path::PathBuf],
+}
+
 /// Point each of [`PRIVATE_CACHE_VARS`] into `base` (pure): a run's private cache and
 /// state locations. A variable already naming an absolute path inside one of the
-/// `writable` roots is kept (the caller chose a usable location); any other value
-/// (unset, relative, or in the read-only home) is replaced.
+/// writable roots or private layers is kept (the caller chose a usable location); one
+/// that is unset while the tool's own default lies in a private layer stays unset (the
+/// host's cache there stays warm, and what the run adds is private); any other value
+/// (unset, relative, or in the read-only home) is replaced. `CARGO_HOME` and `GOPATH`
+/// ([`TOOLCHAIN_HOMES`]) are set into `base` only when the home they name does not
+/// exist on the host (the tool could not create it in the read-only home); an existing
+/// one is used where it is (a private layer with a mount layer, read-only without).
 pub fn private_cache_env(
     base: &std::path::Path,
     env: &[(OsString, OsString)],
-    writable: &[std::path::PathBuf],
+    view: PrivateView<'_>,
 ) -> Vec<(OsString, OsString)> {
-    let usable = |name: &str| env.iter().find(|(n, _)| n == name).is_some_and(|(_, v)| in_writable_root(v, writable));
-    PRIVATE_CACHE_VARS
+    let get = |name: &str| env.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_os_str());
+    let under = |p: &std::path::Path, dirs: &[std::path::PathBuf]| dirs.iter().any(|d| p.starts_with(d));
+    let usable = |v: &OsStr| in_writable_root(v, view.writable) || in_writable_root(v, view.layers);
+    let home = get("HOME").map(std::path::Path::new).filter(|h| h.is_absolute());
+    let mut out: Vec<(OsString, OsString)> = PRIVATE_CACHE_VARS
         .iter()
-        .filter(|(name, _)| !usable(name))
+        .filter(|(name, rel)| match get(name) {
+            Some(v) => !usable(v),
+            None => !home.is_some_and(|h| under(&h.join(rel), view.layers)),
+        })
         .map(|(name, rel)| (OsString::from(name), base.join(rel).into_os_string()))
-        .collect()
+        .collect();
+    for (name, path) in toolchain_homes(env) {
+        let rel = TOOLCHAIN_HOMES.iter().find(|(n, _)| *n == name).map_or("", |(_, r)| *r);
+        let taken = out.iter().any(|(n, _)| n == name);
+        if !taken && view.missing_homes.contains(&path) && !usable(path.as_os_str()) {
+            out.push((OsString::from(name), base.join(rel).into_os_string()));
+        }
+    }
+    out
 }
 
 /// Whether a variable of `env` (other than [`PRIVATE_CACHE_VARS`], which cordon
@@ -441,7 +501,8 @@ mod tests {
             ("PIP_CACHE_DIR".into(), "/work/ws/../escape".into()),
             ("npm_config_cache".into(), "rel".into()),
         ];
-        let got = private_cache_env(std::path::Path::new("/tmp"), &env, &[PathBuf::from("/work/ws")]);
+        let view = PrivateView { writable: &[PathBuf::from("/work/ws")], ..Default::default() };
+        let got = private_cache_env(std::path::Path::new("/tmp"), &env, view);
         let get = |n: &str| got.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
         assert_eq!(get("XDG_CACHE_HOME"), Some("/tmp/.cache".into()), "the read-only home is replaced");
         assert_eq!(get("GOCACHE"), None, "a location in a writable root is kept");
@@ -449,6 +510,53 @@ mod tests {
         assert_eq!(get("npm_config_cache"), Some("/tmp/.npm".into()), "a relative path is replaced");
         assert_eq!(get("XDG_STATE_HOME"), Some("/tmp/.local/state".into()), "unset is set");
         assert_eq!(got.len(), PRIVATE_CACHE_VARS.len() - 1);
+    }
+
+    #[test]
+    fn defaults_in_a_private_layer_stay_and_missing_toolchain_homes_move() {
+        use std::path::PathBuf;
+        let env: Vec<(OsString, OsString)> = vec![("HOME".into(), "/home/u".into())];
+        let layers = [PathBuf::from("/tmp"), PathBuf::from("/home/u/.cache"), PathBuf::from("/home/u/.npm")];
+        let missing = [PathBuf::from("/home/u/go")];
+        let view = PrivateView { writable: &[], layers: &layers, missing_homes: &missing };
+        let got = private_cache_env(std::path::Path::new("/tmp"), &env, view);
+        let names: Vec<&OsStr> = got.iter().map(|(k, _)| k.as_os_str()).collect();
+        // Unset, with the default in a layer: left to the tool (a warm cache stays warm).
+        for kept in ["XDG_CACHE_HOME", "GOCACHE", "PIP_CACHE_DIR", "npm_config_cache", "YARN_CACHE_FOLDER"] {
+            assert!(!names.contains(&OsStr::new(kept)), "{kept}: {got:?}");
+        }
+        // ~/.local/state has no layer; ~/go does not exist (cargo's home does: as it is).
+        assert!(got.contains(&("XDG_STATE_HOME".into(), "/tmp/.local/state".into())), "{got:?}");
+        assert!(got.contains(&("GOPATH".into(), "/tmp/go".into())), "{got:?}");
+        assert!(!names.contains(&OsStr::new("CARGO_HOME")), "{got:?}");
+        // A value in a layer is kept; one elsewhere in the read-only home is replaced.
+        let env: Vec<(OsString, OsString)> = vec![
+            ("HOME".into(), "/home/u".into()),
+            ("XDG_CACHE_HOME".into(), "/tmp/xdg".into()),
+            ("PIP_CACHE_DIR".into(), "/home/u/pipcache".into()),
+        ];
+        let got = private_cache_env(std::path::Path::new("/tmp"), &env, view);
+        assert!(!got.iter().any(|(k, _)| k == "XDG_CACHE_HOME"), "{got:?}");
+        assert!(got.contains(&("PIP_CACHE_DIR".into(), "/tmp/.cache/pip".into())), "{got:?}");
+    }
+
+    #[test]
+    fn toolchain_homes_follow_their_variables_or_the_home() {
+        use std::path::PathBuf;
+        let env = |pairs: &[(&str, &str)]| -> Vec<(OsString, OsString)> {
+            pairs.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect()
+        };
+        let got = toolchain_homes(&env(&[("HOME", "/home/u"), ("GOPATH", "/srv/go:/other"), ("CARGO_HOME", "rel")]));
+        assert_eq!(
+            got,
+            [
+                ("CARGO_HOME", PathBuf::from("/home/u/.cargo")),
+                ("GOPATH", PathBuf::from("/srv/go")),
+                ("npm_config_cache", PathBuf::from("/home/u/.npm")),
+            ]
+        );
+        let got = toolchain_homes(&env(&[("CARGO_HOME", "/opt/cargo")]));
+        assert_eq!(got, [("CARGO_HOME", PathBuf::from("/opt/cargo"))], "no HOME: only absolute variables");
     }
 
     use super::*;

@@ -2405,30 +2405,46 @@ case!(policy_system_dirs_refused_without_flag, |c| {
 
 case!(fs_private_caches_writable_inside_and_discarded, |c| {
     // The home directory is read-only, so each cache variable points into the run's
-    // private TMPDIR: writable inside, gone afterwards, never in the real home. A
-    // cache variable the caller points into the workspace is kept.
+    // private TMPDIR, or stays unset where the tool's own default lies in a private
+    // layer (~/.cache, ~/.npm: the host's cache stays warm there): writable inside,
+    // gone afterwards, never in the real home. A cache variable the caller points
+    // into the workspace is kept.
     let tag = c.unique();
-    let vars = ["XDG_CACHE_HOME", "XDG_STATE_HOME", "GOCACHE", "PIP_CACHE_DIR", "npm_config_cache", "PRE_COMMIT_HOME"];
-    let home_cache = c.id.home.join(".cache");
-    let mut o = c.opts(WORKSPACE_WRITE);
-    // An ambient value in the (read-only) home is replaced, not trusted.
-    o.env.push(("XDG_CACHE_HOME".into(), home_cache.display().to_string()));
-    let script = format!(
-        "for v in {}; do eval d=\\$$v; mkdir -p \"$d\" && echo x > \"$d/{tag}\" || exit 1; echo \"$v=$d\"; done",
-        vars.join(" ")
-    );
-    let out = c.sh(&o, &script)?;
-    assert_eq!(out.exit_code(), Some(0), "every private cache must be writable inside: {out:?}");
-    let text = out.out();
-    for v in vars {
-        let line =
-            text.lines().find(|l| l.starts_with(&format!("{v}="))).unwrap_or_else(|| panic!("{v} unset: {out:?}"));
-        let dir = PathBuf::from(&line[v.len() + 1..]);
-        assert!(!dir.starts_with(&c.id.home), "{v} points into the home: {out:?}");
-        assert!(!dir.starts_with(&c.ws), "{v} points into the workspace: {out:?}");
-        assert_absent(&dir.join(&tag), &format!("{v}'s file leaked to the host"));
+    let vars = [
+        ("XDG_CACHE_HOME", ".cache"),
+        ("XDG_STATE_HOME", ".local/state"),
+        ("GOCACHE", ".cache/go-build"),
+        ("PIP_CACHE_DIR", ".cache/pip"),
+        ("npm_config_cache", ".npm"),
+        ("PRE_COMMIT_HOME", ".cache/pre-commit"),
+    ];
+    let home = &c.id.home;
+    let home_cache = home.join(".cache");
+    for mode in CONFINED {
+        let mut o = c.opts(mode);
+        // An ambient value in the (read-only) home outside any layer is replaced.
+        o.env.push(("XDG_STATE_HOME".into(), home.join(".state-elsewhere").display().to_string()));
+        let script = format!(
+            "for v in {}; do eval d=\\${{$v:-$HOME/$(eval echo \\$rel_$v)}}; mkdir -p \"$d\" && echo x > \"$d/{tag}\" \
+             || exit 1; echo \"$v=$d\"; done",
+            vars.iter().map(|(v, _)| *v).collect::<Vec<_>>().join(" ")
+        );
+        let rels: String = vars.iter().map(|(v, r)| format!("rel_{v}={r}; ")).collect();
+        let out = c.sh(&o, &format!("{rels}{script}"))?;
+        assert_eq!(out.exit_code(), Some(0), "{mode}: every private cache must be writable inside: {out:?}");
+        let text = out.out();
+        for (v, _) in vars {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(&format!("{v}=")))
+                .unwrap_or_else(|| panic!("{mode}: {v} missing: {out:?}"));
+            let dir = PathBuf::from(&line[v.len() + 1..]);
+            assert!(!dir.starts_with(&c.ws), "{mode}: {v} points into the workspace: {out:?}");
+            assert_absent(&dir.join(&tag), &format!("{mode}: {v}'s file leaked to the host"));
+        }
+        assert_absent(&home_cache.join(&tag), &format!("{mode}: a cache file appeared in the real home"));
+        assert!(file_write_denials(&out).is_empty(), "{mode}: {out:?}");
     }
-    assert_absent(&home_cache.join(&tag), "a cache file appeared in the real home");
     // Positive control: a location the caller puts in the workspace is kept and used.
     let mut kept = c.opts(WORKSPACE_WRITE);
     kept.extra_args = vec!["--env".into(), format!("XDG_CACHE_HOME={}", c.ws.join("cache").display())];

@@ -343,17 +343,32 @@ impl Executor {
         let mount_layer = selection.runner == RunnerKind::Bwrap
             || (selection.runner == RunnerKind::Landlock && self.host.namespaces.available());
         let mut private_dirs = Vec::new();
-        if policy.mode.is_confined() && mount_layer {
+        let mut missing_homes = Vec::new();
+        if policy.mode.is_confined() {
+            let overlay = mount_layer && self.host.overlay.available();
             // Without overlayfs the cache's layer is an empty tmpfs: a variable that
             // names a place in it (`PLAYWRIGHT_BROWSERS_PATH`, a `PATH` entry of a tool
             // installed there) keeps the host's cache visible, read-only, instead.
-            if self.host.overlay.available() || !crate::env::names_home_cache(&spec.env) {
-                if let Some(path) = pin_home_cache(&mut pins, &spec.env) {
+            if mount_layer && (overlay || !crate::env::names_home_cache(&spec.env)) {
+                if let Some(path) = pin_home_cache(&mut pins, &spec.env, self.host.euid) {
                     private_dirs.push(crate::runner::PrivateDir {
                         path,
                         keep: crate::runner::Keep::Discard,
                         home_cache: true,
                     });
+                }
+            }
+            // The toolchain homes: a private layer over each that exists; one that does
+            // not is made in the run's private base instead (`env::private_cache_env`).
+            for (_, home) in crate::env::toolchain_homes(&spec.env) {
+                match overlay.then(|| pin_private_dir(&mut pins, &home)).flatten() {
+                    Some(path) => private_dirs.push(crate::runner::PrivateDir {
+                        path,
+                        keep: crate::runner::Keep::Discard,
+                        home_cache: false,
+                    }),
+                    None if std::fs::symlink_metadata(&home).is_err() => missing_homes.push(home),
+                    None => {}
                 }
             }
         }
@@ -441,8 +456,13 @@ impl Executor {
         // (see `crate::env::PRIVATE_CACHE_VARS`).
         if policy.mode.is_confined() {
             let tmpdir = plan.env.iter().find(|(k, _)| k == "TMPDIR").map(|(_, v)| PathBuf::from(v));
+            // Where the command writes privately: its tmpfs mounts and layers. With a
+            // cache directory every cache variable goes there, to be kept.
+            let layers: Vec<PathBuf> = if spec.cache_dir.is_some() { Vec::new() } else { plan.private_mounts() };
+            let writable = policy.writable();
+            let view = crate::env::PrivateView { writable: &writable, layers: &layers, missing_homes: &missing_homes };
             if let Some(base) = spec.cache_dir.clone().or(tmpdir) {
-                let private = crate::env::private_cache_env(&base, &env, &policy.writable());
+                let private = crate::env::private_cache_env(&base, &env, view);
                 for (k, v) in private {
                     env.retain(|(name, _)| *name != k);
                     env.push((k, v));
@@ -813,30 +833,54 @@ impl Executor {
 
 /// Pin the run's `$HOME/.cache` (`HOME` from the run's environment) when it is a real
 /// directory on the host, and return its canonical path; `None` otherwise (no `HOME`,
-/// a relative one, no such directory, or `.cache` itself a symlink). The common case
-/// costs one `openat2` and one `fstat`; only a home reached through a symlink is
-/// canonicalized first, and `.cache` itself is never followed.
-fn pin_home_cache(pins: &mut crate::pin::Pins, env: &[(OsString, OsString)]) -> Option<PathBuf> {
+/// a relative one, no such directory, or `.cache` itself a symlink). A home that is the
+/// caller's own directory and has none gets one first (mode 0700, as XDG tools make
+/// it): `mkdir -p ~/.cache/x` then works inside, in the run's private layer.
+fn pin_home_cache(pins: &mut crate::pin::Pins, env: &[(OsString, OsString)], euid: u32) -> Option<PathBuf> {
     let home = env.iter().find(|(k, _)| k == "HOME").map(|(_, v)| PathBuf::from(v))?;
     if !home.is_absolute() {
         return None;
     }
-    let normal =
-        home.components().all(|c| matches!(c, std::path::Component::RootDir | std::path::Component::Normal(_)));
-    let cache = if normal { home.join(".cache") } else { home.canonicalize().ok()?.join(".cache") };
-    let cache = match pins.add(&cache) {
-        Ok(()) => cache,
+    let cache = home.join(".cache");
+    if std::fs::symlink_metadata(&cache).is_err() {
+        make_home_cache(&home, euid);
+    }
+    pin_private_dir(pins, &cache)
+}
+
+/// Create `HOME/.cache` (0700) when `HOME` (canonical, opened without following
+/// symlinks) is a directory owned by `euid`; nothing otherwise (another user's home, a
+/// container's foreign `HOME`). Failures are ignored: the run then has no cache layer.
+fn make_home_cache(home: &Path, euid: u32) {
+    let Some(fd) = home.canonicalize().ok().and_then(|h| crate::pin::open_no_symlinks(&h).ok()) else { return };
+    let mine =
+        nix::sys::stat::fstat(&fd).is_ok_and(|st| st.st_uid == euid && st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+    if mine {
+        let _ = nix::sys::stat::mkdirat(&fd, ".cache", nix::sys::stat::Mode::from_bits_truncate(0o700));
+    }
+}
+
+/// Pin the host directory `dir` for a private layer and return its canonical path;
+/// `None` when it is not a real directory (missing, or itself a symlink). The common
+/// case costs one `openat2` and one `fstat`; only a path reached through a symlinked
+/// ancestor is canonicalized first, and `dir` itself is never followed.
+fn pin_private_dir(pins: &mut crate::pin::Pins, dir: &Path) -> Option<PathBuf> {
+    let (parent, name) = (dir.parent()?, dir.file_name()?);
+    let normal = dir.components().all(|c| matches!(c, std::path::Component::RootDir | std::path::Component::Normal(_)));
+    let path = if normal { dir.to_path_buf() } else { parent.canonicalize().ok()?.join(name) };
+    let path = match pins.add(&path) {
+        Ok(()) => path,
         Err(crate::error::PolicyError::Changed { source, .. })
             if normal && source.raw_os_error() == Some(libc::ELOOP) =>
         {
-            let real = home.canonicalize().ok()?.join(".cache");
+            let real = parent.canonicalize().ok()?.join(name);
             pins.add(&real).ok()?;
             real
         }
         Err(_) => return None,
     };
-    let fd = pins.fd(&cache)?;
-    nix::sys::stat::fstat(fd).ok().filter(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR).map(|_| cache)
+    let fd = pins.fd(&path)?;
+    nix::sys::stat::fstat(fd).ok().filter(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR).map(|_| path)
 }
 
 /// Variables set for a confined run with the network off, unless the caller set them.

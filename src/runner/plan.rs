@@ -494,6 +494,23 @@ pub struct LaunchPlan {
     pub enforcement: Enforcement,
 }
 
+impl LaunchPlan {
+    /// The directories the command sees as private and writable that its mounts make
+    /// (the private `/tmp` and `/dev/shm`, the layers over the home's directories), in
+    /// the command's view.
+    pub fn private_mounts(&self) -> Vec<PathBuf> {
+        self.mounts
+            .iter()
+            .filter_map(|m| match m {
+                MountStep::Tmpfs { target, .. }
+                | MountStep::HostTmpfs { target, .. }
+                | MountStep::Overlay { target, .. } => Some(target.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
 /// One confinement backend.
 pub trait Runner {
     /// Which runner this is.

@@ -74,14 +74,18 @@ pub fn tmpfs_data(mode: &str, size: Option<u64>) -> String {
 
 /// The overlay options every private layer is mounted with: redirects in a lower
 /// layer are never followed, no inode index, no metadata-only copy-up (a layer's
-/// files are copied up whole on their first change); plus `userxattr` in a user
-/// namespace (overlayfs then keeps its own attributes in `user.overlay.*`, the only
-/// namespace an unprivileged mounter may write).
+/// files are copied up whole on their first change), one device number and distinct
+/// inode numbers for every file (`xino=on`: without it a file changed in the layer
+/// keeps the host file's device and inode numbers while a hard link made to it shows
+/// the layer's, and `git clone` between two places in `/tmp` refuses the "different"
+/// hard link); plus `userxattr` in a user namespace (overlayfs then keeps its own
+/// attributes in `user.overlay.*`, the only namespace an unprivileged mounter may
+/// write).
 pub fn overlay_options(user_namespace: bool) -> &'static str {
     if user_namespace {
-        "redirect_dir=nofollow,index=off,metacopy=off,userxattr"
+        "redirect_dir=nofollow,index=off,metacopy=off,xino=on,userxattr"
     } else {
-        "redirect_dir=nofollow,index=off,metacopy=off"
+        "redirect_dir=nofollow,index=off,metacopy=off,xino=on"
     }
 }
 

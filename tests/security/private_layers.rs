@@ -9,6 +9,7 @@
 //! names them (`sandbox.hidden`).
 
 use super::*;
+use std::os::unix::fs::PermissionsExt;
 
 /// A host path under `/tmp` or `/dev/shm` (file, FIFO or socket), removed when dropped.
 struct HostPath(PathBuf);
@@ -197,4 +198,119 @@ case!(layer_reads_no_wider_than_the_host, |c| {
         c.probe(mode, "read", &[s(&d.0.join("inner"))])?
             .assert_refused_with(&["EACCES"], "a file in another user's 0700 directory in /tmp");
     }
+});
+
+/// A host directory under `/tmp` owned by the identity, removed when dropped.
+fn host_tmp_dir(c: &Ctx, what: &str) -> HostPath {
+    let d = host_path(c, "/tmp", what);
+    c.mkdir(&d.0);
+    d
+}
+
+case!(ctl_layer_git_clone_from_a_host_tmp_repository, |c| {
+    // `git clone /tmp/x/origin.git` works in both confined modes (into the workspace, or
+    // into TMPDIR in read-only), and the origin is not changed.
+    if find_in_path("git").is_none() {
+        return Err(Skip("git is not installed".into()));
+    }
+    let d = host_tmp_dir(c, "git");
+    c.host_sh(&format!(
+        "cd '{d}' && git init -q --bare -b main origin.git && git init -q -b main src && cd src && echo hi > f \
+         && git add f && git commit -q -m first && git push -q ../origin.git main",
+        d = d.0.display()
+    ));
+    let origin = d.0.join("origin.git");
+    let before = tree(&origin);
+    for mode in CONFINED {
+        // Into TMPDIR (read-only) git links the objects within the private layer; an
+        // unprivileged run's layer shows a hard link of a host file with another
+        // inode number than the file (its user namespace cannot decode file handles),
+        // which git refuses, so it copies there (docs/guarantees.md).
+        let (into, how) = match mode {
+            READ_ONLY if !c.id.is_root() => ("\"$TMPDIR/cloned\"", "--no-hardlinks"),
+            READ_ONLY => ("\"$TMPDIR/cloned\"", ""),
+            _ => ("cloned", ""),
+        };
+        let out = c.sh(
+            &c.opts(mode),
+            &format!(
+                "git clone -q {how} '{}' {into} && git -C {into} log --format=%s && cat {into}/f",
+                origin.display()
+            ),
+        )?;
+        assert_eq!(out.exit_code(), Some(0), "{mode}: git clone from the host's /tmp: {out:?}");
+        assert_eq!(out.out(), "first\nhi\n", "{mode}: {out:?}");
+        assert_tree_unchanged(&before, &origin, &format!("{mode}: the origin repository"));
+    }
+    assert!(c.ws.join("cloned/.git").is_dir(), "the clone in the workspace is on the host");
+});
+
+case!(ctl_layer_virtualenv_under_another_tmp_directory, |c| {
+    // A virtualenv made on the host under /tmp: its interpreter starts inside (before,
+    // PROGRAM_NOT_FOUND: the private /tmp hid it), and `import` finds its packages.
+    let Some(python) = ["/usr/bin/python3", "/usr/local/bin/python3"].iter().map(Path::new).find(|p| p.is_file())
+    else {
+        return Err(Skip("no system python3".into()));
+    };
+    let d = host_tmp_dir(c, "venv");
+    let venv = d.0.join("venv");
+    c.host_sh(&format!("'{}' -m venv --without-pip '{}'", python.display(), venv.display()));
+    let site =
+        c.host_sh(&format!("'{}/bin/python' -c 'import site; print(site.getsitepackages()[0])'", venv.display()));
+    c.file(&Path::new(site.trim()).join("cordon_layer_probe.py"), "WHERE = 'venv'\n");
+    for mode in CONFINED {
+        let py = venv.join("bin/python");
+        let out = c.cordon(
+            &c.opts(mode),
+            &[s(&py), "-c", "import sys, cordon_layer_probe as p; print(sys.prefix, p.WHERE)"],
+        )?;
+        assert_eq!(out.exit_code(), Some(0), "{mode}: {out:?}");
+        assert_eq!(out.out().trim(), format!("{} venv", venv.display()), "{mode}: {out:?}");
+    }
+});
+
+case!(ctl_layer_toolchain_homes_are_warm_and_writable, |c| {
+    // A home with cargo's and npm's homes: what they hold is read inside, and what a
+    // build adds there (a crate download, npm's cache and logs) is written, privately:
+    // the host's homes are unchanged afterwards. A missing Go home is made in the run's
+    // private temp dir (GOPATH), and a missing ~/.cache is created on the host (empty,
+    // 0700) so that `mkdir -p ~/.cache/x` works inside.
+    let home = c.root.join(format!("home-tc-{}", c.unique()));
+    c.mkdir(&home);
+    for d in [".cargo", ".cargo/registry", ".cargo/registry/cache", ".npm", ".npm/_logs"] {
+        c.mkdir(&home.join(d));
+    }
+    let crate_file = c.sentinel(&home.join(".cargo/registry/cache/warm-1.0.0.crate"));
+    let cargo_before = tree(&home.join(".cargo"));
+    let npm_before = tree(&home.join(".npm"));
+    let script = "cat ~/.cargo/registry/cache/warm-1.0.0.crate && echo new > ~/.cargo/registry/cache/fresh-1.0.0.crate \
+                  && echo lock > ~/.cargo/.package-cache && mkdir -p ~/.npm/_cacache && echo log > ~/.npm/_logs/debug.log \
+                  && echo \"cargo=${CARGO_HOME:-unset} npm=${npm_config_cache:-unset} gopath=$GOPATH\" \
+                  && mkdir -p \"$GOPATH/pkg/mod\" && mkdir -p ~/.cache/x && echo ok";
+    for mode in CONFINED {
+        let mut o = c.opts(mode);
+        o.env.push(("HOME".into(), s(&home).into()));
+        let out = c.sh(&o, script)?;
+        assert_eq!(out.exit_code(), Some(0), "{mode}: {out:?}");
+        let lines: Vec<String> = out.out().lines().map(String::from).collect();
+        assert_eq!(lines.first(), Some(&format!("sentinel {}", crate_file.path.display())), "{mode}: {out:?}");
+        let vars = lines.get(1).cloned().unwrap_or_default();
+        assert!(
+            vars.starts_with("cargo=unset npm=unset gopath=/"),
+            "{mode}: the homes are used where they are: {out:?}"
+        );
+        assert!(!vars.contains(&s(&home).to_string()), "{mode}: GOPATH in the read-only home: {out:?}");
+        assert_eq!(lines.last().map(String::as_str), Some("ok"), "{mode}: {out:?}");
+        assert_tree_unchanged(&cargo_before, &home.join(".cargo"), &format!("{mode}: the host's cargo home"));
+        assert_tree_unchanged(&npm_before, &home.join(".npm"), &format!("{mode}: the host's npm home"));
+        crate_file.assert_unchanged(&format!("{mode}: a warm crate"));
+        assert_absent(&home.join("go"), &format!("{mode}: a Go home in the real home"));
+        assert!(file_write_denials(&out).is_empty(), "{mode}: a write to a private layer was reported: {out:?}");
+    }
+    // ~/.cache: created by cordon (the caller's own home had none), empty, 0700.
+    let cache = home.join(".cache");
+    let meta = fs::metadata(&cache).expect("cordon made ~/.cache");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+    assert_eq!(meta.uid(), c.id.uid);
+    assert_eq!(fs::read_dir(&cache).unwrap().count(), 0, "something inside reached the host's ~/.cache");
 });
