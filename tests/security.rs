@@ -4097,6 +4097,24 @@ case!(net_allow_unix_socket_review_findings, |c| {
     out.assert_success();
 });
 
+// Issue 25 finding 9: a program named relative to the working directory (`./x.sh`,
+// `sub/../x.sh`, through a symlinked directory) runs under every runner (bubblewrap
+// refused it as "not normalized"). Judged by the file the script makes in the
+// workspace.
+case!(exec_program_paths_relative_to_the_workspace_run, |c| {
+    use std::os::unix::fs::PermissionsExt;
+    c.mkdir(&c.ws.join("sub"));
+    c.symlink(&c.ws.join("sub"), &c.ws.join("link"));
+    let script = c.file(&c.ws.join("x.sh"), "#!/bin/sh\ntouch \"ran-$1\"\n");
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    for (i, program) in ["./x.sh", "sub/../x.sh", "./link/../x.sh", ".//x.sh"].into_iter().enumerate() {
+        let tag = i.to_string();
+        let out = c.cordon(&c.opts(WORKSPACE_WRITE), &[program, &tag])?;
+        assert_eq!(out.exit_code(), Some(0), "{program} did not run: {out:?}");
+        assert!(c.ws.join(format!("ran-{tag}")).exists(), "{program} ran but made nothing: {out:?}");
+    }
+});
+
 // ---------------------------------------------------------------- hosts by name
 #[path = "security/network_by_name.rs"]
 mod network_by_name;

@@ -354,7 +354,27 @@ pub(crate) fn resolve_program(argv0: &OsStr, env: &[(OsString, OsString)], cwd: 
             source: std::io::Error::from_raw_os_error(e as i32),
         });
     }
-    Ok(candidate)
+    Ok(normalized(candidate))
+}
+
+/// `program` (an existing file) as an absolute path without `.`, `..`, `//` or a
+/// trailing `/`, which every runner's planner accepts (`./x.sh` joined to the working
+/// directory is `/ws/./x.sh`; bubblewrap and Seatbelt take only normalized paths): its
+/// directory canonical (`sub/..` resolved as the kernel resolves it, through a
+/// symlinked `sub`), its last component as given (a program that is a symlink is
+/// still executed through the link, as `execve` would). A path that is normalized
+/// already is returned as is, without a system call.
+fn normalized(program: PathBuf) -> PathBuf {
+    let rebuilt: PathBuf = program.components().collect();
+    let plain =
+        program.components().all(|c| matches!(c, std::path::Component::RootDir | std::path::Component::Normal(_)));
+    if plain && rebuilt.as_os_str() == program.as_os_str() {
+        return program;
+    }
+    match (program.parent(), program.file_name()) {
+        (Some(dir), Some(name)) => dir.canonicalize().map(|d| d.join(name)).unwrap_or(program),
+        _ => program,
+    }
 }
 
 /// Check a caller's cache directory (see [`Request::cache_dir`]) and return it
@@ -638,6 +658,30 @@ impl Executor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn program_paths_are_normalized_for_every_planner() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(ws.join("sub")).unwrap();
+        std::os::unix::fs::symlink(ws.join("sub"), ws.join("link")).unwrap();
+        let script = ws.join("x.sh");
+        std::fs::write(&script, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::copy(&script, ws.join("sub/y.sh")).unwrap();
+        let env = [];
+        let found = |p: &str| resolve_program(OsStr::new(p), &env, &ws).unwrap();
+        for p in ["./x.sh", "sub/../x.sh", "sub//../x.sh", ".//x.sh"] {
+            assert_eq!(found(p), script, "{p}");
+        }
+        // `link/..` is the directory above the link's target, as the kernel resolves it.
+        assert_eq!(found("./link/./y.sh"), ws.join("sub/y.sh"));
+        assert_eq!(found("link/../x.sh"), script);
+        // A program that is a symlink stays the link (argv[0]'s behaviour is the link's).
+        std::os::unix::fs::symlink(&script, ws.join("alias")).unwrap();
+        assert_eq!(found("./alias"), ws.join("alias"));
+        assert_eq!(found(script.to_str().unwrap()), script);
+    }
 
     #[test]
     fn the_startup_sweep_runs_at_most_once_a_minute() {

@@ -299,3 +299,23 @@ async fn allowed_host_sockets_are_refused_not_silently_dropped() {
     assert!(err.runner_reasons().iter().any(|r| r.reason.contains("cannot grant host unix sockets")), "{err}");
     assert!(!f.fake.join("argv").exists() && !f.ws.join("ran").exists());
 }
+
+/// Issue 25 finding 9: a program named relative to the working directory (`./x.sh`,
+/// `sub/../x.sh`) runs: the planner is given the normalized path, which it accepts.
+#[tokio::test]
+async fn a_program_path_relative_to_the_workspace_runs() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture();
+    let _fake = test_fake::install(&f.fake.join("sandbox-exec"));
+    let exec = f.executor();
+    std::fs::create_dir(f.ws.join("sub")).unwrap();
+    let script = f.ws.join("x.sh");
+    std::fs::write(&script, "#!/bin/sh\necho ran\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for program in ["./x.sh", "sub/../x.sh"] {
+        let spec = exec.resolve(f.request(&[program], true)).unwrap();
+        let result = exec.run(spec).await.unwrap_or_else(|e| panic!("{program}: {e}"));
+        assert_eq!(result.exit_code, Some(0), "{program}: {result:?}");
+        assert_eq!(result.stdout.text, "ran\n", "{program}");
+    }
+}
