@@ -17,7 +17,11 @@
 //!    prefix with the length and alphabet of a real token (GitHub, GitLab, Slack, AWS
 //!    access key ids, Stripe, OpenAI, Anthropic, Google, npm, PyPI, Hugging Face), a
 //!    private key block, or a signed JWT.
-//! 5. Set the quiet-terminal defaults `NO_COLOR=1 TERM=dumb PAGER=cat GIT_PAGER=cat`.
+//! 5. Set the quiet-terminal defaults `NO_COLOR=1 TERM=dumb PAGER=cat GIT_PAGER=cat`;
+//!    when the command's output goes to the caller's terminal
+//!    ([`build_environment_for`] with `terminal`), only `PAGER=cat GIT_PAGER=cat`: the
+//!    caller's `TERM` and colour settings (`NO_COLOR`, `CLICOLOR`, `FORCE_COLOR`,
+//!    `COLORTERM`, ...) stay as they are.
 //! 6. Apply the caller's extra variables. They are never scrubbed: passing a variable
 //!    explicitly (`--env NAME=VALUE`, or `--env NAME` to keep the ambient value) is the
 //!    way to keep a credential on purpose. A name that is empty, contains `=` or NUL,
@@ -299,13 +303,33 @@ fn check_value(name: &str, value: &str) -> Result<(), EnvError> {
     Ok(())
 }
 
-/// Build the command's environment (steps in the module docs). The result is sorted
-/// by name.
+/// Build the command's environment (steps in the module docs) for captured output.
+/// The result is sorted by name.
+#[cfg(test)]
 pub fn build_environment<I>(
     ambient: I,
     extra: &[(String, String)],
     managed: &[(String, String)],
     runner: &[(String, String)],
+) -> Result<Vec<(OsString, OsString)>, EnvError>
+where
+    I: IntoIterator<Item = (OsString, OsString)>,
+{
+    build_environment_for(ambient, extra, managed, runner, false)
+}
+
+/// The variables of [`QUIET_DEFAULTS`] that keep their ambient value when the
+/// command's output is the caller's terminal (step 5).
+pub const TERMINAL_KEPT: [&str; 2] = ["NO_COLOR", "TERM"];
+
+/// [`build_environment`], for a command whose output goes to the caller's terminal
+/// when `terminal` (step 5 then keeps the caller's `TERM` and colour settings).
+pub fn build_environment_for<I>(
+    ambient: I,
+    extra: &[(String, String)],
+    managed: &[(String, String)],
+    runner: &[(String, String)],
+    terminal: bool,
 ) -> Result<Vec<(OsString, OsString)>, EnvError>
 where
     I: IntoIterator<Item = (OsString, OsString)>,
@@ -320,7 +344,9 @@ where
     env.retain(|_, value| credential_value_kind(value).is_none());
     // Step 5.
     for (name, value) in QUIET_DEFAULTS {
-        env.insert(name.into(), value.into());
+        if !(terminal && TERMINAL_KEPT.contains(&name)) {
+            env.insert(name.into(), value.into());
+        }
     }
     // Step 6.
     for (name, value) in extra {
@@ -780,6 +806,21 @@ mod tests {
         assert_eq!(get(&env, "PAGER"), Some("cat"));
         assert_eq!(get(&env, "GIT_PAGER"), Some("cat"));
         assert_eq!(get(&env, "NO_COLOR"), Some("1"));
+    }
+
+    #[test]
+    fn step5_on_a_terminal_keeps_the_callers_term_and_colours() {
+        let ambient = [("TERM", "xterm-256color"), ("COLORTERM", "truecolor"), ("FORCE_COLOR", "1"), ("PAGER", "less")];
+        let env = build_environment_for(amb(&ambient), &[], &[], &[], true).unwrap();
+        assert_eq!(get(&env, "TERM"), Some("xterm-256color"));
+        assert_eq!(get(&env, "COLORTERM"), Some("truecolor"));
+        assert_eq!(get(&env, "FORCE_COLOR"), Some("1"));
+        assert_eq!(get(&env, "NO_COLOR"), None, "no colour switch the caller did not set");
+        assert_eq!(get(&env, "PAGER"), Some("cat"), "still no pager");
+        let env = build_environment_for(amb(&[("NO_COLOR", "1"), ("CLICOLOR", "0")]), &[], &[], &[], true).unwrap();
+        assert_eq!(get(&env, "NO_COLOR"), Some("1"));
+        assert_eq!(get(&env, "CLICOLOR"), Some("0"));
+        assert_eq!(get(&env, "TERM"), None, "no TERM where the caller had none");
     }
 
     #[test]

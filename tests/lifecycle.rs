@@ -21,6 +21,7 @@ mod common;
 
 use common::*;
 use std::io::Write;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -347,6 +348,200 @@ fn a_stalled_stdout_does_not_keep_cordon_past_its_deadline_or_a_signal() {
         let st = child.wait().unwrap();
         assert_eq!(got, 1_000_000, "{who}: control: a slow reader gets every byte ({st})");
         assert_eq!(st.code(), Some(0), "{who}: control");
+        Ok(())
+    });
+}
+
+/// A shell script run as the leader of a new session whose controlling terminal is a
+/// fresh pseudo-terminal (what a person's terminal gives a command), as the identity.
+struct OnPty {
+    child: std::process::Child,
+    master: std::fs::File,
+    seen: Vec<u8>,
+}
+
+impl OnPty {
+    fn start(ctx: &Ctx, script: &str, env: &[(&str, &str)]) -> OnPty {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        use std::os::unix::process::CommandExt;
+        let (mut m, mut s) = (-1, -1);
+        // SAFETY: openpty writes two descriptors; the name, termios and size may be null.
+        let r = unsafe { libc::openpty(&mut m, &mut s, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
+        assert_eq!(r, 0, "openpty");
+        // SAFETY: both descriptors were just made and are owned here.
+        let (master, slave) = unsafe { (std::fs::File::from_raw_fd(m), std::fs::File::from_raw_fd(s)) };
+        let mut cmd = ctx.host_cmd("/bin/bash");
+        cmd.arg("-c").arg(script).env("CORDON", &ctx.suite.cordon);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.stdin(slave.try_clone().unwrap()).stdout(slave.try_clone().unwrap()).stderr(slave);
+        // SAFETY: only setsid and ioctl (async-signal-safe) between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().unwrap();
+        // SAFETY: fcntl on a descriptor owned here.
+        unsafe { libc::fcntl(master.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+        OnPty { child, master, seen: Vec::new() }
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.seen).into_owned()
+    }
+
+    /// Reads what the terminal shows until `want` appears (false after `within`).
+    fn wait_for(&mut self, want: &str, within: Duration) -> bool {
+        let start = Instant::now();
+        let mut buf = [0u8; 4096];
+        while start.elapsed() < within {
+            match std::io::Read::read(&mut self.master, &mut buf) {
+                Ok(n) if n > 0 => self.seen.extend_from_slice(&buf[..n]),
+                _ => std::thread::sleep(Duration::from_millis(20)),
+            }
+            if self.text().contains(want) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Ctrl-C, typed on the terminal: the line discipline sends SIGINT to its
+    /// foreground process group. A moment after the command said it is ready, so that
+    /// it waits where a person would interrupt it (dash survives a SIGINT that lands
+    /// between its `echo` and its next fork, unconfined as well).
+    fn ctrl_c(&mut self) {
+        std::thread::sleep(Duration::from_millis(500));
+        self.master.write_all(b"\x03").unwrap();
+    }
+
+    /// The script's end within `within` (what the terminal showed is kept), or `None`
+    /// when it still runs then (it is killed).
+    fn end_within(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let start = Instant::now();
+        loop {
+            self.wait_for("\u{0}", Duration::from_millis(50));
+            if let Some(st) = self.child.try_wait().unwrap() {
+                self.wait_for("\u{0}", Duration::from_millis(200));
+                return Some(st);
+            }
+            if start.elapsed() > within {
+                // The whole session: the script and what it started.
+                // SAFETY: kill with the negated pid of a session (and group) leader.
+                unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
+                let _ = self.child.wait();
+                return None;
+            }
+        }
+    }
+}
+
+/// How long a script on the terminal may take to stop after Ctrl-C (a hang catcher:
+/// the commands sleep for a minute).
+const STOPS_WITHIN: Duration = Duration::from_secs(30);
+
+/// Issue 26, terminal semantics: Ctrl-C on a person's terminal reaches the command as
+/// SIGINT (not SIGTERM), so its own handlers run, and cordon ends as the command did,
+/// so the calling shell behaves as it would around the command itself. Under a real
+/// pseudo-terminal, in every mode and runner, as root and unprivileged, judged by what
+/// the terminal shows and by the shell's own end:
+/// - Python's `KeyboardInterrupt` handler runs; the script around cordon stops;
+/// - a `trap ... INT` runs and its `exit 130` is cordon's status (the script goes on);
+/// - a `while true; do cordon run ...; done` loop stops on the first Ctrl-C.
+#[test]
+fn ctrl_c_on_a_terminal_reaches_the_command_as_sigint_and_stops_a_loop() {
+    use std::os::unix::process::ExitStatusExt;
+    each_identity("ctrl_c_on_a_terminal_reaches_the_command_as_sigint_and_stops_a_loop", |ctx| {
+        let py = "/usr/bin/python3";
+        if !Path::new(py).exists() {
+            return Err(Skip("no /usr/bin/python3".into()));
+        }
+        let modes: Vec<(&str, String)> = CONFINED
+            .iter()
+            .map(|m| (*m, format!("--mode {m} --runner {}", ctx.runner)))
+            .chain([(FULL_ACCESS, "--mode full-access".to_string())])
+            .collect();
+        for (mode, flags) in &modes {
+            let who = format!("{mode} as {} on {}", ctx.id.name, ctx.runner);
+            // Python's KeyboardInterrupt.
+            let script = format!(
+                "\"$CORDON\" run {flags} -- {py} -c 'import time\ntry:\n    print(\"ready\", flush=True)\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print(\"interrupt-handled\", flush=True)\n    raise'; echo \"after $?\""
+            );
+            let mut t = OnPty::start(ctx, &script, &[]);
+            if !t.wait_for("ready", START_WITHIN) {
+                let _ = t.end_within(Duration::ZERO);
+                if t.text().contains("SANDBOX_UNAVAILABLE") {
+                    return Err(Skip(format!("{who}: {}", t.text().trim())));
+                }
+                panic!("{who}: the command never started: {:?}", t.text());
+            }
+            t.ctrl_c();
+            let st = t.end_within(STOPS_WITHIN);
+            let shown = t.text();
+            assert!(st.is_some(), "{who}: the script still ran after Ctrl-C: {shown:?}");
+            assert!(shown.contains("interrupt-handled"), "{who}: KeyboardInterrupt never ran: {shown:?}");
+            assert_eq!(st.unwrap().signal(), Some(libc::SIGINT), "{who}: the shell did not stop on Ctrl-C: {shown:?}");
+            assert!(!shown.contains("after"), "{who}: the shell went on after Ctrl-C: {shown:?}");
+            // A shell trap: it runs, and its exit status is cordon's.
+            let script = format!(
+                "\"$CORDON\" run {flags} -- /bin/bash -c 'trap \"echo trapped; exit 130\" INT; echo ready; sleep 60 & wait'; echo \"status $?\""
+            );
+            let mut t = OnPty::start(ctx, &script, &[]);
+            assert!(t.wait_for("ready", START_WITHIN), "{who}: the trap script never started: {:?}", t.text());
+            t.ctrl_c();
+            let st = t.end_within(STOPS_WITHIN);
+            let shown = t.text();
+            assert!(st.is_some(), "{who}: the trap script still ran after Ctrl-C: {shown:?}");
+            assert!(shown.contains("trapped"), "{who}: the INT trap never ran: {shown:?}");
+            if ctx.runner == "bwrap" && *mode != FULL_ACCESS {
+                // bubblewrap reports a death by SIGINT as the status 130, so a 130 after
+                // Ctrl-C counts as that death (docs/architecture.md): the shell stops.
+                assert_eq!(st.unwrap().signal(), Some(libc::SIGINT), "{who}: {shown:?}");
+            } else {
+                assert!(shown.contains("status 130"), "{who}: cordon's status is not the trap's 130: {shown:?}");
+            }
+            // A loop around cordon stops on the first Ctrl-C.
+            let script = format!(
+                "while true; do \"$CORDON\" run {flags} -- /bin/sh -c 'echo ready; sleep 60'; echo looped; done"
+            );
+            let mut t = OnPty::start(ctx, &script, &[]);
+            assert!(t.wait_for("ready", START_WITHIN), "{who}: the loop never started: {:?}", t.text());
+            t.ctrl_c();
+            let st = t.end_within(STOPS_WITHIN);
+            let shown = t.text();
+            assert!(st.is_some() && !shown.contains("looped"), "{who}: the loop went on after Ctrl-C: {shown:?}");
+        }
+        Ok(())
+    });
+}
+
+/// Issue 26: live output on the caller's terminal keeps its `TERM` and colour
+/// settings (they were forced to `TERM=dumb NO_COLOR=1`); output that is not a
+/// terminal still gets the quiet defaults.
+#[test]
+fn live_output_on_a_terminal_keeps_term_and_colours() {
+    each_identity("live_output_on_a_terminal_keeps_term_and_colours", |ctx| {
+        let show = "echo \"[TERM=$TERM NO_COLOR=${NO_COLOR-unset} COLORTERM=${COLORTERM-unset}]\"";
+        let env = [("TERM", "xterm-256color"), ("COLORTERM", "truecolor")];
+        let script = format!("\"$CORDON\" run --mode read-only --runner {} -c '{show}'", ctx.runner);
+        let mut t = OnPty::start(ctx, &script, &env);
+        let st = t.end_within(STOPS_WITHIN);
+        let shown = t.text();
+        if shown.contains("SANDBOX_UNAVAILABLE") {
+            return Err(Skip(shown.trim().to_string()));
+        }
+        assert!(st.is_some_and(|s| s.success()), "{shown:?}");
+        assert!(shown.contains("[TERM=xterm-256color NO_COLOR=unset COLORTERM=truecolor]"), "on a terminal: {shown:?}");
+        let script = format!("\"$CORDON\" run --mode read-only --runner {} -c '{show}' | cat", ctx.runner);
+        let mut t = OnPty::start(ctx, &script, &env);
+        t.end_within(STOPS_WITHIN);
+        let shown = t.text();
+        assert!(shown.contains("[TERM=dumb NO_COLOR=1 "), "into a pipe: {shown:?}");
         Ok(())
     });
 }

@@ -21,11 +21,11 @@ pub(super) fn signal_group(pid: i32, sig: Signal) {
 ///   command and its group: the init alone is signalled;
 /// - a supervising init leads the run's group with the command in it, and ignores the
 ///   signal itself: the group is signalled (passthrough, Landlock without namespaces);
-/// - under bubblewrap, bubblewrap's monitor (the init's child) leads a session of its
-///   own and would die of the signal, while bubblewrap's pid 1 (its child) leads the
-///   command's session and, as a pid namespace's init, ignores it: that group alone is
-///   signalled, found through `/proc`'s children lists (nothing is signalled before it
-///   exists);
+/// - under bubblewrap, bubblewrap's monitor (the child of cordon's init, which would
+///   forward the signal to it) leads a session of its own and would die of the signal,
+///   while bubblewrap's pid 1 (its child) leads the command's session and, as a pid
+///   namespace's init, ignores it: that group alone is signalled, found through
+///   `/proc`'s children lists (nothing is signalled before it exists);
 /// - the direct launch: the leader's group, unless it is cordon's own (an interactive
 ///   run on the caller's terminal, which signalled the command itself).
 pub(super) fn interrupt_run(pid: i32, runner: RunnerKind, supervised: bool) {
@@ -33,7 +33,7 @@ pub(super) fn interrupt_run(pid: i32, runner: RunnerKind, supervised: bool) {
     if nix::unistd::getpgid(Some(pid_t)).is_ok_and(|g| g == nix::unistd::getpgrp()) {
         return;
     }
-    if runner == RunnerKind::Bwrap && supervised {
+    if runner == RunnerKind::Bwrap {
         #[cfg(target_os = "linux")]
         if let Some(group) = first_child(pid).and_then(first_child).and_then(process_group) {
             let _ = killpg(Pid::from_raw(group), Signal::SIGINT);

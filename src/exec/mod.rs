@@ -34,7 +34,7 @@ mod supervision;
 use finish::finish;
 pub use finish::Interrupts;
 
-use crate::env::build_environment;
+use crate::env::build_environment_for;
 use crate::error::CordonError;
 use crate::host::HostFacts;
 use crate::mode::Mode;
@@ -553,7 +553,9 @@ impl Executor {
                 .map_err(|e| CordonError::InvalidRequest { field: e.field, why: e.why })?;
         let spill_cap = req.spill_cap.unwrap_or(cfg.default_spill_cap).min(cfg.max_spill_cap);
         let ambient = cfg.ambient_env.clone().unwrap_or_else(|| std::env::vars_os().collect());
-        let env = build_environment(ambient, &req.env, &[], &[])?;
+        // Live output on the caller's terminal keeps its TERM and colour settings.
+        let terminal = req.output == Output::Inherit && std::io::IsTerminal::is_terminal(&std::io::stdout());
+        let env = build_environment_for(ambient, &req.env, &[], &[], terminal)?;
         let argv = match req.command {
             Command::Shell(s) => {
                 if s.contains('\0') {
