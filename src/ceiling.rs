@@ -160,6 +160,11 @@ pub struct CeilingArgs {
     /// Ceiling limits: each request's default, and the most it may ask for.
     #[command(flatten)]
     pub limits: crate::limits::LimitArgs,
+    /// The longest deadline a request may ask for, in seconds, or `none` for no cap
+    /// (default 600; a request's default stays 120). For long builds, test suites and
+    /// dev servers started in the background.
+    #[arg(long, value_name = "SECONDS|none", value_parser = crate::request::parse_timeout_cap)]
+    pub max_timeout: Option<std::time::Duration>,
     /// Who is asked for a denied call's narrow grant, and where decisions are logged
     /// (not part of the ceiling: a grant is one call's, approved by a person or policy).
     #[command(flatten)]
@@ -192,6 +197,18 @@ pub struct Ceiling {
     pub allow_hosts: crate::proxy::AllowList,
     /// Limits every request gets by default and may only lower.
     pub limits: crate::limits::LimitRequest,
+}
+
+impl CeilingArgs {
+    /// The executor's configuration for a connection: the defaults, with the server's
+    /// `--max-timeout`.
+    pub fn executor_config(&self) -> crate::request::ExecutorConfig {
+        let mut config = crate::request::ExecutorConfig::default();
+        if let Some(cap) = self.max_timeout {
+            config.max_timeout = cap;
+        }
+        config
+    }
 }
 
 impl Ceiling {

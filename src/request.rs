@@ -14,8 +14,31 @@ use std::time::Duration;
 
 /// Default deadline of a command.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
-/// The longest deadline a request may ask for.
+/// The longest deadline a request may ask for by default (a server raises or lifts it
+/// with `--max-timeout`; the `cordon run` command line has no cap:
+/// [`NO_TIMEOUT_CAP`]).
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
+/// [`ExecutorConfig::max_timeout`] for "no cap": any deadline a request can express.
+pub const NO_TIMEOUT_CAP: Duration = Duration::MAX;
+
+/// A timeout cap in milliseconds for a report (`max_timeout_ms`): `None` for
+/// [`NO_TIMEOUT_CAP`] (or anything past `u64` milliseconds).
+pub fn cap_millis(cap: Duration) -> Option<u64> {
+    u64::try_from(cap.as_millis()).ok().filter(|_| cap != NO_TIMEOUT_CAP)
+}
+
+/// Parse a deadline cap given on a command line: seconds (a positive number, at most
+/// 10^9) or `none` ([`NO_TIMEOUT_CAP`]).
+pub fn parse_timeout_cap(s: &str) -> Result<Duration, String> {
+    if s == "none" {
+        return Ok(NO_TIMEOUT_CAP);
+    }
+    let secs: f64 = s.parse().map_err(|_| format!("`{s}` is not a number of seconds or `none`"))?;
+    if !secs.is_finite() || secs <= 0.0 {
+        return Err(format!("the cap must be a positive number of seconds or `none`, got `{s}`"));
+    }
+    Ok(Duration::from_secs_f64(secs.min(1e9)))
+}
 /// Default in-memory tail per stream: enough for a model to read, small enough to
 /// keep hundreds of concurrent runs cheap.
 pub const DEFAULT_OUTPUT_CAP: usize = 64 * 1024;
@@ -145,7 +168,8 @@ impl Request {
 pub struct ExecutorConfig {
     /// Deadline when a request gives none.
     pub default_timeout: Duration,
-    /// The longest deadline a request may ask for (longer ones are capped).
+    /// The longest deadline a request may ask for (a longer one is an error);
+    /// [`NO_TIMEOUT_CAP`] for none.
     pub max_timeout: Duration,
     /// Tail size when a request gives none.
     pub default_output_cap: usize,

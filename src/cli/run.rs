@@ -25,7 +25,8 @@ pub(crate) struct RunArgs {
     // Listed right after --mode (ties in display order sort by name).
     #[arg(long, default_value = "auto", value_parser = parse_runner, display_order = 0)]
     runner: RunnerChoice,
-    /// Deadline in seconds (default 120, at most 600; more is an error).
+    /// Deadline in seconds (default 120; any length: unlike `serve` and `mcp`, whose
+    /// requests are capped by `--max-timeout`, the command line has no cap).
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     timeout: Option<Duration>,
     /// Print nothing of cordon's own after the command's output (live mode: denials,
@@ -198,7 +199,7 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
     let outcome = rt.block_on(async move {
         cordon::phases::mark("runtime");
         let sigint = interrupt_counter(counted);
-        let exec = Executor::new(ExecutorConfig::default())?;
+        let exec = Executor::new(cli_config())?;
         cordon::phases::mark("stale_sweep");
         let spec = exec.resolve(req)?;
         let result = exec.run_interruptible(spec, abort, sigint).await;
@@ -226,6 +227,12 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
         }
         Err(e) => error_exit(&e, json),
     }
+}
+
+/// The executor's configuration for `cordon run`: the defaults, without a cap on the
+/// deadline (the caller is the one who chose it; the default stays 120 s).
+fn cli_config() -> ExecutorConfig {
+    ExecutorConfig { max_timeout: cordon::request::NO_TIMEOUT_CAP, ..ExecutorConfig::default() }
 }
 
 /// cordon's exit status: the command's. A command that died of SIGINT (Ctrl-C) ends
@@ -455,7 +462,7 @@ pub(crate) fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitC
     let gone = StdoutWatch::default();
     let abort = gone.abort_on_signal_or_gone(json, true);
     let outcome = rt.block_on(async {
-        let exec = Executor::new(ExecutorConfig::default())?;
+        let exec = Executor::new(cli_config())?;
         match &approver {
             Some(a) => esc::run_with_escalation_until(&exec, req, a, &opts, audit.as_ref(), abort).await,
             None => {

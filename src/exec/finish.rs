@@ -205,11 +205,12 @@ pub(super) async fn finish(
     // meanwhile ends the wait. What is not delivered then is reported, never waited
     // on (see `super::relay`).
     let mut relays = std::mem::take(&mut l.relays);
-    let bound = match deadline_at {
-        Some(at) if !(timed_out || aborted || interrupted) => at
-            .saturating_duration_since(tokio::time::Instant::now())
-            .clamp(config.drain_grace, super::relay::RELAY_GRACE),
-        _ => config.drain_grace,
+    let bound = if timed_out || aborted || interrupted {
+        config.drain_grace
+    } else {
+        // (A deadline too far to be an instant: no bound but the grace.)
+        let left = deadline_at.map_or(Duration::MAX, |at| at.saturating_duration_since(tokio::time::Instant::now()));
+        left.clamp(config.drain_grace, super::relay::RELAY_GRACE.max(config.drain_grace))
     };
     {
         let all_ended = async {

@@ -43,7 +43,7 @@ use crate::ceiling::{Ceiling, CeilingArgs, RunParams};
 use crate::escalation::printable;
 use crate::exec::Status;
 use crate::mode::Mode;
-use crate::request::{Command, ExecutorConfig};
+use crate::request::Command;
 use crate::result::{CollectedOutput, DenialKind, EnforcementLevel, RunResult};
 use crate::serve::connection::{Approvals, Approved, Connection, KillReply, ReadReply, Started};
 use crate::serve::protocol::RpcError;
@@ -80,8 +80,9 @@ pub struct BashArgs {
     /// (default: the workspace).
     #[serde(default)]
     pub workdir: Option<String>,
-    /// Deadline in milliseconds (default 120000, at most 600000). The command is
-    /// stopped when it passes.
+    /// Deadline in milliseconds (default 120000; at most the server's cap, 600000
+    /// unless it was started with `--max-timeout`). The command is stopped when it
+    /// passes.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
     /// Memory limit in bytes (default and maximum set by the server).
@@ -139,7 +140,7 @@ pub fn main(args: CeilingArgs) -> ExitCode {
     let code = rt.block_on(async move {
         let conn = match ceiling {
             Ok(ceiling) => {
-                let conn = Connection::new(ceiling, ExecutorConfig::default()).map_err(|e| RpcError::cordon(&e));
+                let conn = Connection::new(ceiling, args.executor_config()).map_err(|e| RpcError::cordon(&e));
                 match conn.and_then(|c| c.with_approvals(Approvals::from_args(&args.approval)?)) {
                     Ok(s) => Ok(Arc::new(s)),
                     Err(e) => {

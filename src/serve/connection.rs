@@ -343,7 +343,7 @@ impl Connection {
                 "max_kept_handles": MAX_KEPT_JOBS,
                 "max_background_tails": MAX_BACKGROUND_TAILS,
                 "default_timeout_ms": cfg.default_timeout.as_millis() as u64,
-                "max_timeout_ms": cfg.max_timeout.as_millis() as u64,
+                "max_timeout_ms": crate::request::cap_millis(cfg.max_timeout),
                 "default_output_cap": cfg.default_output_cap,
                 "max_output_cap": cfg.max_output_cap,
                 "default_spill_cap": cfg.default_spill_cap,

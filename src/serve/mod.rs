@@ -44,7 +44,6 @@ pub mod connection;
 pub mod protocol;
 
 use crate::ceiling::{Ceiling, CeilingArgs};
-use crate::request::ExecutorConfig;
 use approve::{ClientAsks, ServeApprover};
 pub use connection::{Connection, MAX_IN_FLIGHT};
 use protocol::{
@@ -135,7 +134,7 @@ pub fn main(args: CeilingArgs) -> ExitCode {
                 return ExitCode::SUCCESS;
             }
         };
-        let conn = Connection::new(ceiling, ExecutorConfig::default()).map_err(|e| RpcError::cordon(&e));
+        let conn = Connection::new(ceiling, args.executor_config()).map_err(|e| RpcError::cordon(&e));
         let conn = match conn.and_then(|c| c.with_approvals(connection::Approvals::from_args(&args.approval)?)) {
             Ok(s) => Arc::new(s),
             Err(e) => {

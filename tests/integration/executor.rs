@@ -1686,3 +1686,17 @@ fn probe_doctor_and_run_agree_on_the_workspace() {
         .collect();
     assert_eq!(from_doctor, verdicts(&probe["auto"]), "doctor and probe disagree in /");
 }
+
+/// Issue 26, limits: long runs are possible. `cordon run --timeout` has no cap (it was
+/// 600 s, more an error); the default deadline stays 120 s. Judged by the deadline the
+/// result says applied, in full-access (the deadline is the executor's, whatever the
+/// mode).
+#[test]
+fn the_command_line_takes_a_deadline_past_ten_minutes() {
+    let ws = tempfile::tempdir().unwrap();
+    let long = cordon(&["run", "--json", "--mode", "full-access", "--timeout", "7200", "--", "true"], ws.path(), &[]);
+    assert_eq!(long.json()["timeout_ms"], 7_200_000, "{}", long.stderr);
+    assert_eq!(long.json()["exit_code"], 0);
+    let default = cordon(&["run", "--json", "--mode", "full-access", "--", "true"], ws.path(), &[]);
+    assert_eq!(default.json()["timeout_ms"], 120_000, "the default is unchanged: {}", default.stderr);
+}

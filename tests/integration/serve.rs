@@ -526,3 +526,95 @@ fn mcp_closing_stdout_stops_the_server_and_its_commands() {
         },
     );
 }
+
+/// Issue 26, limits: a server raises or lifts its requests' deadline cap with
+/// `--max-timeout SECONDS|none` (default 600 s, reported in `hello`); the default
+/// deadline stays 120 s. Judged by each request's answer: the deadline that applied,
+/// or the refusal.
+#[test]
+fn serve_max_timeout_raises_or_lifts_the_deadline_cap() {
+    use std::io::Write;
+    let dirs = VarTmp::new("serve-max-timeout");
+    let talk = |flags: &[&str], timeout_ms: u64| -> (serde_json::Value, serde_json::Value) {
+        let mut child = Command::new(cordon_bin())
+            .args(["serve", "--mode", "full-access", "--cwd"])
+            .arg(dirs.ws())
+            .args(flags)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let hello = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "hello"});
+        let run = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "run",
+            "params": {"command": "true", "timeout_ms": timeout_ms}});
+        writeln!(stdin, "{hello}\n{run}").unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        let mut lines: Vec<serde_json::Value> =
+            String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        lines.sort_by_key(|v| v["id"].as_u64());
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        (lines[0].clone(), lines[1].clone())
+    };
+    let eleven_minutes = 660_000;
+    let (hello, run) = talk(&[], eleven_minutes);
+    assert_eq!(hello["result"]["limits"]["max_timeout_ms"], 600_000, "{hello}");
+    assert_eq!(hello["result"]["limits"]["default_timeout_ms"], 120_000, "{hello}");
+    assert_eq!(run["error"]["data"]["code"], "INVALID_REQUEST", "over the default cap: {run}");
+    let (hello, run) = talk(&["--max-timeout", "3600"], eleven_minutes);
+    assert_eq!(hello["result"]["limits"]["max_timeout_ms"], 3_600_000, "{hello}");
+    assert_eq!(run["result"]["timeout_ms"], eleven_minutes, "{run}");
+    assert_eq!(hello["result"]["limits"]["default_timeout_ms"], 120_000, "the default is unchanged: {hello}");
+    let week = 7 * 24 * 3_600_000;
+    let (hello, run) = talk(&["--max-timeout", "none"], week);
+    assert!(hello["result"]["limits"]["max_timeout_ms"].is_null(), "{hello}");
+    assert_eq!(run["result"]["timeout_ms"], week, "{run}");
+    assert_eq!(run["result"]["exit_code"], 0, "{run}");
+}
+
+/// The same server flag for `cordon mcp`: a `bash` call past 600 s is refused by
+/// default and runs under `--max-timeout 3600`.
+#[test]
+fn mcp_max_timeout_raises_the_deadline_cap() {
+    use std::io::{BufRead, Write};
+    let dirs = VarTmp::new("mcp-max-timeout");
+    let call = |flags: &[&str]| -> serde_json::Value {
+        let mut child = Command::new(cordon_bin())
+            .args(["mcp", "--mode", "full-access", "--cwd"])
+            .arg(dirs.ws())
+            .args(flags)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        for m in [
+            serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}),
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "bash", "arguments": {"command": "echo ran", "timeout_ms": 660_000}}}),
+        ] {
+            writeln!(stdin, "{m}").unwrap();
+        }
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        let answer = loop {
+            line.clear();
+            assert!(out.read_line(&mut line).unwrap() > 0, "the server ended without answering");
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == 1 {
+                break v;
+            }
+        };
+        drop(stdin);
+        let _ = child.wait();
+        answer
+    };
+    let refused = call(&[]);
+    assert_eq!(refused["result"]["isError"], true, "over the default cap: {refused}");
+    let ran = call(&["--max-timeout", "3600"]);
+    assert_ne!(ran["result"]["isError"], true, "{ran}");
+    assert_eq!(ran["result"]["structuredContent"]["timeout_ms"], 660_000, "{ran}");
+}
