@@ -9,6 +9,10 @@ pub use crate::vocab::{Enforcement, EnforcementLevel, Gap};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
+/// The reason in a network denial's evidence when the network is off (the filter's
+/// reason, `crate::denials`): its live line names the flags that open the network.
+pub(crate) const NETWORK_OFF_REASON: &str = "network off";
+
 /// The outcome of one command. A nonzero exit, a timeout or an abort is a result, not
 /// an error.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +50,7 @@ impl RunResult {
     pub fn live_notes(&self) -> Vec<String> {
         let clean = |s: &str| crate::escalation::printable(s);
         let mut out = Vec::new();
+        let mut network_off = false;
         for d in &self.sandbox.denials {
             let what = match d.kind {
                 DenialKind::FileWrite => "write",
@@ -54,16 +59,42 @@ impl RunResult {
                 DenialKind::Process => "process",
                 DenialKind::Other => "syscall",
             };
-            // The reason is the evidence's last parenthesis: "(outside the writable roots)".
-            let why = d
-                .evidence
-                .rsplit_once(" (")
-                .and_then(|(_, r)| r.split_once(')'))
-                .map(|(r, _)| format!(" ({})", clean(r)))
-                .filter(|r| !r.contains("errno"))
-                .unwrap_or_default();
-            let target = d.target.as_deref().map(clean).unwrap_or_default();
-            out.push(format!("cordon: denied {what} {target}{why}"));
+            let why = match &d.proxy {
+                // cordon's proxy: its typed reason, and what would let the request
+                // through ("add --allow-host pypi.org:443").
+                Some(p) => {
+                    let why = p.why.why(p.host.as_ref());
+                    match p.why.hint(p.host.as_ref()) {
+                        Some(hint) => format!(" ({}: {})", clean(&why), clean(&hint)),
+                        None => format!(" ({})", clean(&why)),
+                    }
+                }
+                // Otherwise the evidence's last parenthesis: "(outside the writable roots)".
+                None => d
+                    .evidence
+                    .rsplit_once(" (")
+                    .and_then(|(_, r)| r.split_once(')'))
+                    .map(|(r, _)| r)
+                    .filter(|r| !r.contains("errno"))
+                    .map(|r| {
+                        if d.kind == DenialKind::Network && r == NETWORK_OFF_REASON {
+                            network_off = true;
+                            format!(" ({r}: --allow-host NAME reaches one host by name, --network every host)")
+                        } else {
+                            format!(" ({})", clean(r))
+                        }
+                    })
+                    .unwrap_or_default(),
+            };
+            let target = d.target.as_deref().map(|t| format!(" {}", clean(t))).unwrap_or_default();
+            out.push(format!("cordon: denied {what}{target}{why}"));
+        }
+        if network_off {
+            out.push(
+                "cordon: package registries by name: --allow-hosts python (pip), node (npm), rust (cargo), go, github \
+                 (docs/network.md)"
+                    .into(),
+            );
         }
         if self.timed_out {
             out.push(format!(
@@ -167,6 +198,12 @@ pub struct Denial {
     /// (linked to the denial for the reader; never evidence by itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<String>,
+    /// Set by cordon's egress proxy only (`--allow-host` runs): the host and port it
+    /// parsed from the request (normalized; never the command's text) and the typed
+    /// reason. A host grant is built from this alone
+    /// ([`ProxyRefusal::grantable`](crate::proxy::ProxyRefusal::grantable)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<crate::proxy::ProxyRefusal>,
 }
 
 /// A runner that selection passed over, and why.
@@ -219,4 +256,67 @@ pub struct SandboxFacts {
     /// bounded, see [`crate::proxy::MAX_NETWORK_LOG`]). Its refusals are `denials`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_log: Option<crate::proxy::NetworkLog>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proxy::{AddrClass, ProxyRefusal, Refusal};
+
+    fn result_with(denials: Vec<Denial>) -> RunResult {
+        let mut r: RunResult = serde_json::from_value(serde_json::json!({
+            "exit_code": 1, "signal": null, "timed_out": false, "aborted": false, "timeout_ms": 1000,
+            "stdout": {"text": "", "truncated": false, "spill_path": null},
+            "stderr": {"text": "", "truncated": false, "spill_path": null},
+            "sandbox": {"mode": "workspace-write", "runner": "landlock", "denied": true, "denials": [],
+                        "enforcement": {"level": "full", "gaps": []}, "runner_failed": false}
+        }))
+        .unwrap();
+        r.sandbox.denials = denials;
+        r
+    }
+
+    fn proxy_denial(host: Option<&str>, why: Refusal) -> Denial {
+        let host = host.map(|h| h.parse().unwrap());
+        Denial {
+            kind: DenialKind::Network,
+            target: host.as_ref().map(ToString::to_string),
+            evidence: format!("proxy refused: {}", why.why(host.as_ref())),
+            line: None,
+            proxy: Some(ProxyRefusal { host, why }),
+        }
+    }
+
+    #[test]
+    fn network_denial_lines_say_why_and_what_would_open_them() {
+        let doc = Refusal::Address { address: "203.0.113.80".parse().unwrap(), class: AddrClass::Reserved };
+        let notes = result_with(vec![
+            proxy_denial(Some("pypi.org:443"), doc),
+            proxy_denial(Some("other.test:443"), Refusal::NotListed),
+            proxy_denial(Some("pypi.org:22"), Refusal::Port),
+            proxy_denial(None, Refusal::Malformed { problem: "a folded header line".into() }),
+            Denial {
+                kind: DenialKind::Network,
+                target: Some("inet:203.0.113.80:443".into()),
+                evidence: "seccomp supervisor: connect() refused with ENETUNREACH (errno 101) (network off)".into(),
+                line: None,
+                proxy: None,
+            },
+        ])
+        .live_notes();
+        assert_eq!(
+            notes,
+            [
+                "cordon: denied network pypi.org:443 (resolves to 203.0.113.80, a reserved address: allow it with \
+                 --allow-host 203.0.113.80 (or its range, e.g. 203.0.113.0/24))",
+                "cordon: denied network other.test:443 (host not in the allow-list: add --allow-host other.test:443)",
+                "cordon: denied network pypi.org:22 (port 22 is not allowed for this host: add --allow-host pypi.org:22)",
+                "cordon: denied network (malformed request: a folded header line)",
+                "cordon: denied network inet:203.0.113.80:443 (network off: --allow-host NAME reaches one host by name, \
+                 --network every host)",
+                "cordon: package registries by name: --allow-hosts python (pip), node (npm), rust (cargo), go, github \
+                 (docs/network.md)",
+            ]
+        );
+    }
 }

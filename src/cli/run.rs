@@ -421,8 +421,8 @@ pub(crate) fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitC
                     esc::Grant::Network => req.policy.network = true,
                     esc::Grant::Write { path } => req.policy.unprotected.push(path),
                     esc::Grant::Host { host } => {
-                        if let Ok(p) = host.parse() {
-                            req.policy.allow_hosts.push(p);
+                        if let Ok(exact) = host.parse::<cordon::proxy::HostPort>() {
+                            req.policy.allow_hosts.push(exact.pattern());
                         }
                     }
                 }

@@ -28,9 +28,17 @@ pub(crate) fn session_cmd(cmd: SessionCmd) -> ExitCode {
             use cordon::escalation::Grant;
             let grant = match (what.as_str(), path) {
                 ("network", None) => Grant::Network,
-                ("host", Some(h)) if h.to_str().is_some_and(|h| h.parse::<cordon::proxy::HostPattern>().is_ok()) => {
-                    Grant::Host { host: h.to_string_lossy().into_owned() }
-                }
+                // One exact host and port, normalized (never a wildcard or a range).
+                ("host", h) => match h.as_deref().and_then(|h| h.to_str()).map(str::parse::<cordon::proxy::HostPort>) {
+                    Some(Ok(exact)) => Grant::Host { host: exact.to_string() },
+                    _ => {
+                        errln!(
+                            "cordon: error[INVALID_REQUEST]: `session grant FILE host HOST:PORT` needs one exact host \
+                             and port (`pypi.org:443`, `10.0.0.5:8080`, `[fd00::1]:443`)"
+                        );
+                        return ExitCode::FAILURE;
+                    }
+                },
                 ("write", Some(p)) if p.is_absolute() => Grant::Write { path: p.canonicalize().unwrap_or(p) },
                 ("write", _) => {
                     errln!("cordon: error[INVALID_REQUEST]: `session grant FILE write PATH` needs an absolute PATH");

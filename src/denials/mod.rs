@@ -166,6 +166,7 @@ fn serve(listener: OwnedFd, stop: &OwnedFd, mut s: Supervision) {
                     target: Some(format!("syscall {} of foreign ABI 0x{:08x}", n.nr, n.arch)),
                     evidence: "seccomp supervisor: a syscall through a foreign entry point (e.g. 32-bit int 0x80) refused with ENOSYS".into(),
                     line: None,
+                    proxy: None,
                 },
             );
             let _ = cordon_stage::notify::respond_error(l, n.id, libc::ENOSYS);
@@ -238,7 +239,7 @@ mod tests {
     use std::path::Path;
 
     fn denial(kind: DenialKind, target: &str) -> Denial {
-        Denial { kind, target: Some(target.into()), evidence: "seccomp supervisor".into(), line: None }
+        Denial { kind, target: Some(target.into()), evidence: "seccomp supervisor".into(), line: None, proxy: None }
     }
 
     #[test]

@@ -196,7 +196,7 @@ pub(super) fn errno_text(errno: i32) -> String {
 /// Why a filter refuses, for the evidence text.
 pub(super) fn filter_reason(filter: &str) -> &'static str {
     match filter {
-        crate::runner::seccomp::NETWORK_OFF_FILTER => "network off",
+        crate::runner::seccomp::NETWORK_OFF_FILTER => crate::result::NETWORK_OFF_REASON,
         crate::runner::seccomp::HOST_UNIX_FILTER => "network on, unix sockets to the host closed",
         crate::runner::seccomp::HOST_UNIX_ALLOW_FILTER => "network on, only the allowed unix sockets",
         crate::runner::seccomp::PROXY_FILTER => "network by name: only cordon's proxy",
@@ -236,6 +236,7 @@ pub(super) fn handle(
                     target: Some(format!("socket({}, {})", family_name(n.args[0]), type_name(n.args[1]))),
                     evidence: format!("seccomp supervisor: socket() refused with {} ({why})", errno_text(errno)),
                     line: None,
+                    proxy: None,
                 },
             );
             errno
@@ -261,6 +262,7 @@ pub(super) fn handle(
                         errno_text(errno)
                     ),
                     line: None,
+                    proxy: None,
                 },
             );
             errno
@@ -282,6 +284,7 @@ pub(super) fn handle(
                     target: Some(format!("{name}()")),
                     evidence: format!("seccomp supervisor: {name}() refused with {}", errno_text(errno)),
                     line: None,
+                    proxy: None,
                 },
             );
             errno

@@ -41,7 +41,10 @@ pub struct Recorded {
 
 impl Recorded {
     pub(super) fn push(&mut self, d: Denial) {
-        let same = |e: &Denial| e.kind == d.kind && e.target == d.target;
+        // Distinct by kind and target; a refusal of cordon's proxy (which may name no
+        // target) by its evidence too, which is cordon's own text from a short list.
+        let same =
+            |e: &Denial| e.kind == d.kind && e.target == d.target && (d.proxy.is_none() || e.evidence == d.evidence);
         if self.first.iter().any(same) || self.latest.iter().any(same) {
             return;
         }
@@ -84,6 +87,7 @@ impl Recorded {
                     self.dropped
                 ),
                 line: None,
+                proxy: None,
             });
         }
         v

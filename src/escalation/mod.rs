@@ -258,7 +258,8 @@ pub fn narrow_grant(first: &RunResult, spec: &Spec) -> Option<(Grant, Spec)> {
         Grant::Network => wide.policy.network = true,
         Grant::Write { path } => wide.policy.protected.retain(|p| p != path),
         Grant::Host { host } => {
-            let pattern = host.parse().ok()?;
+            // Exactly that host and port: never a wildcard, a range or another port.
+            let pattern = host.parse::<crate::proxy::HostPort>().ok()?.pattern();
             let mut patterns = wide.policy.allow_hosts.patterns().to_vec();
             patterns.push(pattern);
             wide.policy.allow_hosts = crate::proxy::AllowList::new(patterns);
@@ -269,24 +270,27 @@ pub fn narrow_grant(first: &RunResult, spec: &Spec) -> Option<(Grant, Spec)> {
 
 /// The one grant that covers every one of `denials` under `policy` (pure): every
 /// denial a refused write inside the same protected path (that path may then be
-/// written; the mode, the network and every other path stay as they were), or every
-/// denial a refused network operation in a confined policy with the network off.
+/// written; the mode, the network and every other path stay as they were), every
+/// denial a refusal of cordon's proxy that listing one exact host and port would have
+/// let through (that host and port, as the proxy parsed them), or every denial a
+/// refused network operation in a confined policy with the network off.
 pub fn grant_for(denials: &[Denial], policy: &ExecutionPolicy) -> Option<Grant> {
     use crate::result::DenialKind;
     if denials.is_empty() || !policy.mode.is_confined() {
         return None;
     }
-    // Under `--allow-host`, every denial a refusal of cordon's proxy for the same
-    // `host:port`: that one host, for one retry.
-    fn proxy_host(d: &Denial) -> Option<&str> {
-        let refused = d.kind == DenialKind::Network && d.evidence.starts_with("proxy refused");
-        refused.then_some(d.target.as_deref()).flatten()
+    // Under `--allow-host` (or when cordon's proxy refused anything): every denial a
+    // refusal that listing the same one host and port would have let through, as the
+    // proxy parsed and normalized them (`ProxyRefusal::grantable`), never text the
+    // command sent. A refusal with no such host (a malformed request, credentials, an
+    // address the list does not open) offers no host grant.
+    fn grantable(d: &Denial) -> Option<&crate::proxy::HostPort> {
+        d.proxy.as_ref().and_then(|p| p.grantable())
     }
-    if !policy.allow_hosts.is_empty() {
-        let host = proxy_host(&denials[0])?;
-        let same = denials.iter().all(|d| proxy_host(d) == Some(host));
-        let valid = host.parse::<crate::proxy::HostPattern>().is_ok();
-        return (same && valid).then(|| Grant::Host { host: host.to_string() });
+    if !policy.allow_hosts.is_empty() || denials.iter().any(|d| d.proxy.is_some()) {
+        let host = grantable(&denials[0])?;
+        let same = denials.iter().all(|d| grantable(d) == Some(host));
+        return same.then(|| Grant::Host { host: host.to_string() });
     }
     if denials.iter().all(|d| d.kind == DenialKind::Network) {
         return (!policy.network).then_some(Grant::Network);
@@ -412,6 +416,7 @@ async fn ask<F: Future<Output = ()>>(
 mod tests {
     use super::approver::shebang_interpreters;
     use super::*;
+    use crate::proxy::{ProxyRefusal, Refusal};
     use crate::request::{Output, Stdin};
     use std::time::Duration;
 
@@ -464,6 +469,7 @@ mod tests {
             target: Some(target.into()),
             evidence: "seccomp supervisor".into(),
             line: None,
+            proxy: None,
         };
         let out = serde_json::json!({"text": "", "truncated": false, "spill_path": null,
                                      "spill_truncated": false, "spill_failed": false});
@@ -500,12 +506,14 @@ mod tests {
         // (two hosts, a direct attempt) no narrow grant.
         let mut proxied = s.clone();
         proxied.policy.allow_hosts = crate::proxy::AllowList::parse(&["pypi.org"]).unwrap();
-        let refused = |host: &str| Denial {
+        let refusal = |host: Option<&str>, why: Refusal| Denial {
             kind: DenialKind::Network,
-            target: Some(host.into()),
+            target: host.map(Into::into),
             evidence: "proxy refused: not in the allow-list".into(),
             line: None,
+            proxy: Some(ProxyRefusal { host: host.map(|h| h.parse().unwrap()), why }),
         };
+        let refused = |host: &str| refusal(Some(host), Refusal::NotListed);
         let (g, wide) = narrow_grant(&run(vec![refused("files.example:443")]), &proxied).unwrap();
         assert_eq!(g, Grant::Host { host: "files.example:443".into() });
         let hosts: Vec<String> = wide.policy.allow_hosts.patterns().iter().map(|p| p.to_string()).collect();
@@ -514,12 +522,30 @@ mod tests {
             "{hosts:?}"
         );
         assert!(!wide.policy.network, "the network stays off");
+        let address =
+            Refusal::Address { address: "203.0.113.8".parse().unwrap(), class: crate::proxy::AddrClass::Reserved };
         for ds in [
             vec![refused("a.example:443"), refused("b.example:443")],
             vec![refused("a.example:443"), denial(DenialKind::Network, "socket(AF_INET, SOCK_DGRAM)")],
+            // Refusals a host grant cannot help, or that name no parsed host.
+            vec![refusal(Some("a.example:443"), Refusal::ProxyCredentials)],
+            vec![refusal(Some("a.example:443"), Refusal::SocksCommand)],
+            vec![refusal(Some("a.example:443"), address.clone())],
+            vec![refusal(None, Refusal::BadHost)],
+            vec![refusal(None, Refusal::Malformed { problem: "x".into() })],
+            // A denial whose text looks like a proxy refusal but that the proxy did not
+            // record: its target is never a grant (a wildcard least of all).
+            vec![Denial { target: Some("*.example.org:443".into()), proxy: None, ..refused("a.example:443") }],
         ] {
             assert!(narrow_grant(&run(ds.clone()), &proxied).is_none(), "{ds:?}");
         }
+        // The proxy's refusals name the host grant also when the policy at hand does not
+        // list hosts (the model-facing text judges with the ceiling's network flag).
+        assert_eq!(
+            grant_for(&[refused("files.example:443")], &s.policy),
+            Some(Grant::Host { host: "files.example:443".into() })
+        );
+        assert_eq!(grant_for(&[refusal(None, Refusal::BadHost)], &s.policy), None);
         s.policy.mode = Mode::FullAccess;
         assert!(narrow_grant(&run(vec![denial(DenialKind::Network, "x")]), &s).is_none());
     }

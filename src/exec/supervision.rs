@@ -56,6 +56,7 @@ pub(super) fn start_proxy(
     let config = crate::proxy::ProxyConfig {
         allow: spec.policy.allow_hosts.clone(),
         test_resolve: crate::proxy::TestResolver::from_env(),
+        host_addrs: None,
     };
     let proxy = crate::proxy::Proxy::start(config, sink.clone())
         .map_err(|e| CordonError::io("starting the egress proxy", e))?;

@@ -6,25 +6,31 @@
 //! 1. **HTTP `CONNECT host:port`** (HTTPS and other TLS): decided, resolved, checked,
 //!    connected, then the bytes are relayed both ways untouched.
 //! 2. **Plain HTTP in absolute form** (`GET http://host[:port]/path HTTP/1.1`): decided
-//!    like a tunnel; the request goes to the origin in origin form with its `Host`
-//!    header set to the decided authority, `Connection: close` and no `Proxy-*`
-//!    headers; its body is forwarded by its framing (`Content-Length` or chunked) and
-//!    nothing after it, so a second request on the same connection cannot reach
-//!    another name on the same server.
-//! 3. **SOCKS5** (no authentication, `CONNECT` only; hostname or IP targets).
+//!    like a tunnel; the head is parsed strictly ([`http`]: no control characters,
+//!    no folding, one unambiguous framing) and the request goes to the origin as a head
+//!    cordon rebuilds from the parsed fields, in origin form, with `Host` set to the
+//!    decided authority, `Connection: close` and no hop-by-hop or `Proxy-*` fields; its
+//!    body is forwarded by its framing (`Content-Length`, or chunked, decoded and
+//!    re-encoded) and nothing after it, so a second request on the same connection
+//!    cannot reach another name on the same server.
+//! 3. **SOCKS5** (no authentication, `CONNECT` only; hostname or IP targets; parsed by
+//!    [`socks`]).
 //!
 //! Every decision is made on the name the client asked for ([`rules`]); DNS is
 //! resolved here, each request anew, and every resolved address is checked before the
 //! proxy connects to exactly the checked addresses (no second lookup a rebinding
-//! server could answer differently). A refused request is answered (`403`, SOCKS reply
-//! 2) and recorded as a [`Denial`](crate::result::Denial) of kind `network`, target `host:port`, evidence
-//! `proxy refused: <why>`; an allowed one is appended to the run's [`NetworkLog`]
-//! (at most [`MAX_NETWORK_LOG`] entries).
+//! server could answer differently). A refused request is answered (`400`/`403`, SOCKS
+//! reply 2) and recorded as a [`Denial`](crate::result::Denial) of kind `network`
+//! carrying a typed [`ProxyRefusal`]: the `host:port` cordon parsed and normalized
+//! (never the client's text; none when there was nothing to parse) and the
+//! [`Refusal`]; evidence `proxy refused: <why>`. An allowed connection is appended to
+//! the run's [`NetworkLog`] (at most [`MAX_NETWORK_LOG`] entries).
 //!
-//! Refused outright: requests with `Proxy-Authorization` (a client that has proxy
-//! credentials is chaining to another proxy), a target that is not a strict DNS name
-//! or IP literal (`user@host`, `%`-escapes, `127.1`), non-`http` schemes in absolute
-//! form, origin-form requests (the proxy is not a web server), SOCKS `BIND` and
+//! Refused outright: malformed requests (HTTP or SOCKS5), requests with
+//! `Proxy-Authorization` (a client that has proxy credentials is chaining to another
+//! proxy), a target that is not a strict DNS name or IP literal (`user@host`,
+//! `%`-escapes, `127.1`, `*.example.org`), non-`http` schemes in absolute form,
+//! origin-form requests (the proxy is not a web server), SOCKS `BIND` and
 //! `UDP ASSOCIATE`, and request heads over [`MAX_HEAD`] bytes.
 //!
 //! What it does not do: it does not look inside a tunnel (an allowed host that is
@@ -33,11 +39,13 @@
 //! supervisor make the proxy the only address a command can connect to (see
 //! `crate::denials`).
 
+pub mod http;
 pub mod presets;
 pub mod rules;
+pub mod socks;
 
 pub use presets::Preset;
-pub use rules::{AllowList, HostPattern, PatternError, Via};
+pub use rules::{AddrClass, AllowList, HostPattern, HostPort, PatternError, ProxyRefusal, Refusal, Via};
 #[cfg(target_os = "linux")]
 mod server;
 #[cfg(target_os = "linux")]

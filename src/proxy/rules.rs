@@ -1,6 +1,6 @@
 //! The proxy's decisions, as pure functions: host patterns (`--allow-host`), strict
-//! matching of the name a client asked for, and the classes of addresses a name may
-//! resolve to.
+//! matching of the name a client asked for, the classes of addresses a name may
+//! resolve to, and the typed reason of every refusal.
 //!
 //! What it decides:
 //! 1. **The name.** A request names a host; it is allowed only if an [`AllowList`]
@@ -10,16 +10,29 @@
 //!    dot removed; anything that is not a plain DNS name (`user@host`, `%`-escapes,
 //!    spaces, a last label that is not alphabetic such as `127.1` or `0x7f.1`) is
 //!    refused before any pattern is consulted.
-//! 2. **IP literals** are allowed only when that address is listed as a pattern.
+//! 2. **IP literals** are allowed only when that address is listed as a pattern, or
+//!    lies in a listed address range (`198.51.100.0/24`).
 //! 3. **The port**: the pattern's `:port`, or the default of the way the client came
 //!    ([`Via::default_ports`]: 443 for `CONNECT`, 80 for plain HTTP, either for SOCKS5).
-//! 4. **The addresses** the name resolved to ([`check_addrs`]), on every resolution:
-//!    an address that is not globally routable ([`AddrClass`]) is refused unless the
-//!    pattern that allowed the request lists that very IP; a name listed exactly (not a
-//!    wildcard) may also reach private-network addresses (an internal registry), never
-//!    loopback, link-local, metadata, unspecified, multicast or reserved ones. If any
-//!    resolved address is refused, the whole request is (a mixed answer is a rebinding
-//!    attempt or a misconfiguration, and either way not worth guessing about).
+//! 4. **The addresses** the name resolved to ([`AllowList::check_addrs`]), on every
+//!    resolution, by where the kernel would connect ([`AddrClass`]):
+//!    - the unspecified addresses (`0.0.0.0`, `::`, and their mapped forms) connect to
+//!      this host's loopback: never connected to, whatever is listed;
+//!    - loopback, the cloud metadata endpoints and the host's own interface addresses
+//!      only when that exact IP is listed;
+//!    - a global address always; a private-network address for a name listed exactly
+//!      (an internal registry);
+//!    - any other special-purpose address (documentation, benchmarking, link-local,
+//!      private under a wildcard, ...) when it lies in a listed address or range — the
+//!      explicit way to allow a name behind a fake-IP resolver or a mirror that answers
+//!      with such addresses.
+//!
+//!    If any resolved address is refused, the whole request is (a mixed answer is a
+//!    rebinding attempt or a misconfiguration, and either way not worth guessing about).
+//!
+//! Every refusal is a [`Refusal`]; what cordon parsed from the request travels with it
+//! as a [`HostPort`] ([`ProxyRefusal`]), never the text the client sent, so a host
+//! grant can only name what the proxy would have connected to.
 //!
 //! What it does not do: it cannot tell what an allowed host does with the bytes (an
 //! allowed domain that accepts uploads is an exfiltration channel; docs/network.md).
@@ -46,8 +59,11 @@ pub enum PatternError {
         /// The pattern as given.
         pattern: String,
     },
-    /// The host part is not a DNS name, a `*.suffix` wildcard or an IP address.
-    #[error("`--allow-host {pattern}`: `{host}` is not a host name, a `*.domain` wildcard or an IP address")]
+    /// The host part is not a DNS name, a `*.suffix` wildcard, an IP address or range.
+    #[error(
+        "`--allow-host {pattern}`: `{host}` is not a host name, a `*.domain` wildcard, an IP address or an \
+         address range (`198.51.100.0/24`)"
+    )]
     BadHost {
         /// The pattern as given.
         pattern: String,
@@ -60,6 +76,103 @@ pub enum PatternError {
         /// The pattern as given.
         pattern: String,
     },
+    /// An unspecified address (`0.0.0.0`, `::`): the kernel connects it to this host's
+    /// loopback, so it would open loopback under another name.
+    #[error(
+        "`--allow-host {pattern}`: the unspecified address connects to this host's loopback; list the loopback \
+         address itself (`127.0.0.1`, `[::1]`) if that is what you mean"
+    )]
+    Unspecified {
+        /// The pattern as given.
+        pattern: String,
+    },
+    /// An address range whose prefix length is out of bounds, whose address has host
+    /// bits set (`198.51.100.7/24`), or that covers every address (`/0`).
+    #[error("`--allow-host {pattern}`: {why}")]
+    BadRange {
+        /// The pattern as given.
+        pattern: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+}
+
+/// An address range (`198.51.100.0/24`, `2001:db8::/32`): the network address has no
+/// host bits set, and the prefix is at least 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct IpRange {
+    net: IpAddr,
+    prefix: u8,
+}
+
+impl IpRange {
+    /// Parse `ADDR/PREFIX` (no brackets).
+    fn parse(s: &str) -> Result<IpRange, &'static str> {
+        let (a, p) = s.split_once('/').ok_or("not an address range")?;
+        let net: IpAddr = a.parse().map_err(|_| "not an address range")?;
+        if p.is_empty() || p.len() > 3 || !p.bytes().all(|b| b.is_ascii_digit()) {
+            return Err("the prefix length must be a number");
+        }
+        let prefix: u8 = p.parse().map_err(|_| "the prefix length must be a number")?;
+        let bits = if net.is_ipv4() { 32 } else { 128 };
+        if prefix > bits {
+            return Err("the prefix length is longer than the address");
+        }
+        if prefix == 0 {
+            return Err("a range of every address is not a list of hosts (use --network)");
+        }
+        let r = IpRange { net, prefix };
+        if r.masked(net) != bits_of(net) {
+            return Err("the address has host bits set (write the network address, e.g. 198.51.100.0/24)");
+        }
+        Ok(r)
+    }
+
+    /// `ip`'s bits with everything after the prefix cleared.
+    fn masked(&self, ip: IpAddr) -> u128 {
+        let width: u32 = if ip.is_ipv4() { 32 } else { 128 };
+        let keep = u32::from(self.prefix).min(width);
+        if keep == 0 {
+            return 0;
+        }
+        let full = if width == 128 { u128::MAX } else { (1u128 << width) - 1 };
+        bits_of(ip) & (u128::MAX << (width - keep)) & full
+    }
+
+    /// The range of `prefix` bits around `ip` (a /24 or /64 to suggest in a hint).
+    fn around(ip: IpAddr, prefix: u8) -> IpRange {
+        let bits = IpRange { net: ip, prefix }.masked(ip);
+        let net = match ip {
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::from(bits as u32)),
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::from(bits)),
+        };
+        IpRange { net, prefix }
+    }
+
+    /// Whether `ip` lies in the range (an IPv4-mapped IPv6 address is judged as its
+    /// IPv4 form, so it lies only in IPv4 ranges).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = canonical_ip(ip);
+        ip.is_ipv4() == self.net.is_ipv4() && self.masked(ip) == bits_of(self.net)
+    }
+
+    /// Whether every address of `other` lies in this range.
+    fn covers(&self, other: &IpRange) -> bool {
+        other.prefix >= self.prefix && self.contains(other.net)
+    }
+}
+
+fn bits_of(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(a) => u128::from(u32::from(a)),
+        IpAddr::V6(a) => u128::from(a),
+    }
+}
+
+impl fmt::Display for IpRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.net, self.prefix)
+    }
 }
 
 /// What a pattern's host part is.
@@ -69,12 +182,17 @@ enum HostMatch {
     Exact(String),
     /// Any proper subdomain of this name.
     Suffix(String),
-    /// Exactly this address (as an IP literal, and the only address it may reach).
+    /// Exactly this address: as an IP literal, and as what a listed name resolves to,
+    /// whatever its class (loopback and metadata included) except unspecified.
     Ip(IpAddr),
+    /// Any address of this range, as an IP literal or as what a listed name resolves
+    /// to, except loopback, metadata and the host's own addresses (those need the
+    /// exact IP listed) and the unspecified addresses (never).
+    Range(IpRange),
 }
 
 /// One `--allow-host` pattern: `pypi.org`, `*.githubusercontent.com`, `10.0.0.5`,
-/// `[fd00::1]`, each with an optional `:port`.
+/// `[fd00::1]`, `198.51.100.0/24`, each with an optional `:port`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct HostPattern {
     host: HostMatch,
@@ -86,6 +204,14 @@ impl HostPattern {
     pub fn port(&self) -> Option<u16> {
         self.port
     }
+
+    /// Whether the pattern's port rule admits `port` for a client that came `via`.
+    fn admits_port(&self, port: u16, via: Via) -> bool {
+        match self.port {
+            Some(allowed) => allowed == port,
+            None => via.default_ports().contains(&port),
+        }
+    }
 }
 
 impl fmt::Display for HostPattern {
@@ -95,6 +221,8 @@ impl fmt::Display for HostPattern {
             HostMatch::Suffix(n) => write!(f, "*.{n}")?,
             HostMatch::Ip(IpAddr::V6(a)) => write!(f, "[{a}]")?,
             HostMatch::Ip(IpAddr::V4(a)) => write!(f, "{a}")?,
+            HostMatch::Range(r) if r.net.is_ipv6() => write!(f, "[{r}]")?,
+            HostMatch::Range(r) => write!(f, "{r}")?,
         }
         if let Some(p) = self.port {
             write!(f, ":{p}")?;
@@ -181,7 +309,17 @@ impl FromStr for HostPattern {
             None => None,
             Some(p) => Some(parse_port(p).ok_or_else(|| PatternError::BadPort { pattern: pattern.into() })?),
         };
+        if host.contains('/') {
+            let range = IpRange::parse(host).map_err(|why| match why {
+                "not an address range" => bad_host(host),
+                why => PatternError::BadRange { pattern: pattern.into(), why },
+            })?;
+            return Ok(HostPattern { host: HostMatch::Range(range), port });
+        }
         if let Ok(ip) = host.parse::<IpAddr>() {
+            if classify(ip) == AddrClass::Unspecified {
+                return Err(PatternError::Unspecified { pattern: pattern.into() });
+            }
             return Ok(HostPattern { host: HostMatch::Ip(ip), port });
         }
         if host == "*" {
@@ -257,15 +395,204 @@ impl Target {
     }
 }
 
+/// A host and port as cordon's proxy parsed them from a request: a normalized name or
+/// an IP literal, and a port from 1 to 65535. Built only by cordon (from a parsed
+/// [`Target`], or by [`FromStr`], which is as strict); its text form is `name:port`,
+/// `1.2.3.4:port` or `[v6]:port`, never a wildcard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPort {
+    /// The host.
+    pub host: Target,
+    /// The port.
+    pub port: u16,
+}
+
+impl HostPort {
+    /// The pattern that allows exactly this host and port, and nothing else.
+    pub fn pattern(&self) -> HostPattern {
+        let host = match &self.host {
+            Target::Name(n) => HostMatch::Exact(n.clone()),
+            Target::Ip(ip) => HostMatch::Ip(*ip),
+        };
+        HostPattern { host, port: Some(self.port) }
+    }
+}
+
+impl fmt::Display for HostPort {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
+}
+
+/// Why a `host:port` is not one exact host and port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("not one exact host and port (`name:port`, `1.2.3.4:port` or `[v6]:port`)")]
+pub struct NotHostPort;
+
+impl FromStr for HostPort {
+    type Err = NotHostPort;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (host, port) = if s.starts_with('[') {
+            let end = s.find(']').ok_or(NotHostPort)?;
+            (&s[..=end], s[end + 1..].strip_prefix(':').ok_or(NotHostPort)?)
+        } else {
+            s.rsplit_once(':').filter(|(h, _)| !h.contains(':')).ok_or(NotHostPort)?
+        };
+        let host = Target::parse(host).ok_or(NotHostPort)?;
+        if matches!(host, Target::Ip(ip) if classify(ip) == AddrClass::Unspecified) {
+            return Err(NotHostPort);
+        }
+        Ok(HostPort { host, port: parse_port(port).ok_or(NotHostPort)? })
+    }
+}
+
+impl serde::Serialize for HostPort {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for HostPort {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// What a pattern grants once it matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Grant {
-    /// A wildcard: globally routable addresses only.
+    /// A wildcard: globally routable addresses, and those of listed addresses and ranges.
     Wildcard,
     /// A name listed exactly: also private-network addresses.
     ExactName,
-    /// An IP listed exactly: that address, whatever its class.
-    ExactIp(IpAddr),
+    /// An IP literal matched by a listed address or range.
+    Address,
+}
+
+/// Why cordon's proxy refused a request (typed: the evidence text, the live hint and
+/// whether a host grant could help all follow from it).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Refusal {
+    /// No pattern names the host (or the IP literal).
+    NotListed,
+    /// A pattern names the host, but not this port.
+    Port,
+    /// The host is, or resolves to, an address the list does not open.
+    Address {
+        /// The address.
+        address: IpAddr,
+        /// Its class (where the kernel would connect).
+        class: AddrClass,
+    },
+    /// The name did not resolve.
+    Unresolved,
+    /// The request names the proxy's own address.
+    ProxyItself,
+    /// The request carries `Proxy-Authorization` (a client chaining to another proxy).
+    ProxyCredentials,
+    /// SOCKS5 `BIND` or `UDP ASSOCIATE`.
+    SocksCommand,
+    /// Neither `CONNECT` nor an absolute `http://` request (origin form, `https://` in
+    /// absolute form, another scheme).
+    NotAProxyRequest,
+    /// The host part is not a strict DNS name or IP literal (`user@host`, `%`-escapes,
+    /// `*.example.org`, `127.1`), or the port is not a number from 1 to 65535.
+    BadHost,
+    /// The request is not well-formed (HTTP or SOCKS5 framing).
+    Malformed {
+        /// What is wrong, in cordon's words (never the client's bytes).
+        problem: String,
+    },
+}
+
+impl Refusal {
+    /// The evidence text (after `proxy refused: `), for the refused `host`.
+    pub fn why(&self, host: Option<&HostPort>) -> String {
+        match self {
+            Refusal::NotListed => match host.map(|h| &h.host) {
+                Some(Target::Ip(_)) => "IP address not in the allow-list".into(),
+                _ => "host not in the allow-list".into(),
+            },
+            Refusal::Port => match host {
+                Some(h) => format!("port {} is not allowed for this host", h.port),
+                None => "port not allowed for this host".into(),
+            },
+            Refusal::Address { address, class } => match host.map(|h| &h.host) {
+                Some(Target::Ip(_)) => format!("{} is {}", shown_ip(*address), class.described()),
+                _ => format!("resolves to {}, {}", shown_ip(*address), class.described()),
+            },
+            Refusal::Unresolved => "the name did not resolve".into(),
+            Refusal::ProxyItself => "the proxy itself".into(),
+            Refusal::ProxyCredentials => "proxy credentials sent (a chained proxy?)".into(),
+            Refusal::SocksCommand => "SOCKS5 BIND and UDP ASSOCIATE are not offered".into(),
+            Refusal::NotAProxyRequest => "not an absolute http:// request or CONNECT".into(),
+            Refusal::BadHost => "not a host name or IP address".into(),
+            Refusal::Malformed { problem } => format!("malformed request: {problem}"),
+        }
+    }
+
+    /// What would let the request through, for a person (the live denial line), if
+    /// anything: the flag that lists it, or why nothing can.
+    pub fn hint(&self, host: Option<&HostPort>) -> Option<String> {
+        let h = host?;
+        match self {
+            Refusal::NotListed | Refusal::Port => Some(format!("add --allow-host {h}")),
+            Refusal::Address { address, class } => Some(match class {
+                AddrClass::Unspecified => "never connected to (it reaches this host's loopback)".into(),
+                AddrClass::Loopback | AddrClass::Metadata | AddrClass::Host => {
+                    format!("only that exact address can open it: --allow-host {}:{}", shown_ip(*address), h.port)
+                }
+                AddrClass::Private if matches!(h.host, Target::Name(_)) => format!(
+                    "list the name exactly (--allow-host {}) or the address (--allow-host {})",
+                    h.host,
+                    shown_ip(*address)
+                ),
+                _ => {
+                    let a = canonical_ip(*address);
+                    let range = IpRange::around(a, if a.is_ipv4() { 24 } else { 64 });
+                    let range = HostPattern { host: HostMatch::Range(range), port: None };
+                    format!("allow it with --allow-host {} (or its range, e.g. {range})", shown_ip(*address))
+                }
+            }),
+            _ => None,
+        }
+    }
+}
+
+fn shown_ip(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V6(a) => format!("[{a}]"),
+        IpAddr::V4(a) => a.to_string(),
+    }
+}
+
+/// A refusal of cordon's proxy, as recorded in a denial: what cordon parsed from the
+/// request (`host`, absent when the request named no host and port cordon could
+/// parse) and why it refused.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ProxyRefusal {
+    /// The host and port the proxy parsed (normalized), when there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostPort>,
+    /// Why.
+    pub why: Refusal,
+}
+
+impl ProxyRefusal {
+    /// The one host and port a host grant could open for this refusal: only a host the
+    /// list did not name (or not on this port), since listing it would then have made
+    /// the proxy connect to it. A refusal for an address, credentials, a SOCKS
+    /// command or a malformed request is not helped by listing a host: `None`.
+    pub fn grantable(&self) -> Option<&HostPort> {
+        match self.why {
+            Refusal::NotListed | Refusal::Port => self.host.as_ref(),
+            _ => None,
+        }
+    }
 }
 
 /// The patterns a run may reach. Empty means nothing is reachable (never "anything").
@@ -300,8 +627,9 @@ impl AllowList {
     }
 
     /// Is every host this list allows also allowed by `ceiling`? (Each pattern must be
-    /// covered by one ceiling pattern: the same pattern, or an exact name under a
-    /// ceiling wildcard, with the same port rule.)
+    /// covered by one ceiling pattern: the same pattern, an exact name under a ceiling
+    /// wildcard, or a range inside a ceiling range, with the same port rule. An exact
+    /// IP is covered only by the same IP: it may open addresses a range never does.)
     pub fn within(&self, ceiling: &AllowList) -> bool {
         self.patterns.iter().all(|p| {
             ceiling.patterns.iter().any(|c| {
@@ -310,6 +638,7 @@ impl AllowList {
                         (a, b) if a == b => true,
                         (HostMatch::Suffix(s), HostMatch::Exact(n)) => is_proper_subdomain(n, s),
                         (HostMatch::Suffix(s), HostMatch::Suffix(n)) => is_proper_subdomain(n, s),
+                        (HostMatch::Range(c), HostMatch::Range(r)) => c.covers(r),
                         _ => false,
                     }
             })
@@ -317,32 +646,86 @@ impl AllowList {
     }
 
     /// Decide the host and port a client asked for, before any resolution.
-    pub fn decide(&self, target: &Target, port: u16, via: Via) -> Result<Grant, String> {
+    pub fn decide(&self, target: &Target, port: u16, via: Via) -> Result<Grant, Refusal> {
+        if let Target::Ip(ip) = target {
+            let class = classify(*ip);
+            if class == AddrClass::Unspecified {
+                return Err(Refusal::Address { address: *ip, class });
+            }
+        }
         let mut name_matched = false;
         for p in &self.patterns {
             let grant = match (&p.host, target) {
                 (HostMatch::Exact(n), Target::Name(t)) if n == t => Grant::ExactName,
                 (HostMatch::Suffix(s), Target::Name(t)) if is_proper_subdomain(t, s) => Grant::Wildcard,
-                (HostMatch::Ip(a), Target::Ip(t)) if same_ip(*a, *t) => Grant::ExactIp(*a),
+                (HostMatch::Ip(a), Target::Ip(t)) if same_ip(*a, *t) => Grant::Address,
+                (HostMatch::Range(r), Target::Ip(t)) if r.contains(*t) => Grant::Address,
                 _ => continue,
             };
             name_matched = true;
-            let port_ok = match p.port {
-                Some(allowed) => allowed == port,
-                None => via.default_ports().contains(&port),
-            };
-            if port_ok {
+            if p.admits_port(port, via) {
                 return Ok(grant);
             }
         }
-        if name_matched {
-            return Err(format!("port {port} is not allowed for this host"));
-        }
-        Err(match target {
-            Target::Ip(_) => "IP address not in the allow-list".into(),
-            Target::Name(_) => "host not in the allow-list".into(),
-        })
+        Err(if name_matched { Refusal::Port } else { Refusal::NotListed })
     }
+
+    /// How the list opens address `ip` on `port` (for a client that came `via`): listed
+    /// exactly, inside a listed range, or not at all.
+    fn lists_address(&self, ip: IpAddr, port: u16, via: Via) -> Option<Listed> {
+        let mut found = None;
+        for p in self.patterns.iter().filter(|p| p.admits_port(port, via)) {
+            match &p.host {
+                HostMatch::Ip(a) if same_ip(*a, ip) => return Some(Listed::Exactly),
+                HostMatch::Range(r) if r.contains(ip) => found = Some(Listed::InRange),
+                _ => {}
+            }
+        }
+        found
+    }
+
+    /// Check every address a request's host resolved to (or its IP literal), by where
+    /// the kernel would connect: `Ok` when the proxy may connect to all of them, or the
+    /// refusal for the first one it may not. `host_addrs` are the host's own interface
+    /// addresses (loopback's siblings: they reach the host's own listeners);
+    /// `test_loopback` marks a name resolved by the test resolver map, which may reach
+    /// loopback addresses (see `super::TestResolver`).
+    pub fn check_addrs(
+        &self,
+        grant: Grant,
+        port: u16,
+        via: Via,
+        addrs: &[IpAddr],
+        host_addrs: &[IpAddr],
+        test_loopback: bool,
+    ) -> Result<(), Refusal> {
+        if addrs.is_empty() {
+            return Err(Refusal::Unresolved);
+        }
+        for a in addrs {
+            let class = class_on(*a, host_addrs);
+            let listed = self.lists_address(*a, port, via);
+            let ok = match class {
+                AddrClass::Unspecified => false,
+                AddrClass::Loopback if test_loopback => true,
+                AddrClass::Loopback | AddrClass::Metadata | AddrClass::Host => listed == Some(Listed::Exactly),
+                AddrClass::Global => true,
+                AddrClass::Private if grant == Grant::ExactName => true,
+                _ => listed.is_some(),
+            };
+            if !ok {
+                return Err(Refusal::Address { address: *a, class });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How [`AllowList::lists_address`] found an address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listed {
+    Exactly,
+    InRange,
 }
 
 /// `name` is `suffix` with at least one more label in front (`a.b.c` under `b.c`).
@@ -365,8 +748,10 @@ fn canonical_ip(a: IpAddr) -> IpAddr {
     }
 }
 
-/// The class of an address, for [`check_addrs`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The class of an address by where the kernel connects it, for
+/// [`AllowList::check_addrs`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum AddrClass {
     /// Globally routable.
     Global,
@@ -375,11 +760,15 @@ pub enum AddrClass {
     Private,
     /// 127/8, ::1.
     Loopback,
+    /// One of the host's own interface addresses (not loopback): a connection to it
+    /// reaches the host's own listeners, as loopback does.
+    Host,
     /// 169.254/16, fe80::/10.
     LinkLocal,
     /// A cloud metadata endpoint: 169.254.169.254, fd00:ec2::254.
     Metadata,
-    /// 0/8, ::.
+    /// 0/8, `::` (and their mapped forms): the kernel connects `0.0.0.0` and `::` to
+    /// loopback.
     Unspecified,
     /// 224/4, ff00::/8, 255.255.255.255.
     Multicast,
@@ -395,12 +784,34 @@ impl AddrClass {
             AddrClass::Global => "global",
             AddrClass::Private => "private-network",
             AddrClass::Loopback => "loopback",
+            AddrClass::Host => "this host's own",
             AddrClass::LinkLocal => "link-local",
             AddrClass::Metadata => "metadata",
             AddrClass::Unspecified => "unspecified",
             AddrClass::Multicast => "multicast",
             AddrClass::Reserved => "reserved",
         }
+    }
+
+    /// "a reserved address", "an unspecified address (it connects to loopback)".
+    fn described(self) -> String {
+        let article = if matches!(self, AddrClass::Unspecified) { "an" } else { "a" };
+        match self {
+            AddrClass::Unspecified => format!("{article} unspecified address (it connects to this host's loopback)"),
+            AddrClass::Host => "one of this host's own addresses".into(),
+            c => format!("{article} {} address", c.name()),
+        }
+    }
+}
+
+/// [`classify`], with the host's own addresses (other than loopback and unspecified)
+/// as [`AddrClass::Host`].
+pub fn class_on(ip: IpAddr, host_addrs: &[IpAddr]) -> AddrClass {
+    let class = classify(ip);
+    match class {
+        AddrClass::Loopback | AddrClass::Unspecified => class,
+        _ if host_addrs.iter().any(|h| same_ip(*h, ip)) => AddrClass::Host,
+        _ => class,
     }
 }
 
@@ -481,30 +892,6 @@ impl AddrClass {
     }
 }
 
-/// Check every address a request's name resolved to (or its IP literal): `Ok` with
-/// the addresses to try, in order, or `Err` with why. `test_loopback` marks a name
-/// resolved by the test resolver map, which may reach loopback addresses only
-/// (see `super::TestResolver`).
-pub fn check_addrs(grant: Grant, addrs: &[IpAddr], test_loopback: bool) -> Result<(), String> {
-    if addrs.is_empty() {
-        return Err("the name did not resolve".into());
-    }
-    for a in addrs {
-        let class = classify(*a);
-        let ok = match (class, grant) {
-            (AddrClass::Global, _) => true,
-            (_, Grant::ExactIp(listed)) if same_ip(listed, *a) => true,
-            (AddrClass::Private, Grant::ExactName) => true,
-            (AddrClass::Loopback, _) if test_loopback => true,
-            _ => false,
-        };
-        if !ok {
-            return Err(format!("resolves to a {} address ({a})", class.name()));
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -564,7 +951,7 @@ mod tests {
         assert!(l.decide(&name("pypi.org"), 443, Via::Http).is_err());
         assert!(l.decide(&name("pypi.org"), 22, Via::Socks5).is_err());
         assert!(l.decide(&name("git.example.org"), 8080, Via::Connect).is_ok());
-        assert!(l.decide(&name("git.example.org"), 443, Via::Connect).unwrap_err().contains("port 443"));
+        assert_eq!(l.decide(&name("git.example.org"), 443, Via::Connect), Err(Refusal::Port));
     }
 
     #[test]
@@ -573,7 +960,7 @@ mod tests {
         let ip = |s: &str| Target::parse(s).unwrap();
         assert!(l.decide(&ip("151.101.0.223"), 443, Via::Connect).is_err());
         assert!(l.decide(&ip("169.254.169.254"), 80, Via::Http).is_err());
-        assert_eq!(l.decide(&ip("10.0.0.5"), 443, Via::Connect), Ok(Grant::ExactIp("10.0.0.5".parse().unwrap())));
+        assert_eq!(l.decide(&ip("10.0.0.5"), 443, Via::Connect), Ok(Grant::Address));
         assert!(l.decide(&ip("::ffff:10.0.0.5"), 443, Via::Connect).is_ok());
         assert!(l.decide(&ip("[fd00::1]"), 443, Via::Connect).is_ok());
     }
@@ -608,7 +995,10 @@ mod tests {
             ("169.254.1.1", AddrClass::LinkLocal),
             ("fe80::1", AddrClass::LinkLocal),
             ("0.0.0.0", AddrClass::Unspecified),
+            ("0.1.2.3", AddrClass::Unspecified),
             ("::", AddrClass::Unspecified),
+            ("::ffff:0.0.0.0", AddrClass::Unspecified),
+            ("::0.0.0.2", AddrClass::Unspecified),
             ("224.0.0.1", AddrClass::Multicast),
             ("ff02::1", AddrClass::Multicast),
             ("255.255.255.255", AddrClass::Multicast),
@@ -620,28 +1010,224 @@ mod tests {
         }
     }
 
+    /// `check_addrs` for a name decided by `list`, on port 443 through `CONNECT`.
+    fn check(list: &AllowList, grant: Grant, addrs: &[&str], own: &[&str], test: bool) -> Result<(), Refusal> {
+        let ip = |s: &&str| s.parse::<IpAddr>().unwrap();
+        let addrs: Vec<IpAddr> = addrs.iter().map(ip).collect();
+        let own: Vec<IpAddr> = own.iter().map(ip).collect();
+        list.check_addrs(grant, 443, Via::Connect, &addrs, &own, test)
+    }
+
     #[test]
     fn resolutions_are_checked_by_grant() {
-        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-        let global = [ip("151.101.0.223")];
-        assert!(check_addrs(Grant::Wildcard, &global, false).is_ok());
-        assert!(check_addrs(Grant::Wildcard, &[], false).is_err());
+        let l = AllowList::default();
+        assert!(check(&l, Grant::Wildcard, &["151.101.0.223"], &[], false).is_ok());
+        assert_eq!(check(&l, Grant::Wildcard, &[], &[], false), Err(Refusal::Unresolved));
         // A wildcard never reaches anything but global addresses.
-        assert!(check_addrs(Grant::Wildcard, &[ip("10.0.0.1")], false).is_err());
+        assert!(check(&l, Grant::Wildcard, &["10.0.0.1"], &[], false).is_err());
         // A mixed answer is refused as a whole.
-        assert!(check_addrs(Grant::ExactName, &[ip("151.101.0.223"), ip("127.0.0.1")], false).is_err());
+        assert!(check(&l, Grant::ExactName, &["151.101.0.223", "127.0.0.1"], &[], false).is_err());
         // An exact name may reach a private network, never loopback or metadata.
-        assert!(check_addrs(Grant::ExactName, &[ip("10.0.0.1")], false).is_ok());
+        assert!(check(&l, Grant::ExactName, &["10.0.0.1"], &[], false).is_ok());
         for bad in ["127.0.0.1", "::1", "169.254.169.254", "fd00:ec2::254", "0.0.0.0", "169.254.3.4", "224.0.0.1"] {
-            let e = check_addrs(Grant::ExactName, &[ip(bad)], false).unwrap_err();
-            assert!(e.starts_with("resolves to a"), "{bad}: {e}");
+            match check(&l, Grant::ExactName, &[bad], &[], false) {
+                Err(Refusal::Address { address, .. }) => assert_eq!(address, bad.parse::<IpAddr>().unwrap()),
+                other => panic!("{bad}: {other:?}"),
+            }
         }
-        // An exact IP reaches that IP whatever its class, and only it.
-        assert!(check_addrs(Grant::ExactIp(ip("169.254.169.254")), &[ip("169.254.169.254")], false).is_ok());
-        assert!(check_addrs(Grant::ExactIp(ip("10.0.0.5")), &[ip("10.0.0.6")], false).is_err());
         // The test map's names may reach loopback, and nothing else special.
-        assert!(check_addrs(Grant::ExactName, &[ip("127.0.0.1")], true).is_ok());
-        assert!(check_addrs(Grant::ExactName, &[ip("169.254.169.254")], true).is_err());
+        assert!(check(&l, Grant::ExactName, &["127.0.0.1"], &[], true).is_ok());
+        assert!(check(&l, Grant::ExactName, &["169.254.169.254"], &[], true).is_err());
+    }
+
+    #[test]
+    fn the_unspecified_addresses_are_never_connected_to() {
+        // They connect to loopback: not as patterns, not as IP literals, not as what a
+        // name resolves to, whatever else is listed.
+        for p in ["0.0.0.0", "0.0.0.0:8080", "[::]:8080", "::", "[::ffff:0.0.0.0]:80", "0.1.2.3"] {
+            assert!(matches!(p.parse::<HostPattern>(), Err(PatternError::Unspecified { .. })), "{p} parsed");
+        }
+        let l = list(&["127.0.0.1:8080", "[::1]:8080", "allowed.test:8080", "0.0.0.0/1:8080"]);
+        for t in ["0.0.0.0", "[::]", "[::ffff:0.0.0.0]"] {
+            let r = l.decide(&Target::parse(t).unwrap(), 8080, Via::Connect);
+            assert!(matches!(r, Err(Refusal::Address { class: AddrClass::Unspecified, .. })), "{t}: {r:?}");
+        }
+        for a in ["0.0.0.0", "::", "::ffff:0.0.0.0"] {
+            let r = l.check_addrs(Grant::ExactName, 8080, Via::Connect, &[a.parse().unwrap()], &[], true);
+            assert!(matches!(r, Err(Refusal::Address { class: AddrClass::Unspecified, .. })), "{a}: {r:?}");
+        }
+        assert!("0.0.0.0:80".parse::<HostPort>().is_err());
+        assert!("[::]:80".parse::<HostPort>().is_err());
+    }
+
+    #[test]
+    fn the_hosts_own_addresses_count_as_the_host() {
+        let own = ["10.88.0.1", "192.0.2.2", "fd00::2"];
+        let l = list(&["registry.test", "10.0.0.0/8", "192.0.2.0/24", "[fd00::/8]"]);
+        for a in own {
+            // Neither an exact name (private addresses) nor a range opens them.
+            let r = check(&l, Grant::ExactName, &[a], &own, false);
+            assert!(matches!(r, Err(Refusal::Address { class: AddrClass::Host, .. })), "{a}: {r:?}");
+            let r = l.decide(&Target::parse(a).unwrap(), 443, Via::Connect);
+            assert_eq!(r, Ok(Grant::Address), "{a}: the range matches the literal");
+            assert!(check(&l, Grant::Address, &[a], &own, false).is_err(), "{a}");
+        }
+        // Mapped forms too.
+        assert!(check(&l, Grant::ExactName, &["::ffff:10.88.0.1"], &own, false).is_err());
+        // Only the exact address opens one.
+        let exact = list(&["registry.test", "10.88.0.1"]);
+        assert!(check(&exact, Grant::ExactName, &["10.88.0.1"], &own, false).is_ok());
+        assert!(check(&exact, Grant::Address, &["10.88.0.1"], &own, false).is_ok());
+        // Another private address is still an exact name's.
+        assert!(check(&exact, Grant::ExactName, &["10.88.0.2"], &own, false).is_ok());
+    }
+
+    #[test]
+    fn listed_addresses_and_ranges_open_special_purpose_resolutions() {
+        // A name whose addresses are in a documentation range (a mirror, a fake-IP
+        // resolver): refused by itself, opened by listing the address or its range.
+        let alone = list(&["pypi.org"]);
+        let r = check(&alone, Grant::ExactName, &["203.0.113.80"], &[], false);
+        assert!(matches!(r, Err(Refusal::Address { class: AddrClass::Reserved, .. })), "{r:?}");
+        for with in ["203.0.113.80", "203.0.113.0/24", "203.0.0.0/16", "203.0.113.80:443"] {
+            let l = list(&["pypi.org", with]);
+            assert!(check(&l, Grant::ExactName, &["203.0.113.80"], &[], false).is_ok(), "{with}");
+            assert!(check(&l, Grant::Wildcard, &["203.0.113.80"], &[], false).is_ok(), "{with}");
+        }
+        // The range's port rule applies: a range for 8443 does not open 443.
+        let l = list(&["pypi.org", "203.0.113.0/24:8443"]);
+        assert!(check(&l, Grant::ExactName, &["203.0.113.80"], &[], false).is_err());
+        // A range opens private addresses for wildcards, link-local, benchmarking...
+        let l = list(&["*.corp.example", "10.0.0.0/8", "169.254.0.0/16", "198.18.0.0/15", "[2001:db8::/32]"]);
+        for a in ["10.1.2.3", "169.254.3.4", "198.19.0.7", "2001:db8::7", "::ffff:10.1.2.3"] {
+            assert!(check(&l, Grant::Wildcard, &[a], &[], false).is_ok(), "{a}");
+        }
+        // ...never loopback, metadata or unspecified, even when the range covers them.
+        let l = list(&["registry.test", "0.0.0.0/1", "127.0.0.0/8", "169.254.0.0/16", "[::/1]"]);
+        for a in ["127.0.0.1", "169.254.169.254", "0.0.0.0", "::1", "fd00:ec2::254", "::"] {
+            assert!(check(&l, Grant::ExactName, &[a], &[], false).is_err(), "{a}");
+            if let Some(t) = Target::parse(a).or_else(|| Target::parse(&format!("[{a}]"))) {
+                let r = l
+                    .decide(&t, 443, Via::Connect)
+                    .and_then(|g| l.check_addrs(g, 443, Via::Connect, &[a.parse().unwrap()], &[], false));
+                assert!(r.is_err(), "{a} as a literal");
+            }
+        }
+        // ...unless that exact address is listed.
+        let l = list(&["registry.test", "127.0.0.1", "169.254.169.254"]);
+        assert!(check(&l, Grant::ExactName, &["127.0.0.1"], &[], false).is_ok());
+        assert!(check(&l, Grant::ExactName, &["169.254.169.254"], &[], false).is_ok());
+        assert!(check(&l, Grant::ExactName, &["127.0.0.2"], &[], false).is_err());
+    }
+
+    #[test]
+    fn ranges_parse_strictly() {
+        for (s, shown) in [
+            ("198.51.100.0/24", "198.51.100.0/24"),
+            ("198.51.100.0/24:443", "198.51.100.0/24:443"),
+            ("10.0.0.0/8", "10.0.0.0/8"),
+            ("2001:db8::/32", "[2001:db8::/32]"),
+            ("[2001:db8::/32]:443", "[2001:db8::/32]:443"),
+            ("203.0.113.80/32", "203.0.113.80/32"),
+        ] {
+            assert_eq!(s.parse::<HostPattern>().unwrap().to_string(), shown, "{s}");
+        }
+        for bad in [
+            "198.51.100.7/24",
+            "198.51.100.0/33",
+            "0.0.0.0/0",
+            "[::/0]",
+            "198.51.100.0/",
+            "198.51.100.0/x",
+            "198.51.100.0/+8",
+            "pypi.org/24",
+            "/24",
+            "198.51.100.0/24/1",
+        ] {
+            assert!(bad.parse::<HostPattern>().is_err(), "{bad} parsed");
+        }
+        let r = IpRange::parse("198.51.100.0/24").unwrap();
+        assert!(r.contains("198.51.100.255".parse().unwrap()));
+        assert!(r.contains("::ffff:198.51.100.1".parse().unwrap()));
+        assert!(!r.contains("198.51.101.0".parse().unwrap()));
+        assert!(!r.contains("::1".parse().unwrap()));
+        let r6 = IpRange::parse("2001:db8::/32").unwrap();
+        assert!(r6.contains("2001:db8:ffff::1".parse().unwrap()));
+        assert!(!r6.contains("2001:db9::1".parse().unwrap()));
+        assert!(IpRange::parse("0.0.0.0/1").unwrap().contains("127.0.0.1".parse().unwrap()));
+        assert!(IpRange::parse("128.0.0.0/1").unwrap().contains("255.0.0.1".parse().unwrap()));
+    }
+
+    #[test]
+    fn host_ports_are_exact_and_normalized() {
+        for (s, shown) in
+            [("PyPI.org.:443", "pypi.org:443"), ("10.0.0.5:80", "10.0.0.5:80"), ("[fd00::1]:8443", "[fd00::1]:8443")]
+        {
+            let hp: HostPort = s.parse().unwrap();
+            assert_eq!(hp.to_string(), shown);
+            assert_eq!(hp.pattern().to_string(), shown, "the pattern of a host port is that host port");
+        }
+        for bad in [
+            "*.example.org:443",
+            "example.org",
+            "example.org:0",
+            "example.org:99999",
+            "user@example.org:443",
+            "fd00::1:443",
+            "[fd00::1]",
+            "127.1:80",
+            "10.0.0.0/8:80",
+            "a b:80",
+            "",
+        ] {
+            assert!(bad.parse::<HostPort>().is_err(), "{bad} parsed");
+        }
+    }
+
+    #[test]
+    fn only_listing_refusals_are_grantable() {
+        let hp: HostPort = "other.test:443".parse().unwrap();
+        let grantable = |why: Refusal, host: Option<HostPort>| ProxyRefusal { host, why }.grantable().cloned();
+        assert_eq!(grantable(Refusal::NotListed, Some(hp.clone())), Some(hp.clone()));
+        assert_eq!(grantable(Refusal::Port, Some(hp.clone())), Some(hp.clone()));
+        assert_eq!(grantable(Refusal::NotListed, None), None);
+        for why in [
+            Refusal::ProxyCredentials,
+            Refusal::SocksCommand,
+            Refusal::Unresolved,
+            Refusal::ProxyItself,
+            Refusal::Address { address: "203.0.113.80".parse().unwrap(), class: AddrClass::Reserved },
+            Refusal::Malformed { problem: "x".into() },
+        ] {
+            assert_eq!(grantable(why.clone(), Some(hp.clone())), None, "{why:?}");
+        }
+    }
+
+    #[test]
+    fn refusals_say_why_and_what_would_open_them() {
+        let hp = |s: &str| s.parse::<HostPort>().unwrap();
+        let (name, ip) = (hp("pypi.org:443"), hp("10.0.0.5:443"));
+        assert_eq!(Refusal::NotListed.why(Some(&name)), "host not in the allow-list");
+        assert_eq!(Refusal::NotListed.why(Some(&ip)), "IP address not in the allow-list");
+        assert_eq!(Refusal::NotListed.hint(Some(&name)).unwrap(), "add --allow-host pypi.org:443");
+        assert_eq!(Refusal::Port.why(Some(&name)), "port 443 is not allowed for this host");
+        let doc = Refusal::Address { address: "203.0.113.80".parse().unwrap(), class: AddrClass::Reserved };
+        assert_eq!(doc.why(Some(&name)), "resolves to 203.0.113.80, a reserved address");
+        assert_eq!(
+            doc.hint(Some(&name)).unwrap(),
+            "allow it with --allow-host 203.0.113.80 (or its range, e.g. 203.0.113.0/24)"
+        );
+        let lo = Refusal::Address { address: "127.0.0.1".parse().unwrap(), class: AddrClass::Loopback };
+        assert_eq!(lo.hint(Some(&name)).unwrap(), "only that exact address can open it: --allow-host 127.0.0.1:443");
+        let any = Refusal::Address { address: "0.0.0.0".parse().unwrap(), class: AddrClass::Unspecified };
+        assert!(any.why(Some(&hp("127.0.0.1:80"))).contains("connects to this host's loopback"));
+        assert!(Refusal::ProxyCredentials.hint(Some(&name)).is_none());
+        assert!(Refusal::NotListed.hint(None).is_none());
+        // Every range the hint suggests parses back.
+        let v6 = Refusal::Address { address: "2001:db8::7".parse().unwrap(), class: AddrClass::Reserved };
+        let h = v6.hint(Some(&name)).unwrap();
+        assert!(h.ends_with("[2001:db8::/64])"), "{h}");
+        assert!("[2001:db8::/64]".parse::<HostPattern>().is_ok());
     }
 
     #[test]
@@ -655,5 +1241,12 @@ mod tests {
         assert!(!list(&["git.example.org"]).within(&ceiling));
         assert!(!list(&["evil-pypi.org"]).within(&ceiling));
         assert!(!list(&["pypi.org"]).within(&AllowList::default()));
+        // Ranges inside ranges; an exact address only under itself (it may open what
+        // no range does).
+        let ceiling = list(&["198.51.100.0/24", "10.0.0.5"]);
+        assert!(list(&["198.51.100.128/25", "198.51.100.0/24", "10.0.0.5"]).within(&ceiling));
+        assert!(!list(&["198.51.0.0/16"]).within(&ceiling));
+        assert!(!list(&["198.51.100.7"]).within(&ceiling));
+        assert!(!list(&["198.51.100.0/24:443"]).within(&ceiling));
     }
 }

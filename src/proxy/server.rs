@@ -1,7 +1,10 @@
 //! The proxy itself (Linux: it feeds the seccomp supervisor's denial record): the
-//! listener, CONNECT, absolute-URI HTTP and SOCKS5, each decision by [`super::rules`].
+//! listener, CONNECT, absolute-URI HTTP and SOCKS5, each parsed by [`super::http`] or
+//! [`super::socks`] and decided by [`super::rules`].
 
-use super::rules::{self, Grant, Target, Via};
+use super::http::{self, Framing, ProxyTarget};
+use super::rules::{self, Grant, HostPort, ProxyRefusal, Refusal, Target, Via};
+use super::socks::{self, SocksHost};
 use super::*;
 use crate::denials::DenialSink;
 use crate::result::{Denial, DenialKind};
@@ -14,7 +17,7 @@ use std::time::Duration;
 /// A map of test-only names to addresses, so tests can reach local servers by name
 /// without DNS. Honoured only in debug builds (`cfg!(debug_assertions)`): a release
 /// build never reads [`TEST_RESOLVE_ENV`]. Its names are the only ones whose
-/// resolution may be a loopback address ([`rules::check_addrs`]); every other check
+/// resolution may be a loopback address ([`AllowList::check_addrs`]); every other check
 /// applies to them as to DNS answers (so a test name mapped to `169.254.169.254` shows
 /// the metadata refusal), and the allow-list still decides whether they are reachable.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -57,6 +60,10 @@ pub struct ProxyConfig {
     pub allow: AllowList,
     /// The test resolver map (tests only; see [`TestResolver`]).
     pub test_resolve: Option<TestResolver>,
+    /// The host's own interface addresses, judged like loopback
+    /// ([`rules::AddrClass::Host`]). `None`: read them from the kernel for each
+    /// request (addresses change while a run lasts); tests set them.
+    pub host_addrs: Option<Vec<IpAddr>>,
 }
 
 struct Shared {
@@ -68,17 +75,22 @@ struct Shared {
     stop: AtomicBool,
 }
 
+/// The denial for a refusal: kind `network`, the parsed `host:port` as its target (none
+/// when the request named nothing cordon could parse; the client's text is never a
+/// target), evidence `proxy refused: <why>`, and the typed refusal.
+fn refusal_denial(host: Option<HostPort>, why: Refusal) -> Denial {
+    Denial {
+        kind: DenialKind::Network,
+        target: host.as_ref().map(ToString::to_string),
+        evidence: format!("proxy refused: {}", why.why(host.as_ref())),
+        line: None,
+        proxy: Some(ProxyRefusal { host, why }),
+    }
+}
+
 impl Shared {
-    fn refuse(&self, target: String, why: &str) {
-        crate::denials::record(
-            &self.denials,
-            Denial {
-                kind: DenialKind::Network,
-                target: Some(target),
-                evidence: format!("proxy refused: {why}"),
-                line: None,
-            },
-        );
+    fn refuse(&self, host: Option<&HostPort>, why: Refusal) {
+        crate::denials::record(&self.denials, refusal_denial(host.cloned(), why));
     }
 
     fn allowed(&self, entry: NetworkLogEntry) {
@@ -195,28 +207,51 @@ fn serve_client(conn: TcpStream, s: &Shared) {
         Ok([]) | Err(_) => return,
         Ok(b) => b[0],
     };
-    if first == 5 {
+    if first == socks::VERSION {
         socks5(reader, s);
     } else {
         http(reader, s);
     }
 }
 
+/// The host's own interface addresses (every family, every interface), for
+/// [`AllowList::check_addrs`]. When the kernel cannot list them, every address of the
+/// request is taken for one of the host's own (fail closed: only an exactly listed IP
+/// is then reached).
+fn host_addrs(s: &Shared, resolved: &[IpAddr]) -> Vec<IpAddr> {
+    if let Some(fixed) = &s.config.host_addrs {
+        return fixed.clone();
+    }
+    match nix::ifaddrs::getifaddrs() {
+        Ok(list) => list
+            .filter_map(|i| {
+                let a = i.address?;
+                a.as_sockaddr_in()
+                    .map(|v4| IpAddr::V4(v4.ip()))
+                    .or_else(|| a.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip())))
+            })
+            .collect(),
+        Err(_) => resolved.to_vec(),
+    }
+}
+
 /// Resolve a decided target and check its addresses; the addresses to connect to.
-fn resolve_checked(s: &Shared, target: &Target, port: u16, grant: Grant) -> Result<Vec<SocketAddr>, String> {
-    let (addrs, test) = match target {
+fn resolve_checked(s: &Shared, target: &HostPort, via: Via, grant: Grant) -> Result<Vec<SocketAddr>, Refusal> {
+    let port = target.port;
+    let (addrs, test) = match &target.host {
         Target::Ip(ip) => (vec![*ip], false),
         Target::Name(n) => match s.config.test_resolve.as_ref().and_then(|t| t.lookup(n)) {
             Some(ip) => (vec![ip], true),
             None => {
-                let found = (n.as_str(), port).to_socket_addrs().map_err(|_| "the name did not resolve".to_string())?;
+                let found = (n.as_str(), port).to_socket_addrs().map_err(|_| Refusal::Unresolved)?;
                 let mut v: Vec<IpAddr> = found.map(|a| a.ip()).collect();
                 v.dedup();
                 (v, false)
             }
         },
     };
-    rules::check_addrs(grant, &addrs, test)?;
+    let own = host_addrs(s, &addrs);
+    s.config.allow.check_addrs(grant, port, via, &addrs, &own, test)?;
     Ok(addrs.into_iter().map(|ip| SocketAddr::new(ip, port)).collect())
 }
 
@@ -231,31 +266,29 @@ enum NotOpened {
 }
 
 /// Decide, resolve, check and connect.
-fn open(s: &Shared, host: &str, port: u16, via: Via) -> Result<TcpStream, NotOpened> {
-    let shown = format!("{host}:{port}");
-    let Some(target) = Target::parse(host) else {
-        s.refuse(shown, "not a host name or IP address");
-        return Err(NotOpened::Refused);
-    };
-    let shown = format!("{target}:{port}");
-    let decided = s.config.allow.decide(&target, port, via).and_then(|g| resolve_checked(s, &target, port, g));
+fn open(s: &Shared, target: &HostPort, via: Via) -> Result<TcpStream, NotOpened> {
+    let decided =
+        s.config.allow.decide(&target.host, target.port, via).and_then(|g| resolve_checked(s, target, via, g));
     let addrs = match decided {
         Ok(a) => a,
         Err(why) => {
-            s.refuse(shown, &why);
+            s.refuse(Some(target), why);
             return Err(NotOpened::Refused);
         }
     };
-    for a in &addrs {
-        if *a == s.own {
-            s.refuse(shown, "the proxy itself");
-            return Err(NotOpened::Refused);
-        }
+    if addrs.contains(&s.own) {
+        s.refuse(Some(target), Refusal::ProxyItself);
+        return Err(NotOpened::Refused);
     }
     for a in &addrs {
         if let Ok(up) = TcpStream::connect_timeout(a, HANDSHAKE_TIMEOUT) {
             let _ = up.set_nodelay(true);
-            s.allowed(NetworkLogEntry { host: target.to_string(), port, address: a.to_string(), via });
+            s.allowed(NetworkLogEntry {
+                host: target.host.to_string(),
+                port: target.port,
+                address: a.to_string(),
+                via,
+            });
             return Ok(up);
         }
     }
@@ -303,23 +336,33 @@ fn relay(client: BufReader<TcpStream>, up: TcpStream) {
     }
 }
 
-/// Read a request head (through the blank line), bounded by [`MAX_HEAD`].
-fn read_head(r: &mut BufReader<TcpStream>) -> Option<Vec<String>> {
-    let mut lines = Vec::new();
-    let mut total = 0;
+/// Why [`read_head`] returned no head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NoHead {
+    /// The client went away or stalled (nothing to refuse).
+    Closed,
+    /// Over [`MAX_HEAD`] bytes (refused).
+    TooLong,
+}
+
+/// Read a request head: the bytes through the first empty line (CRLF, or a bare LF,
+/// which [`http::parse_head`] then refuses), at most [`MAX_HEAD`] bytes.
+fn read_head(r: &mut BufReader<TcpStream>) -> Result<Vec<u8>, NoHead> {
+    let mut head = Vec::new();
     loop {
         let mut line = Vec::new();
-        let n = r.by_ref().take((MAX_HEAD - total) as u64 + 1).read_until(b'\n', &mut line).ok()?;
-        total += n;
-        if n == 0 || total > MAX_HEAD || !line.ends_with(b"\n") {
-            return None;
+        let budget = (MAX_HEAD - head.len()) as u64 + 1;
+        let n = r.by_ref().take(budget).read_until(b'\n', &mut line).map_err(|_| NoHead::Closed)?;
+        if head.len() + n > MAX_HEAD {
+            return Err(NoHead::TooLong);
         }
-        let text = String::from_utf8(line).ok()?;
-        let text = text.trim_end_matches(['\r', '\n']).to_string();
-        if text.is_empty() {
-            return Some(lines);
+        if n == 0 || !line.ends_with(b"\n") {
+            return Err(NoHead::Closed);
         }
-        lines.push(text);
+        head.extend_from_slice(&line);
+        if line == b"\r\n" || line == b"\n" {
+            return Ok(head);
+        }
     }
 }
 
@@ -332,125 +375,75 @@ fn answer(conn: &mut TcpStream, status: &str, why: &str) {
     );
 }
 
-/// Split an authority `host[:port]` (`[v6]:port` too); `None` when malformed.
-fn split_authority(a: &str, default_port: Option<u16>) -> Option<(String, u16)> {
-    let (host, port) = if let Some(rest) = a.strip_prefix('[') {
-        let (h, after) = rest.split_once(']')?;
-        (format!("[{h}]"), after.strip_prefix(':'))
-    } else {
-        match a.rsplit_once(':') {
-            Some((h, p)) => (h.to_string(), Some(p)),
-            None => (a.to_string(), None),
-        }
-    };
-    let port = match port {
-        Some(p) if !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()) => p.parse().ok()?,
-        Some(_) => return None,
-        None => default_port?,
-    };
-    Some((host, port))
-}
-
 fn http(mut reader: BufReader<TcpStream>, s: &Shared) {
-    let Some(head) = read_head(&mut reader) else { return };
+    let head = read_head(&mut reader);
     let Ok(mut conn) = reader.get_ref().try_clone() else { return };
-    let Some(request_line) = head.first() else { return };
-    let mut parts = request_line.split(' ');
-    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        answer(&mut conn, "400 Bad Request", "malformed request line");
-        return;
+    let malformed = |conn: &mut TcpStream, host: Option<&HostPort>, problem: String| {
+        s.refuse(host, Refusal::Malformed { problem });
+        answer(conn, "400 Bad Request", "malformed request");
     };
-    if !version.starts_with("HTTP/1.") {
-        answer(&mut conn, "400 Bad Request", "HTTP/1.x only");
-        return;
+    let head = match head.map(|h| http::parse_head(&h)) {
+        Err(NoHead::Closed) => return,
+        Err(NoHead::TooLong) => return malformed(&mut conn, None, http::HeadError::TooLong.to_string()),
+        Ok(Err(e)) => return malformed(&mut conn, None, e.to_string()),
+        Ok(Ok(h)) => h,
+    };
+    let (host, port, path) = match http::proxy_target(&head) {
+        Ok(Some(ProxyTarget::Tunnel { host, port })) => (host, port, None),
+        Ok(Some(ProxyTarget::Absolute { host, port, path })) => (host, port, Some(path)),
+        Ok(None) => {
+            s.refuse(None, Refusal::NotAProxyRequest);
+            return answer(&mut conn, "403 Forbidden", "only CONNECT and absolute http:// requests");
+        }
+        Err(_) => {
+            s.refuse(None, Refusal::BadHost);
+            return answer(&mut conn, "403 Forbidden", "malformed host or port");
+        }
+    };
+    let Some(target) = Target::parse(&host).map(|host| HostPort { host, port }) else {
+        s.refuse(None, Refusal::BadHost);
+        return answer(&mut conn, "403 Forbidden", "malformed host or port");
+    };
+    let framing = match head.framing() {
+        Ok(f) => f,
+        Err(e) => return malformed(&mut conn, Some(&target), e.to_string()),
+    };
+    if head.fields_named("proxy-authorization").next().is_some() {
+        s.refuse(Some(&target), Refusal::ProxyCredentials);
+        return answer(&mut conn, "403 Forbidden", "proxy credentials are not accepted");
     }
-    let headers: Vec<(String, String)> = head[1..]
-        .iter()
-        .filter_map(|l| l.split_once(':').map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string())))
-        .collect();
-    let via = if method == "CONNECT" { Via::Connect } else { Via::Http };
-    let authority = if via == Via::Connect {
-        split_authority(target, None).map(|(h, p)| (h, p, String::new()))
-    } else if let Some(rest) = target.strip_prefix("http://") {
-        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        let path = match &rest[end..] {
-            p if p.starts_with('/') => p.to_string(),
-            p => format!("/{p}"),
-        };
-        split_authority(&rest[..end], Some(80)).map(|(h, p)| (h, p, path))
-    } else {
-        let shown = target.chars().take(80).collect::<String>();
-        s.refuse(shown, "not an absolute http:// request or CONNECT");
-        answer(&mut conn, "403 Forbidden", "only CONNECT and absolute http:// requests");
-        return;
-    };
-    let Some((host, port, path)) = authority else {
-        s.refuse(target.chars().take(80).collect(), "malformed host or port");
-        answer(&mut conn, "403 Forbidden", "malformed host or port");
-        return;
-    };
-    if headers.iter().any(|(n, _)| n == "proxy-authorization") {
-        s.refuse(format!("{host}:{port}"), "proxy credentials sent (a chained proxy?)");
-        answer(&mut conn, "403 Forbidden", "proxy credentials are not accepted");
-        return;
-    }
-    let mut up = match open(s, &host, port, via) {
+    let via = if path.is_none() { Via::Connect } else { Via::Http };
+    let mut up = match open(s, &target, via) {
         Ok(up) => up,
-        Err(NotOpened::Refused) => {
-            answer(&mut conn, "403 Forbidden", &format!("{host}:{port} is not allowed"));
-            return;
-        }
+        Err(NotOpened::Refused) => return answer(&mut conn, "403 Forbidden", &format!("{target} is not allowed")),
         Err(NotOpened::Unreachable) => {
-            answer(&mut conn, "502 Bad Gateway", &format!("{host}:{port} did not answer"));
-            return;
+            return answer(&mut conn, "502 Bad Gateway", &format!("{target} did not answer"))
         }
     };
-    if via == Via::Connect {
+    let Some(path) = path else {
         if conn.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").is_ok() {
             relay(reader, up);
         }
         return;
-    }
-    // Plain HTTP: the request in origin form, for this authority only.
-    let host_header = if port == 80 { host.clone() } else { format!("{host}:{port}") };
-    let mut out = format!("{method} {path} HTTP/1.1\r\nHost: {host_header}\r\n");
-    let mut body = Body::None;
-    for (name, value) in &headers {
-        match name.as_str() {
-            "host" | "connection" | "proxy-connection" | "keep-alive" | "proxy-authorization" => continue,
-            "content-length" => match value.parse::<u64>() {
-                Ok(n) if matches!(body, Body::None) => body = Body::Length(n),
-                _ => {
-                    answer(&mut conn, "400 Bad Request", "conflicting body framing");
-                    return;
-                }
-            },
-            "transfer-encoding" => {
-                if !value.eq_ignore_ascii_case("chunked") || !matches!(body, Body::None) {
-                    answer(&mut conn, "400 Bad Request", "unsupported body framing");
-                    return;
-                }
-                body = Body::Chunked;
-            }
-            _ => {}
-        }
-        let original =
-            head[1..].iter().find(|l| l.split_once(':').is_some_and(|(n, _)| n.trim().eq_ignore_ascii_case(name)));
-        if let Some(line) = original {
-            out.push_str(line);
-            out.push_str("\r\n");
-        }
-    }
-    out.push_str("Connection: close\r\n\r\n");
-    if up.write_all(out.as_bytes()).is_err() {
+    };
+    // Plain HTTP: a head rebuilt from the parsed fields, in origin form, for the
+    // decided authority only.
+    let host_header = if port == 80 { target.host.to_string() } else { target.to_string() };
+    if up.write_all(&http::origin_head(&head, &path, &host_header, framing)).is_err() {
         return;
     }
     let _ = reader.get_ref().set_read_timeout(None);
     let Ok(mut back) = up.try_clone() else { return };
     let Ok(mut client_out) = reader.get_ref().try_clone() else { return };
+    let sink = s.denials.clone();
     let sender = std::thread::Builder::new().name("cordon-proxy-body".into()).spawn(move || {
-        let _ = forward_body(&mut reader, &mut up, body);
+        if let Err(BodyError::Malformed(e)) = forward_body(&mut reader, &mut up, framing) {
+            // The origin got a head and part of a body: cut the connection so it
+            // sees an incomplete request, never a second one (recorded first, so the
+            // refusal is in the sink before the client sees its connection end).
+            crate::denials::record(&sink, refusal_denial(Some(target), Refusal::Malformed { problem: e.to_string() }));
+            let _ = up.shutdown(Shutdown::Both);
+        }
     });
     let _ = pump(&mut back, &mut client_out);
     let _ = client_out.shutdown(Shutdown::Both);
@@ -460,134 +453,128 @@ fn http(mut reader: BufReader<TcpStream>, s: &Shared) {
     }
 }
 
-/// How a plain-HTTP request's body is framed.
-#[derive(Debug, Clone, Copy)]
-enum Body {
-    None,
-    Length(u64),
-    Chunked,
+/// Why [`forward_body`] stopped early.
+#[derive(Debug)]
+enum BodyError {
+    /// The client or the origin went away.
+    Io,
+    /// The chunked framing is invalid (refused).
+    Malformed(http::ChunkError),
 }
 
-/// Forward exactly the request body and nothing after it.
-fn forward_body(r: &mut BufReader<TcpStream>, up: &mut TcpStream, body: Body) -> io::Result<()> {
-    match body {
-        Body::None => Ok(()),
-        Body::Length(n) => {
+impl From<io::Error> for BodyError {
+    fn from(_: io::Error) -> Self {
+        BodyError::Io
+    }
+}
+
+/// Forward exactly the request body and nothing after it: `Content-Length` bytes, or
+/// the chunked body decoded and re-encoded by cordon (extensions and trailers dropped).
+fn forward_body(r: &mut BufReader<TcpStream>, up: &mut TcpStream, framing: Framing) -> Result<(), BodyError> {
+    match framing {
+        Framing::None => Ok(()),
+        Framing::Length(n) => {
             let copied = io::copy(&mut r.by_ref().take(n), up)?;
             if copied == n {
                 Ok(())
             } else {
-                Err(io::ErrorKind::UnexpectedEof.into())
+                Err(BodyError::Io)
             }
         }
-        Body::Chunked => loop {
-            let mut line = Vec::new();
-            r.by_ref().take(1024).read_until(b'\n', &mut line)?;
-            if !line.ends_with(b"\n") {
-                return Err(io::ErrorKind::InvalidData.into());
-            }
-            up.write_all(&line)?;
-            let text = String::from_utf8_lossy(&line);
-            let size = text.trim().split(';').next().unwrap_or("");
-            let size = u64::from_str_radix(size.trim(), 16).map_err(|_| io::Error::from(io::ErrorKind::InvalidData))?;
-            if size == 0 {
-                // Trailers, through the blank line.
-                loop {
-                    let mut t = Vec::new();
-                    r.by_ref().take(MAX_HEAD as u64).read_until(b'\n', &mut t)?;
-                    if !t.ends_with(b"\n") {
-                        return Err(io::ErrorKind::InvalidData.into());
-                    }
-                    up.write_all(&t)?;
-                    if t == b"\r\n" || t == b"\n" {
-                        return Ok(());
-                    }
+        Framing::Chunked => {
+            let mut decoder = http::ChunkedDecoder::new(MAX_HEAD);
+            let mut data = Vec::with_capacity(RELAY_BUFFER);
+            loop {
+                let buf = r.fill_buf()?;
+                if buf.is_empty() {
+                    return Err(BodyError::Io);
+                }
+                data.clear();
+                let used = decoder.feed(buf, &mut data).map_err(BodyError::Malformed)?;
+                r.consume(used);
+                if !data.is_empty() {
+                    up.write_all(&http::encode_chunk(&data))?;
+                }
+                if decoder.is_done() {
+                    up.write_all(&http::encode_chunk(&[]))?;
+                    return Ok(());
                 }
             }
-            let copied = io::copy(&mut r.by_ref().take(size + 2), up)?;
-            if copied != size + 2 {
-                return Err(io::ErrorKind::UnexpectedEof.into());
-            }
-        },
+        }
     }
 }
 
 /// SOCKS5 reply codes (RFC 1928).
 const SOCKS_OK: u8 = 0;
+const SOCKS_FAILURE: u8 = 1;
 const SOCKS_NOT_ALLOWED: u8 = 2;
 const SOCKS_UNREACHABLE: u8 = 4;
 const SOCKS_BAD_COMMAND: u8 = 7;
 const SOCKS_BAD_ADDRESS: u8 = 8;
+/// The longest SOCKS5 message: a request with a 255-byte name.
+const MAX_SOCKS_MESSAGE: usize = 4 + 1 + 255 + 2;
 
 fn socks_reply(conn: &mut TcpStream, code: u8) {
     // The bound address is not disclosed (0.0.0.0:0).
     let _ = conn.write_all(&[5, code, 0, 1, 0, 0, 0, 0, 0, 0]);
 }
 
+/// Read one SOCKS5 message byte by byte until `parse` has it (so nothing after it is
+/// consumed): `Ok(None)` when the client went away.
+fn read_socks<T>(
+    r: &mut BufReader<TcpStream>,
+    parse: impl Fn(&[u8]) -> socks::Parsed<T>,
+) -> Result<Option<T>, socks::SocksError> {
+    let mut buf = Vec::new();
+    loop {
+        if let Some((v, _)) = parse(&buf)? {
+            return Ok(Some(v));
+        }
+        let mut b = [0u8; 1];
+        if buf.len() >= MAX_SOCKS_MESSAGE || r.read_exact(&mut b).is_err() {
+            return Ok(None);
+        }
+        buf.push(b[0]);
+    }
+}
+
 fn socks5(mut reader: BufReader<TcpStream>, s: &Shared) {
     let Ok(mut conn) = reader.get_ref().try_clone() else { return };
-    let mut hello = [0u8; 2];
-    if reader.read_exact(&mut hello).is_err() {
-        return;
-    }
-    let mut methods = vec![0u8; usize::from(hello[1])];
-    if reader.read_exact(&mut methods).is_err() {
-        return;
-    }
-    if !methods.contains(&0) {
+    let methods = match read_socks(&mut reader, socks::parse_greeting) {
+        Ok(Some(m)) => m,
+        Ok(None) => return,
+        Err(e) => return s.refuse(None, Refusal::Malformed { problem: e.to_string() }),
+    };
+    if !methods.contains(&socks::NO_AUTH) {
         // Only "no authentication": credentials would be for another proxy.
         let _ = conn.write_all(&[5, 0xff]);
         return;
     }
-    if conn.write_all(&[5, 0]).is_err() {
+    if conn.write_all(&[5, socks::NO_AUTH]).is_err() {
         return;
     }
-    let mut req = [0u8; 4];
-    if reader.read_exact(&mut req).is_err() || req[0] != 5 {
-        return;
-    }
-    let host = match req[3] {
-        1 => {
-            let mut a = [0u8; 4];
-            if reader.read_exact(&mut a).is_err() {
-                return;
-            }
-            Ipv4Addr::from(a).to_string()
-        }
-        4 => {
-            let mut a = [0u8; 16];
-            if reader.read_exact(&mut a).is_err() {
-                return;
-            }
-            format!("[{}]", std::net::Ipv6Addr::from(a))
-        }
-        3 => {
-            let mut len = [0u8; 1];
-            if reader.read_exact(&mut len).is_err() {
-                return;
-            }
-            let mut name = vec![0u8; usize::from(len[0])];
-            if reader.read_exact(&mut name).is_err() {
-                return;
-            }
-            String::from_utf8_lossy(&name).into_owned()
-        }
-        _ => {
-            socks_reply(&mut conn, SOCKS_BAD_ADDRESS);
-            return;
+    let req = match read_socks(&mut reader, socks::parse_request) {
+        Ok(Some(r)) => r,
+        Ok(None) => return,
+        Err(e) => {
+            s.refuse(None, Refusal::Malformed { problem: e.to_string() });
+            let code = if e == socks::SocksError::AddressType { SOCKS_BAD_ADDRESS } else { SOCKS_FAILURE };
+            return socks_reply(&mut conn, code);
         }
     };
-    let mut port = [0u8; 2];
-    if reader.read_exact(&mut port).is_err() {
-        return;
+    let host = match &req.host {
+        SocksHost::Ip(ip) => Some(Target::Ip(*ip)),
+        SocksHost::Name(n) => std::str::from_utf8(n).ok().and_then(Target::parse),
+    };
+    let Some(target) = host.filter(|_| req.port != 0).map(|host| HostPort { host, port: req.port }) else {
+        s.refuse(None, Refusal::BadHost);
+        return socks_reply(&mut conn, SOCKS_NOT_ALLOWED);
+    };
+    if req.command != socks::CONNECT {
+        s.refuse(Some(&target), Refusal::SocksCommand);
+        return socks_reply(&mut conn, SOCKS_BAD_COMMAND);
     }
-    let port = u16::from_be_bytes(port);
-    if req[1] != 1 {
-        s.refuse(format!("{host}:{port}"), "SOCKS5 BIND and UDP ASSOCIATE are not offered");
-        socks_reply(&mut conn, SOCKS_BAD_COMMAND);
-        return;
-    }
-    match open(s, &host, port, Via::Socks5) {
+    match open(s, &target, Via::Socks5) {
         Ok(up) => {
             socks_reply(&mut conn, SOCKS_OK);
             relay(reader, up);

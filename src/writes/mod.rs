@@ -176,6 +176,7 @@ impl WriteJudge {
                         errno_name(errno)
                     ),
                     line: None,
+                    proxy: None,
                 });
                 return Answer::Refuse(errno);
             }

@@ -6,7 +6,7 @@
 //! origin received, what arrived in the workspace, and traps that must stay silent.
 
 use super::*;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
@@ -167,7 +167,7 @@ case!(net_by_name_allows_only_the_listed_name, |c| {
         (format!("127.0.0.1:{port}"), "IP address not in the allow-list"),
         (format!("localhost:{port}"), "host not in the allow-list"),
         ("169.254.169.254:80".to_string(), "IP address not in the allow-list"),
-        ("meta.test:80".to_string(), "resolves to a metadata address"),
+        ("meta.test:80".to_string(), "resolves to 169.254.169.254, a metadata address"),
         (format!("allowed.test:{t}"), "port"),
         (format!("allowed.test:{port}"), "proxy credentials"),
     ] {
@@ -439,4 +439,276 @@ case!(net_by_name_approver_grants_exactly_one_host, |c| {
     assert_eq!(req["grant"]["host"], format!("other.test:{port}"), "the request names the host: {req}");
     assert!(fs::read_to_string(&log).unwrap_or_default().contains(&format!("other.test:{port}")), "audit log");
     assert_eq!(out.j()["sandbox"]["mode"], "workspace-write", "still confined: {out:?}");
+});
+
+/// A script fragment that sends `$1` (printf `%b` escapes: `\r`, `\n`, `\0`, `\xHH`)
+/// to cordon's proxy over a raw connection and prints the answer: the command speaking
+/// to the proxy directly, as a hostile one would.
+const RAW_PROXY: &str = r#"trap '' PIPE; P=${HTTP_PROXY#http://}
+send() { exec 3<>"/dev/tcp/${P%:*}/${P##*:}" || return 1; printf '%b' "$1" >&3; timeout 20 cat <&3; exec 3<&-; echo; }
+"#;
+
+// A grant names exactly one host, the one the proxy parsed and would have connected
+// to; the raw text of a refused request (a wildcard with proxy credentials, a SOCKS5
+// BIND of a wildcard, a malformed authority) and an address the proxy never connects
+// to (0.0.0.0) are never offered as a host grant. Judged by the request JSON the
+// approver received (it refuses every request), and by a listener that must receive
+// nothing. The control: a plain refused name is offered as exactly that host.
+case!(net_by_name_host_grants_name_exactly_one_parsed_host, |c| {
+    let trap = TcpTrap::v4();
+    let t = trap.port_s();
+    let gov = c.root.join("gov-parsed");
+    c.mkdir(&gov);
+    let dump = gov.join("requests.jsonl");
+    let approver = c.file(
+        &gov.join("refuse.sh"),
+        &format!("#!/bin/sh\ncat >> '{}'\necho >> '{}'\nexit 1\n", dump.display(), dump.display()),
+    );
+    set_mode(&approver, 0o755);
+    let log = gov.join("audit.jsonl");
+    let p = trap.port.to_be_bytes();
+    let cases: Vec<(&str, String)> = vec![
+        (
+            "wildcard with credentials",
+            format!("CONNECT *.allowed.test:{t} HTTP/1.1\\r\\nProxy-Authorization: Basic eDp5\\r\\n\\r\\n"),
+        ),
+        ("wildcard", format!("CONNECT *.allowed.test:{t} HTTP/1.1\\r\\n\\r\\n")),
+        (
+            "absolute wildcard",
+            format!("GET http://*.allowed.test:{t}/ HTTP/1.1\\r\\nProxy-Authorization: Basic eDp5\\r\\n\\r\\n"),
+        ),
+        ("credentials", format!("CONNECT other.test:{t} HTTP/1.1\\r\\nProxy-Authorization: Basic eDp5\\r\\n\\r\\n")),
+        ("unspecified", format!("CONNECT 0.0.0.0:{t} HTTP/1.1\\r\\n\\r\\n")),
+        ("socks bind", format!("\\x05\\x01\\x00\\x05\\x02\\x00\\x03\\x0e*.allowed.test\\x{:02x}\\x{:02x}", p[0], p[1])),
+        ("control", format!("CONNECT other.test:{t} HTTP/1.1\\r\\n\\r\\n")),
+    ];
+    for (what, req) in &cases {
+        let _ = fs::remove_file(&dump);
+        let mut o = by_name(c, &["allowed.test:1".into()]);
+        o.extra_args.extend([
+            "--approver".into(),
+            approver.display().to_string(),
+            "--audit-log".into(),
+            log.display().to_string(),
+        ]);
+        let out = c.cordon(&o, &["/bin/bash", "-c", &format!("{RAW_PROXY}send '{req}'; exit 1")])?;
+        let asked: Vec<serde_json::Value> = fs::read_to_string(&dump)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(!asked.is_empty(), "{what}: the approver was not asked: {out:?}");
+        for req in &asked {
+            let grant = &req["grant"];
+            if *what == "control" {
+                assert_eq!(grant["kind"], "host", "{what}: {req}");
+                assert_eq!(grant["host"], format!("other.test:{t}"), "{what}: exactly one host: {req}");
+            } else {
+                assert_ne!(grant["kind"], "host", "{what}: a host grant from text the command sent: {req}");
+            }
+        }
+    }
+    trap.assert_untouched("a refused request or its refused grant");
+});
+
+/// A non-loopback address of this host whose class the proxy would otherwise let an
+/// exact name reach (private or global), if it has one.
+fn own_reachable_v4() -> Option<std::net::Ipv4Addr> {
+    nix::ifaddrs::getifaddrs().ok()?.filter_map(|i| i.address?.as_sockaddr_in().map(|a| a.ip())).find(|a| {
+        let o = a.octets();
+        let benchmarking = o[0] == 198 && (o[1] & 0xfe) == 18;
+        !(a.is_loopback() || a.is_link_local() || a.is_documentation() || a.is_unspecified() || benchmarking)
+    })
+}
+
+// The unspecified addresses connect to loopback and the host's own addresses reach its
+// own listeners: `0.0.0.0:P` and `[::]:P` are refused as patterns, as literals and as
+// what a listed name resolves to, and a listed name resolving to one of the host's own
+// addresses reaches nothing; listeners on 127.0.0.1:P, [::1]:P and 0.0.0.0:Q receive
+// nothing. The control: the host's own address listed exactly is reached.
+case!(net_by_name_unspecified_and_own_addresses_reach_nothing, |c| {
+    need("curl")?;
+    let t4 = TcpTrap::v4();
+    let t6 = TcpTrap::v6().ok();
+    let (p4, p6) = (t4.port, t6.as_ref().map_or(0, |t| t.port));
+    let mut o = by_name(c, &[format!("0.0.0.0:{p4}")]);
+    o.expect_error = true;
+    // Refused as a pattern (no run), or refused by the proxy.
+    let out = c.cordon(&o, &["/bin/sh", "-c", &format!("curl -sS -f -p http://0.0.0.0:{p4}/; echo zero=$?")])?;
+    assert!(out.json.is_none() || !out.out().contains("zero=0"), "{out:?}");
+    if let Some(t6) = &t6 {
+        let mut o = by_name(c, &[format!("[::]:{p6}")]);
+        o.expect_error = true;
+        let out = c.cordon(&o, &["/bin/sh", "-c", &format!("curl -sS -f -p 'http://[::]:{p6}/'; echo zero=$?")])?;
+        assert!(out.json.is_none() || !out.out().contains("zero=0"), "{out:?}");
+        t6.assert_untouched("[::] as a pattern");
+    }
+    // Names resolving to the unspecified addresses, and the literals, with the
+    // loopback ports listed by name.
+    let mut o = by_name(c, &[format!("zero.test:{p4}"), format!("zero6.test:{p6}")]);
+    o.env.retain(|(k, _)| k != "CORDON_TEST_RESOLVE");
+    o.env.push(("CORDON_TEST_RESOLVE".into(), "zero.test=0.0.0.0,zero6.test=::".into()));
+    let script = format!(
+        "curl -sS -f -p http://zero.test:{p4}/; echo name=$?
+         curl -sS -f -p http://zero6.test:{p6}/; echo name6=$?
+         curl -sS -f -p http://0.0.0.0:{p4}/; echo literal=$?
+         curl -sS -f -p 'http://[::ffff:0.0.0.0]:{p4}/'; echo mapped=$?"
+    );
+    let out = c.sh(&o, &script)?;
+    for what in ["name", "name6", "literal", "mapped"] {
+        assert!(!out.out().contains(&format!("{what}=0")), "{what}: {out:?}");
+    }
+    let d = denials(&out);
+    assert!(d.iter().any(|(t, e)| *t == format!("zero.test:{p4}") && e.contains("unspecified address")), "{d:?}");
+    t4.assert_untouched("0.0.0.0 through the proxy");
+    if let Some(t6) = &t6 {
+        t6.assert_untouched("[::] through the proxy");
+    }
+    // The host's own address, by name: nothing; listed exactly: reached.
+    let Some(own) = own_reachable_v4() else {
+        eprintln!("note: no private or global IPv4 address on this host; the own-address part is not run");
+        return Ok(());
+    };
+    let l = TcpListener::bind("0.0.0.0:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let q = l.local_addr().unwrap().port();
+    let mut o = by_name(c, &[format!("own.test:{q}")]);
+    o.env.retain(|(k, _)| k != "CORDON_TEST_RESOLVE");
+    o.env.push(("CORDON_TEST_RESOLVE".into(), format!("own.test={own}")));
+    let out = c.sh(&o, &format!("curl -sS -f -m 10 -p http://own.test:{q}/; echo own=$?"))?;
+    assert!(!out.out().contains("own=0"), "{out:?}");
+    assert!(l.accept().is_err(), "a name resolving to this host's own address {own} reached its listener: {out:?}");
+    let d = denials(&out);
+    assert!(d.iter().any(|(_, e)| e.contains("this host's own addresses")), "{d:?}");
+    let o = by_name(c, &[format!("{own}:{q}")]);
+    let _ = c.sh(&o, &format!("curl -sS -m 5 -p http://{own}:{q}/; echo exact=$?"))?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut reached = false;
+    while !reached && std::time::Instant::now() < deadline {
+        reached = l.accept().is_ok();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(reached, "control: the host's own address {own}:{q}, listed exactly, was not reached");
+});
+
+/// A loopback origin that records every byte of every connection (the head, the body
+/// by its framing, and whatever follows within a short read), then answers `200`.
+struct RawOrigin {
+    port: u16,
+    conns: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl RawOrigin {
+    fn start() -> RawOrigin {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let conns = Arc::new(Mutex::new(Vec::new()));
+        let c2 = conns.clone();
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let conns = c2.clone();
+                std::thread::spawn(move || {
+                    let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+                    let mut got = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    // Through the head, then the body by its framing (as the origin
+                    // reads it), then a last short read for anything smuggled after it.
+                    let mut settled = false;
+                    loop {
+                        let head_end = got.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
+                        if let (Some(end), false) = (head_end, settled) {
+                            let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+                            let body = &got[end..];
+                            let complete = match head.split("content-length: ").nth(1) {
+                                Some(n) => n
+                                    .split("\r\n")
+                                    .next()
+                                    .and_then(|n| n.trim().parse::<usize>().ok())
+                                    .is_some_and(|n| body.len() >= n),
+                                None if head.contains("transfer-encoding: chunked") => body.ends_with(b"0\r\n\r\n"),
+                                None => true,
+                            };
+                            if complete {
+                                settled = true;
+                                let _ = conn.set_read_timeout(Some(Duration::from_millis(300)));
+                            }
+                        }
+                        match conn.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => got.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    conns.lock().unwrap().push(got);
+                    let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+                });
+            }
+        });
+        RawOrigin { port, conns }
+    }
+
+    fn conns(&self) -> Vec<String> {
+        self.conns.lock().unwrap().iter().map(|c| String::from_utf8_lossy(c).into_owned()).collect()
+    }
+}
+
+// The proxy parses HTTP strictly and rebuilds what it sends: a bare CR (which ends the
+// header block for lenient origins such as Python's http.server, so a body would be
+// read as a second request), NUL, folding, a bare LF, ambiguous framing and a chunk
+// whose data overruns its size are refused and reported; the origin receives only
+// well-formed, rebuilt requests, one per connection, never the smuggled one. The
+// controls: a body by length and a chunked body arrive rebuilt.
+case!(net_by_name_http_is_parsed_strictly, |c| {
+    let origin = RawOrigin::start();
+    let port = origin.port;
+    let smuggled = "GET /smuggled HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n";
+    let smuggled_len = smuggled.replace("\\r\\n", "..").len();
+    let post = format!("POST http://allowed.test:{port}/p HTTP/1.1\\r\\nHost: allowed.test\\r\\n");
+    let cases = [
+        format!("{post}X-A: 1\\r\\rHost: other.test\\r\\nContent-Length: {smuggled_len}\\r\\n\\r\\n{smuggled}"),
+        format!("{post}X-A: a\\0b\\r\\nContent-Length: {smuggled_len}\\r\\n\\r\\n{smuggled}"),
+        format!("{post}X-A: 1\\r\\n Host: other.test\\r\\nContent-Length: {smuggled_len}\\r\\n\\r\\n{smuggled}"),
+        format!("POST http://allowed.test:{port}/p HTTP/1.1\\nContent-Length: {smuggled_len}\\n\\n{smuggled}"),
+        format!("{post}Content-Length: 0\\r\\nContent-Length: {smuggled_len}\\r\\n\\r\\n{smuggled}"),
+        format!(
+            "{post}Content-Length: {smuggled_len}\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n0\\r\\n\\r\\n{smuggled}"
+        ),
+        format!("{post}Transfer-Encoding: gzip, chunked\\r\\n\\r\\n0\\r\\n\\r\\n{smuggled}"),
+        format!("{post}Transfer-Encoding: chunked\\r\\n\\r\\n5\\r\\nabc\\r\\n0\\r\\n\\r\\n{smuggled}"),
+        format!("{post}Transfer-Encoding: chunked\\r\\n\\r\\n3;x=\\r\\r\\nabc\\r\\n0\\r\\n\\r\\n{smuggled}"),
+        // Controls.
+        format!("{post}Content-Length: 5\\r\\n\\r\\nhello"),
+        format!("{post}Transfer-Encoding: chunked\\r\\n\\r\\n3\\r\\nabc\\r\\n0\\r\\n\\r\\n"),
+    ];
+    let script: String = std::iter::once(RAW_PROXY.to_string())
+        .chain(cases.iter().enumerate().map(|(i, r)| format!("echo case{i}; send '{r}'\n")))
+        .collect();
+    let o = by_name(c, &[format!("allowed.test:{port}")]);
+    let out = c.cordon(&o, &["/bin/bash", "-c", &script])?;
+    let conns = origin.conns();
+    for conn in &conns {
+        assert!(!conn.contains("smuggled") && !conn.contains("other.test"), "a smuggled request arrived: {conn:?}");
+        assert_eq!(conn.matches(" HTTP/1.1\r\n").count(), 1, "not one request: {conn:?}");
+        let bare_cr = conn.as_bytes().windows(2).any(|w| w[0] == b'\r' && w[1] != b'\n');
+        assert!(!bare_cr && !conn.contains('\0') && !conn.contains("\r\n "), "not well-formed: {conn:?}");
+    }
+    let host = format!("Host: allowed.test:{port}");
+    let want = [
+        format!("POST /p HTTP/1.1\r\n{host}\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"),
+        format!("POST /p HTTP/1.1\r\n{host}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n"),
+    ];
+    for w in &want {
+        assert!(conns.contains(w), "control not received as rebuilt: {w:?} in {conns:?}; {out:?}");
+    }
+    // The two chunked bodies with invalid framing reached the origin as an incomplete
+    // request at most (the rebuilt head, perhaps chunks cordon re-encoded, never the
+    // last chunk), the connection then cut.
+    assert!(conns.len() <= want.len() + 2, "{conns:?}");
+    let chunked_head = format!("POST /p HTTP/1.1\r\n{host}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+    for conn in conns.iter().filter(|c| !want.contains(c)) {
+        assert!(conn.starts_with(&chunked_head) && !conn.ends_with("0\r\n\r\n"), "{conn:?}");
+    }
+    let d = denials(&out);
+    assert!(d.iter().filter(|(_, e)| e.starts_with("proxy refused: malformed request")).count() >= 5, "{d:?}");
 });

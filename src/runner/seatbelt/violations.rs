@@ -84,7 +84,7 @@ pub fn attribute<'a>(messages: impl IntoIterator<Item = &'a str>, run_pids: &[u3
             continue;
         }
         let evidence = format!("Seatbelt refused {} ({}, pid {})", v.operation, v.process, v.pid);
-        out.push(Denial { kind, target: v.target, evidence, line: None });
+        out.push(Denial { kind, target: v.target, evidence, line: None, proxy: None });
     }
     out
 }
