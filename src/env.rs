@@ -7,11 +7,14 @@
 //! 1. Start from the ambient environment.
 //! 2. Drop every ambient `CORDON_*` name: only cordon itself sets that namespace.
 //! 3. Drop credential-shaped names ([`is_credential_name`]): any name containing
-//!    `KEY`, `SECRET`, `TOKEN`, `PASSWORD`, `PASSWD` or `CREDENTIAL`, or with a word
-//!    (between `_`, `-` or `.`) `AUTH`, `OAUTH`, `AUTHORIZATION`, `PAT` or `PASS`,
-//!    compared case-insensitively (`GIT_AUTHOR_NAME` and `PATH` stay).
+//!    `KEY`, `SECRET`, `TOKEN`, `PASSWORD`, `PASSWD`, `PASSPHRASE`, `CREDENTIAL` or
+//!    `SSHPASS`, with a word (between `_`, `-` or `.`) `AUTH`, `OAUTH`,
+//!    `AUTHORIZATION`, `PAT` or `PASS`, or ending in the word `PWD` after another
+//!    (`MYSQL_PWD`), compared case-insensitively (`GIT_AUTHOR_NAME`, `PATH`, `PWD` and
+//!    `OLDPWD` stay).
 //! 4. Drop credential-shaped values ([`credential_value_kind`]), whatever the name: a
-//!    URL with a password (`postgres://u:pw@db/x`, any scheme), a credential query
+//!    URL with a password (`postgres://u:pw@db/x`, any scheme; a password holding
+//!    `/`, `#`, `?` or `@`, encoded or not, included), a credential query
 //!    parameter (`?access_token=...`) or a token-like user part (a Sentry DSN), a
 //!    `.netrc` entry with a password, a well-known token
 //!    prefix with the length and alphabet of a real token (GitHub, GitLab, Slack, AWS
@@ -38,11 +41,16 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 
 /// Name fragments that mark a variable as a credential (compared case-insensitively).
-pub const CREDENTIAL_MARKERS: [&str; 6] = ["KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL"];
+pub const CREDENTIAL_MARKERS: [&str; 8] =
+    ["KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "SSHPASS"];
 
 /// Whole words of a name (split on `_`, `-`, `.`) that mark a credential; whole words
 /// only, so `GIT_AUTHOR_NAME`, `PATH` and `PASSTHROUGH` stay.
 pub const CREDENTIAL_NAME_WORDS: [&str; 5] = ["AUTH", "OAUTH", "AUTHORIZATION", "PAT", "PASS"];
+
+/// A last word of a name that marks a credential when another word comes before it
+/// (`MYSQL_PWD`, `DB_PWD`): the shell's own `PWD` and `OLDPWD` stay.
+pub const CREDENTIAL_LAST_WORDS: [&str; 1] = ["PWD"];
 
 /// The namespace reserved for cordon's managed variables.
 pub const MANAGED_PREFIX: &str = "CORDON_";
@@ -89,10 +97,10 @@ fn is_managed(name: &OsStr) -> bool {
 /// Whether a variable name looks like it holds a credential (step 3).
 pub fn is_credential_name(name: &OsStr) -> bool {
     let upper = name.as_bytes().to_ascii_uppercase();
+    let words: Vec<&[u8]> = upper.split(|b| matches!(b, b'_' | b'-' | b'.')).collect();
     CREDENTIAL_MARKERS.iter().any(|m| upper.windows(m.len()).any(|w| w == m.as_bytes()))
-        || upper
-            .split(|b| matches!(b, b'_' | b'-' | b'.'))
-            .any(|w| CREDENTIAL_NAME_WORDS.iter().any(|m| w == m.as_bytes()))
+        || words.iter().any(|w| CREDENTIAL_NAME_WORDS.iter().any(|m| *w == m.as_bytes()))
+        || (words.len() > 1 && CREDENTIAL_LAST_WORDS.iter().any(|m| words[words.len() - 1] == m.as_bytes()))
 }
 
 /// A token prefix and what must follow it: the alphabet and the length range of the
@@ -176,8 +184,45 @@ fn is_jwt(word: &[u8]) -> bool {
     parts.len() == 3 && parts[..2].iter().all(|p| p.starts_with(b"eyJ")) && parts.iter().all(|p| b64(p))
 }
 
-/// Whether `value` holds a URL whose userinfo has a non-empty password
-/// (`scheme://user:password@host`), anywhere in the value.
+/// A byte of a URL's user name (RFC 3986 userinfo before the `:`: unreserved,
+/// percent-encoded, sub-delims).
+fn is_user_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=".contains(&b)
+}
+
+/// `s` starts with a host (a name, an IPv4 address or a bracketed IPv6 address, an
+/// optional `:port`), then ends or goes on with a path, query, fragment or another
+/// host of a list (`,`, `;`).
+fn starts_with_host(s: &[u8]) -> bool {
+    let host_len = if s.first() == Some(&b'[') {
+        match s.iter().position(|b| *b == b']') {
+            Some(i) if i > 1 && s[1..i].iter().all(|b| b.is_ascii_hexdigit() || matches!(b, b':' | b'.')) => i + 1,
+            _ => return false,
+        }
+    } else {
+        s.iter().take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'%')).count()
+    };
+    if host_len == 0 {
+        return false;
+    }
+    let mut rest = &s[host_len..];
+    if let Some(port) = rest.strip_prefix(b":") {
+        let digits = port.iter().take_while(|b| b.is_ascii_digit()).count();
+        if digits == 0 {
+            return false;
+        }
+        rest = &port[digits..];
+    }
+    rest.first().is_none_or(|b| matches!(b, b'/' | b'?' | b'#' | b',' | b';'))
+}
+
+/// Whether `value` holds a URL with a non-empty password (`scheme://user:password@host`),
+/// anywhere in the value. The password is everything between the user name's `:` and
+/// the last `@` that a host follows, so one holding characters the URL grammar would
+/// have encoded (`/`, `#`, `?`, `@`: base64 secrets pasted as they are) or encoded ones
+/// (`%2F`, `%40`) is seen. Not a password: `host:port/path@x` (digits after the `:`,
+/// then a path), a path or query holding `:` and `@` (`https://h/a:b@c`), a user with
+/// no password.
 fn has_url_password(value: &[u8]) -> bool {
     let mut from = 0;
     while let Some(at) = value[from..].windows(3).position(|w| w == b"://").map(|i| from + i) {
@@ -192,12 +237,19 @@ fn has_url_password(value: &[u8]) -> bool {
             continue;
         }
         let rest = &value[from..];
-        let authority_end =
-            rest.iter().position(|b| matches!(b, b'/' | b'?' | b'#') || b.is_ascii_whitespace()).unwrap_or(rest.len());
-        let authority = &rest[..authority_end];
-        let Some(at_sign) = authority.iter().rposition(|b| *b == b'@') else { continue };
-        let userinfo = &authority[..at_sign];
-        if userinfo.iter().position(|b| *b == b':').is_some_and(|c| c + 1 < userinfo.len()) {
+        let url = &rest[..rest.iter().position(u8::is_ascii_whitespace).unwrap_or(rest.len())];
+        let user_len = url.iter().take_while(|b| is_user_byte(**b)).count();
+        if url.get(user_len) != Some(&b':') {
+            continue;
+        }
+        let after = &url[user_len + 1..];
+        let port = after.iter().take_while(|b| b.is_ascii_digit()).count();
+        if (1..=5).contains(&port) && after.get(port).is_none_or(|b| matches!(b, b'/' | b'?' | b'#')) {
+            continue;
+        }
+        let password_end =
+            after.iter().enumerate().rev().find(|(i, b)| **b == b'@' && starts_with_host(&after[i + 1..]));
+        if password_end.is_some_and(|(i, _)| i > 0) {
             return true;
         }
     }
@@ -667,12 +719,28 @@ mod tests {
             "oauth-client",
             "my.auth",
             "SSH_AUTH_SOCK",
+            "MYSQL_PWD",
+            "db_pwd",
+            "GPG_PASSPHRASE",
+            "BORG_PASSPHRASE",
+            "SSH_KEY_PASSPHRASE",
+            "SSHPASS",
         ] {
             assert!(is_credential_name(OsStr::new(gone)), "{gone} kept");
         }
-        for kept in
-            ["GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "PATH", "PATCH_LEVEL", "PASSTHROUGH", "PWD", "OLDPWD", "XAUTHORITY"]
-        {
+        for kept in [
+            "GIT_AUTHOR_NAME",
+            "GIT_AUTHOR_EMAIL",
+            "PATH",
+            "PATCH_LEVEL",
+            "PASSTHROUGH",
+            "PWD",
+            "OLDPWD",
+            "pwd",
+            "XAUTHORITY",
+            "PWD_DIR",
+            "INIT_CWD",
+        ] {
             assert!(!is_credential_name(OsStr::new(kept)), "{kept} dropped");
         }
     }
@@ -690,6 +758,22 @@ mod tests {
         assert_eq!(kind("redis://:hunter2@cache:6379/0"), Some("url-with-password"));
         assert_eq!(kind("https://user:p%40ss@example.com/simple"), Some("url-with-password"));
         assert_eq!(kind("amqp+ssl://guest:guest@mq"), Some("url-with-password"));
+        // Passwords holding characters the URL grammar would have encoded, pasted as
+        // they are (base64 secrets), or encoded.
+        for v in [
+            "postgresql://app:s3cr/et+Zx==@db/prod",
+            "postgresql://app:s3cr/et@db.internal:5432/prod?sslmode=require",
+            "postgres://app:a#b@db/x",
+            "postgres://app:a?b@db/x",
+            "postgres://app:a@b@db/x",
+            "mysql://root:p%2Fw%23d%3F%40@127.0.0.1:3306/x",
+            "redis://:Zm9v/YmFy@[::1]:6379",
+            "postgresql://app:pw/x@db1,db2/prod",
+            "https://u:9abc/def@h",
+            "HOST=db URL=postgres://app:s3/cr@db/prod",
+        ] {
+            assert_eq!(kind(v), Some("url-with-password"), "{v}");
+        }
         // Among several URLs (pip's extra index list).
         assert_eq!(
             kind("https://pypi.org/simple https://ci:s3cr3t@pkgs.example.com/simple"),
@@ -708,6 +792,17 @@ mod tests {
             "http://[::1]:8080/x",
             "https://host:8443/a@b:c",
             "https://example.com/?q=a:b@c",
+            // Paths and queries with colons and `@`, ports before a path.
+            "https://example.com/a:b@c",
+            "https://unpkg.com/react@18/umd/react.js",
+            "http://localhost:3000/@vite/client",
+            "https://registry.example:4873/@scope%2fpkg",
+            "https://example.com:8443/users/a:b@c.d",
+            "ssh://git@host:22/path@x",
+            "https://user@host:8080/x@y",
+            "docker://registry:latest",
+            "/srv/app:/opt/x@1:/usr/bin",
+            "user:pass@host",
             "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b",
             "123e4567-e89b-12d3-a456-426614174000",
             "/usr/local/bin:/usr/bin:/bin",

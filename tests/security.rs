@@ -2935,16 +2935,29 @@ case!(cred_secret_shaped_values_scrubbed, |c| {
         ("DATABASE_URL".into(), format!("postgres://u:pw{tag}@db/x")),
         ("CI_HINT".into(), format!("ghp_{tag}A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6")),
         ("NPM_AUTH".into(), format!("plain{tag}")),
+        // A password as pasted (base64: `/`, `+`, `=`), and one with `#` and `@`.
+        ("PRIMARY_DB".into(), format!("postgresql://app:s3cr/et+{tag}==@db/prod")),
+        ("REPLICA".into(), format!("mysql://app:a#b@c{tag}@db:3306/x")),
+        ("MYSQL_PWD".into(), format!("plain{tag}")),
+        ("GPG_PASSPHRASE".into(), format!("plain{tag}")),
+    ];
+    let kept = [
+        ("HOMEPAGE", format!("https://example.com/{tag}")),
+        ("ASSET_URL", format!("https://unpkg.com/react@18/{tag}.js")),
+        ("DEV_SERVER", format!("http://localhost:3000/@vite/{tag}")),
+        ("SEARCH_PATH", format!("/srv/a:/opt/b@1:/x{tag}")),
     ];
     let mut o = c.opts(WORKSPACE_WRITE);
     o.env = secrets.clone();
-    o.env.push(("HOMEPAGE".into(), format!("https://example.com/{tag}")));
+    o.env.extend(kept.iter().map(|(k, v)| (k.to_string(), v.clone())));
     let r = c.probe_with(&o, "environ", &[])?;
     r.assert_ok("environ");
     for (k, v) in &secrets {
         assert!(!r.detail.contains(v.as_str()), "{k}={v} leaked into the sandbox: {r:?}");
     }
-    assert!(r.detail.contains(&format!("https://example.com/{tag}")), "an ordinary URL must pass: {r:?}");
+    for (k, v) in &kept {
+        assert!(r.detail.contains(v.as_str()), "{k}={v}, an ordinary value, must pass: {r:?}");
+    }
     // Kept on purpose: `--env NAME` (cordon's own value) and `--env NAME=VALUE`.
     o.extra_args = vec!["--env".into(), "DATABASE_URL".into(), "--env".into(), format!("CI_HINT={}", secrets[1].1)];
     let r = c.probe_with(&o, "environ", &[])?;
