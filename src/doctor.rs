@@ -9,7 +9,7 @@
 //!    it must not).
 //!
 //! On Linux, cordon's egress proxy (`--allow-host`) is checked end to end too
-//! ([`check_proxy`]): a loopback origin the doctor starts, listed exactly, must receive
+//! (`check_proxy`): a loopback origin the doctor starts, listed exactly, must receive
 //! exactly the one request cordon rebuilds and its answer must arrive in the
 //! workspace, while a listener that is not listed receives nothing.
 //!
@@ -151,7 +151,7 @@ pub struct DoctorReport {
     pub runners: Vec<(RunnerKind, ProbeStatus)>,
     /// Per-mode verdicts (canaries in a scratch workspace).
     pub modes: Vec<ModeReport>,
-    /// cordon's egress proxy checked end to end (Linux; see [`check_proxy`]).
+    /// cordon's egress proxy checked end to end (Linux; see the module docs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proxy: Option<ModeReport>,
     /// The current directory judged as `cordon run` would (see [`judge_workspace`]).

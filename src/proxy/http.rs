@@ -318,7 +318,7 @@ const DROPPED: [&str; 11] = [
 
 /// The head cordon sends to the origin for an absolute-form request, rebuilt from
 /// parsed fields: `METHOD PATH HTTP/1.1`, `Host: host_header`, every other field as
-/// `Name: value` except [`DROPPED`] ones and those the client's `Connection` names,
+/// `Name: value` except hop-by-hop, `Proxy-*` and framing ones and those the client's `Connection` names,
 /// the framing of `framing`, and `Connection: close`.
 pub fn origin_head(head: &RequestHead, path: &str, host_header: &str, framing: Framing) -> Vec<u8> {
     let nominated: Vec<String> = head
