@@ -301,7 +301,8 @@ pub fn proxy_target(head: &RequestHead) -> Result<Option<ProxyTarget>, HeadError
 
 /// Header fields the proxy never passes on: hop-by-hop fields (RFC 9110 §7.6.1),
 /// the client's `Host` (replaced by the decided authority), proxy credentials, and
-/// the framing fields (rebuilt from [`Framing`]).
+/// the framing fields (rebuilt from [`Framing`]); every other `Proxy-*` field is
+/// dropped too (they are meant for a proxy).
 const DROPPED: [&str; 11] = [
     "host",
     "connection",
@@ -329,7 +330,7 @@ pub fn origin_head(head: &RequestHead, path: &str, host_header: &str, framing: F
     out.extend_from_slice(format!("{} {path} HTTP/1.1\r\nHost: {host_header}\r\n", head.method).as_bytes());
     for f in &head.fields {
         let lower = f.name.to_ascii_lowercase();
-        if DROPPED.contains(&lower.as_str()) || nominated.contains(&lower) {
+        if DROPPED.contains(&lower.as_str()) || lower.starts_with("proxy-") || nominated.contains(&lower) {
             continue;
         }
         out.extend_from_slice(f.name.as_bytes());
@@ -616,7 +617,8 @@ mod tests {
     fn the_origin_head_is_rebuilt_from_parsed_fields() {
         let h = head(
             "POST http://a.test/up HTTP/1.0\r\nHost: other.test\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\n\
-             Proxy-Connection: keep-alive\r\nUpgrade: h2c\r\nAccept:  */* \r\nContent-Length: 3\r\n\r\n",
+             Proxy-Connection: keep-alive\r\nProxy-Cont-Length: 5\r\nUpgrade: h2c\r\nAccept:  */* \r\n\
+             Content-Length: 3\r\n\r\n",
         )
         .unwrap();
         let out = origin_head(&h, "/up", "a.test:8080", h.framing().unwrap());
