@@ -670,6 +670,23 @@ impl AllowList {
         Err(if name_matched { Refusal::Port } else { Refusal::NotListed })
     }
 
+    /// Judge an IP literal a client asked for before the list is consulted: an address
+    /// that reaches this host or its cloud (unspecified, loopback, metadata, one of the
+    /// host's own `host_addrs`) is refused for what it is unless that exact IP is
+    /// listed, so such a refusal is never "not in the allow-list" — the one a host
+    /// grant could lift. An approver is never asked to open the host by an address it
+    /// may not recognize as the host's.
+    pub fn check_literal(&self, ip: IpAddr, port: u16, via: Via, host_addrs: &[IpAddr]) -> Result<(), Refusal> {
+        let class = class_on(ip, host_addrs);
+        let reaches_host = matches!(class, AddrClass::Loopback | AddrClass::Metadata | AddrClass::Host);
+        if class == AddrClass::Unspecified
+            || (reaches_host && self.lists_address(ip, port, via) != Some(Listed::Exactly))
+        {
+            return Err(Refusal::Address { address: ip, class });
+        }
+        Ok(())
+    }
+
     /// How the list opens address `ip` on `port` (for a client that came `via`): listed
     /// exactly, inside a listed range, or not at all.
     fn lists_address(&self, ip: IpAddr, port: u16, via: Via) -> Option<Listed> {
@@ -1080,6 +1097,29 @@ mod tests {
         assert!(check(&exact, Grant::Address, &["10.88.0.1"], &own, false).is_ok());
         // Another private address is still an exact name's.
         assert!(check(&exact, Grant::ExactName, &["10.88.0.2"], &own, false).is_ok());
+    }
+
+    #[test]
+    fn literals_that_reach_the_host_are_refused_for_what_they_are() {
+        let own: Vec<IpAddr> = vec!["10.88.0.1".parse().unwrap()];
+        let l = list(&["pypi.org", "127.0.0.2:8080", "10.0.0.0/8"]);
+        let lit = |a: &str, port| l.check_literal(a.parse().unwrap(), port, Via::Connect, &own);
+        for (a, class) in [
+            ("127.0.0.1", AddrClass::Loopback),
+            ("::1", AddrClass::Loopback),
+            ("::ffff:127.0.0.1", AddrClass::Loopback),
+            ("169.254.169.254", AddrClass::Metadata),
+            ("10.88.0.1", AddrClass::Host),
+            ("0.0.0.0", AddrClass::Unspecified),
+        ] {
+            assert!(matches!(lit(a, 8080), Err(Refusal::Address { class: c, .. }) if c == class), "{a}");
+        }
+        // Listed exactly (address and port): left to the list.
+        assert_eq!(lit("127.0.0.2", 8080), Ok(()));
+        assert!(lit("127.0.0.2", 443).is_err());
+        // Anything else is left to the list (which may then say "not in the allow-list").
+        assert_eq!(lit("151.101.0.223", 443), Ok(()));
+        assert_eq!(lit("10.1.2.3", 443), Ok(()));
     }
 
     #[test]

@@ -267,8 +267,13 @@ enum NotOpened {
 
 /// Decide, resolve, check and connect.
 fn open(s: &Shared, target: &HostPort, via: Via) -> Result<TcpStream, NotOpened> {
-    let decided =
-        s.config.allow.decide(&target.host, target.port, via).and_then(|g| resolve_checked(s, target, via, g));
+    let literal = match target.host {
+        Target::Ip(ip) => s.config.allow.check_literal(ip, target.port, via, &host_addrs(s, &[ip])),
+        Target::Name(_) => Ok(()),
+    };
+    let decided = literal
+        .and_then(|()| s.config.allow.decide(&target.host, target.port, via))
+        .and_then(|g| resolve_checked(s, target, via, g));
     let addrs = match decided {
         Ok(a) => a,
         Err(why) => {

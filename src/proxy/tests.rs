@@ -137,10 +137,11 @@ fn refusals_are_answered_and_recorded_without_touching_the_origin() {
             format!("other.test:{port}"),
             "host not in the allow-list",
         ),
-        (format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n"), format!("127.0.0.1:{port}"), "IP address not in"),
+        (format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n"), format!("127.0.0.1:{port}"), "a loopback address"),
         (format!("CONNECT localhost:{port} HTTP/1.1\r\n\r\n"), format!("localhost:{port}"), "host not in"),
-        ("CONNECT 169.254.169.254:443 HTTP/1.1\r\n\r\n".into(), "169.254.169.254:443".into(), "IP address not in"),
-        ("CONNECT [fd00:ec2::254]:443 HTTP/1.1\r\n\r\n".into(), "[fd00:ec2::254]:443".into(), "IP address not in"),
+        ("CONNECT 169.254.169.254:443 HTTP/1.1\r\n\r\n".into(), "169.254.169.254:443".into(), "a metadata address"),
+        ("CONNECT [fd00:ec2::254]:443 HTTP/1.1\r\n\r\n".into(), "[fd00:ec2::254]:443".into(), "a metadata address"),
+        ("CONNECT 151.101.0.223:443 HTTP/1.1\r\n\r\n".into(), "151.101.0.223:443".into(), "IP address not in"),
         ("CONNECT allowed.test:22 HTTP/1.1\r\n\r\n".into(), "allowed.test:22".into(), "port 22 is not allowed"),
         ("CONNECT meta.test:443 HTTP/1.1\r\n\r\n".into(), "meta.test:443".into(), "a metadata address"),
         ("CONNECT allowed.test.evil:443 HTTP/1.1\r\n\r\n".into(), "allowed.test.evil:443".into(), "host not in"),
@@ -164,7 +165,7 @@ fn refusals_are_answered_and_recorded_without_touching_the_origin() {
         (format!("GET http://other.test:{port}/ HTTP/1.1\r\n\r\n"), format!("other.test:{port}"), "host not in"),
         ("GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n".into(), String::new(), "not an absolute http://"),
         (format!("GET https://allowed.test:{port}/ HTTP/1.1\r\n\r\n"), String::new(), "not an absolute http://"),
-        (format!("GET http://{}/ HTTP/1.1\r\n\r\n", p.addr()), p.addr().to_string(), "IP address not in"),
+        (format!("GET http://{}/ HTTP/1.1\r\n\r\n", p.addr()), p.addr().to_string(), "a loopback address"),
     ];
     for (req, target, why) in &cases {
         let out = exchange(&p, req.as_bytes());

@@ -164,9 +164,9 @@ case!(net_by_name_allows_only_the_listed_name, |c| {
     let d = denials(&out);
     for (target, why) in [
         (format!("other.test:{port}"), "host not in the allow-list"),
-        (format!("127.0.0.1:{port}"), "IP address not in the allow-list"),
+        (format!("127.0.0.1:{port}"), "127.0.0.1 is a loopback address"),
         (format!("localhost:{port}"), "host not in the allow-list"),
-        ("169.254.169.254:80".to_string(), "IP address not in the allow-list"),
+        ("169.254.169.254:80".to_string(), "169.254.169.254 is a metadata address"),
         ("meta.test:80".to_string(), "resolves to 169.254.169.254, a metadata address"),
         (format!("allowed.test:{t}"), "port"),
         (format!("allowed.test:{port}"), "proxy credentials"),
@@ -479,6 +479,9 @@ case!(net_by_name_host_grants_name_exactly_one_parsed_host, |c| {
         ),
         ("credentials", format!("CONNECT other.test:{t} HTTP/1.1\\r\\nProxy-Authorization: Basic eDp5\\r\\n\\r\\n")),
         ("unspecified", format!("CONNECT 0.0.0.0:{t} HTTP/1.1\\r\\n\\r\\n")),
+        // Addresses that reach the host or its cloud: opened only by listing them.
+        ("loopback", format!("CONNECT 127.0.0.1:{t} HTTP/1.1\\r\\n\\r\\n")),
+        ("metadata", "GET http://169.254.169.254/latest/meta-data/ HTTP/1.1\\r\\n\\r\\n".to_string()),
         ("socks bind", format!("\\x05\\x01\\x00\\x05\\x02\\x00\\x03\\x0e*.allowed.test\\x{:02x}\\x{:02x}", p[0], p[1])),
         ("control", format!("CONNECT other.test:{t} HTTP/1.1\\r\\n\\r\\n")),
     ];
@@ -576,11 +579,18 @@ case!(net_by_name_unspecified_and_own_addresses_reach_nothing, |c| {
     let mut o = by_name(c, &[format!("own.test:{q}")]);
     o.env.retain(|(k, _)| k != "CORDON_TEST_RESOLVE");
     o.env.push(("CORDON_TEST_RESOLVE".into(), format!("own.test={own}")));
-    let out = c.sh(&o, &format!("curl -sS -f -m 10 -p http://own.test:{q}/; echo own=$?"))?;
-    assert!(!out.out().contains("own=0"), "{out:?}");
-    assert!(l.accept().is_err(), "a name resolving to this host's own address {own} reached its listener: {out:?}");
+    let script = format!(
+        "curl -sS -f -m 10 -p http://own.test:{q}/; echo own=$?
+         curl -sS -f -m 10 -p http://{own}:{q}/; echo literal=$?"
+    );
+    let out = c.sh(&o, &script)?;
+    assert!(!out.out().contains("own=0") && !out.out().contains("literal=0"), "{out:?}");
+    assert!(l.accept().is_err(), "this host's own address {own} reached its listener: {out:?}");
     let d = denials(&out);
-    assert!(d.iter().any(|(_, e)| e.contains("this host's own addresses")), "{d:?}");
+    assert!(d.iter().any(|(t, e)| *t == format!("own.test:{q}") && e.contains("this host's own addresses")), "{d:?}");
+    // The literal is refused for what it is (never "not in the allow-list", which a
+    // host grant could lift).
+    assert!(d.iter().any(|(t, e)| *t == format!("{own}:{q}") && e.contains("this host's own addresses")), "{d:?}");
     let o = by_name(c, &[format!("{own}:{q}")]);
     let _ = c.sh(&o, &format!("curl -sS -m 5 -p http://{own}:{q}/; echo exact=$?"))?;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
