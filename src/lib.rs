@@ -45,6 +45,7 @@ pub mod exec; // API: the Executor (see the re-exports)
 pub mod flags; // binary: the policy flags shared by run, serve and mcp
 mod gitconfig; // crate: the run's private global git config
 pub mod host; // API: HostFacts and the test knobs
+pub mod layer; // API: held-back writes (HeldWrites in the result); applying them (Linux)
 pub mod limits; // API: resource limits (LimitRequest in Request)
 pub mod mcp; // binary: `cordon mcp`
 pub mod mode; // API: the mode ladder
