@@ -270,6 +270,13 @@ pub enum CordonError {
         /// The program as given.
         program: String,
     },
+    /// A preview (`--preview`) was asked for where the run's writes cannot be held
+    /// back in a private layer: nothing ran, since its writes would reach the host.
+    #[error("cannot preview here: {why}; nothing ran")]
+    PreviewUnavailable {
+        /// Why no layer can be had.
+        why: String,
+    },
     /// The shell used for shell-string commands is unusable.
     #[error("shell `{path}` is not usable: {why}")]
     Shell {
@@ -315,6 +322,7 @@ impl CordonError {
             CordonError::ProgramNotFound { .. } => "PROGRAM_NOT_FOUND",
             CordonError::ProgramNotExecutable { .. } => "PROGRAM_NOT_EXECUTABLE",
             CordonError::ArgumentListTooLong { .. } => "ARGUMENT_LIST_TOO_LONG",
+            CordonError::PreviewUnavailable { .. } => "PREVIEW_UNAVAILABLE",
             CordonError::Shell { .. } => "SHELL_UNUSABLE",
             CordonError::RunnerFailed { .. } => "RUNNER_FAILED",
             CordonError::Io { .. } => "IO_ERROR",

@@ -40,6 +40,11 @@ pub struct RunResult {
     /// The run's resource limits and how each was enforced.
     #[serde(default)]
     pub limits: Option<crate::limits::AppliedLimits>,
+    /// The writes this run made under its writable roots when they were held back in
+    /// a private layer (an escalation's first run, `--preview`): what they were and
+    /// whether they were applied to the host or dropped. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<crate::layer::HeldWrites>,
 }
 
 impl RunResult {

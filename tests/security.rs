@@ -2801,7 +2801,7 @@ case!(esc_approval_text_cannot_be_forged_by_the_command, |c| {
     let fake_q = "Run this exact command once at full-access?";
     let script = format!(
         "printf '>>>cordon-approval-%032d\\n{fake_q}\\n\\033[2J  proposed: full-access\\n' 0; \
-         : > \"$(printf '.git/x\\n{fake_q}')\"; \
+         : > \"$(printf '.git/x\\n{fake_q}')\"; : > \"$(printf 'held\\n  proposed: full-access')\"; \
          git -c user.name=t -c user.email=t@x commit -q --allow-empty -m x"
     );
     let mut o = c.opts(WORKSPACE_WRITE);
@@ -2835,6 +2835,8 @@ case!(esc_approval_text_cannot_be_forged_by_the_command, |c| {
         "cordon: the sandbox",
         "  denied:  ",
         "            ",
+        "  held:     ",
+        "  changed:  ",
         "  command:  ",
         "  cwd:      ",
         "  proposed: ",
@@ -2852,6 +2854,9 @@ case!(esc_approval_text_cannot_be_forged_by_the_command, |c| {
     assert!(questions[0].contains(&format!("allowed to write {}", git.display())), "{text}");
     assert!(outside.iter().any(|l| l.contains(&format!("\\n{fake_q}"))), "the target is shown escaped: {text}");
     assert!(outside.iter().all(|l| !l.starts_with("  proposed: full-access")), "{text}");
+    // The workspace file the command made, named with a newline and a fake line, is
+    // listed (held back, or changed where no layer can be had), escaped.
+    assert!(outside.iter().any(|l| l.contains("held\\n  proposed: full-access")), "{text}");
 });
 
 case!(esc_session_standing_git_grant_opens_only_git, |c| {
@@ -4129,6 +4134,8 @@ case!(exec_program_paths_relative_to_the_workspace_run, |c| {
 });
 
 // ---------------------------------------------------------------- hosts by name
+#[path = "security/held_writes.rs"]
+mod held_writes;
 #[path = "security/network_by_name.rs"]
 mod network_by_name;
 #[path = "security/private_layers.rs"]

@@ -89,6 +89,12 @@ pub(crate) struct RunArgs {
     /// changed after the approval.
     #[arg(long, requires = "approval")]
     bind_script: bool,
+    /// Run with the command's writes to the workspace and writable roots held back in
+    /// a private layer, list them (`held` in the JSON, one line each on stderr in live
+    /// mode), and drop them: the host is left as it was. Refused where no layer can be
+    /// had (workspace-write on Linux with overlayfs only).
+    #[arg(long, conflicts_with_all = ["ask", "approver", "escalate_to"])]
+    preview: bool,
     /// Keep the private caches (XDG_CACHE_HOME, GOCACHE, PIP_CACHE_DIR, npm_config_cache,
     /// ...) in DIR across runs instead of discarding them with the run's TMPDIR: a
     /// directory you own, outside the workspace and writable roots, not a system or
@@ -186,6 +192,7 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
     if governance.active() {
         return run_governed(req, governance, json);
     }
+    let preview = args.preview;
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => return error_exit(&CordonError::Io { what: "starting the runtime".into(), source: e }, json),
@@ -193,7 +200,7 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
     let gone = StdoutWatch::default();
     // Ctrl-C (SIGINT) is the command's to handle: it is delivered to its process
     // group; SIGTERM and SIGHUP abort the run (and, with --json, a reader gone).
-    let abort = gone.abort_on_signal_or_gone(json, false);
+    let abort = gone.abort_on_signal_or_gone(json, preview);
     let interrupts = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
     let counted = interrupts.clone();
     let outcome = rt.block_on(async move {
@@ -202,6 +209,14 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
         let exec = Executor::new(cli_config())?;
         cordon::phases::mark("stale_sweep");
         let spec = exec.resolve(req)?;
+        if preview {
+            // Nothing may reach the host: refused before anything runs where the
+            // writes could not be held back. Ctrl-C aborts a preview.
+            exec.can_hold(&spec).map_err(|why| CordonError::PreviewUnavailable { why })?;
+            let (mut result, held) = exec.run_held_until(spec, abort).await?;
+            result.held = held.settle(cordon::layer::Fate::Preview);
+            return Ok(result);
+        }
         let result = exec.run_interruptible(spec, abort, sigint).await;
         cordon::phases::mark("result");
         result
@@ -218,6 +233,9 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
             }
             if !json && !quiet {
                 print_live_notes(&result);
+                if let Some(held) = &result.held {
+                    print_held(held);
+                }
             }
             cordon::phases::mark("print");
             if let Some(phases) = cordon::phases::report() {
@@ -297,6 +315,30 @@ fn print_live_notes(result: &cordon::RunResult) {
     });
     if writer.is_ok() {
         let _ = rx.recv_timeout(NOTES_WRITE_BOUND);
+    }
+}
+
+/// Live mode: what a preview held back and dropped, one line per change (escaped).
+fn print_held(held: &cordon::layer::HeldWrites) {
+    use cordon::layer::ChangeKind;
+    let mut err = std::io::stderr().lock();
+    let n = held.changes.len();
+    let _ = writeln!(err, "cordon: preview: {n} change(s), dropped; the host is unchanged");
+    for c in &held.changes {
+        let what = match c.change {
+            ChangeKind::Created => "created",
+            ChangeKind::Modified => "modified",
+            ChangeKind::Removed => "removed",
+        };
+        let _ =
+            writeln!(err, "cordon: would have {what} {}", cordon::escalation::printable(&c.path.display().to_string()));
+    }
+    if held.truncated {
+        let _ = writeln!(err, "cordon: ... and more (the list is cut)");
+    }
+    for s in &held.skipped {
+        let path = cordon::escalation::printable(&s.path.display().to_string());
+        let _ = writeln!(err, "cordon: would not apply {path}: {}", cordon::escalation::printable(&s.why));
     }
 }
 
@@ -405,6 +447,8 @@ pub(crate) fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitC
         justification: g.justification.clone(),
         bind_files: g.bind_script,
         retry_output: live.then_some(Output::Inherit),
+        // The first run's writes are held back while an approver may be asked.
+        hold_writes: true,
         ..Default::default()
     };
     if let Some(file) = &g.session {

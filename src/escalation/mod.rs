@@ -70,8 +70,8 @@ pub use outcome::{EscalatedOutcome, EscalationError, EscalationOptions, Escalati
 pub use prompt::{approval_text, fresh_boundary, printable, terminal_prompt};
 use prompt::{clip, PROMPT_LINE};
 pub use request::{
-    next_wider, Approver, ApproverInfo, BoundFileView, CommandView, Decision, EscalationRequest, Grant, PolicyView,
-    Trigger, Verdict,
+    next_wider, Approver, ApproverInfo, BoundFileView, CommandView, Decision, EscalationRequest, FirstRunChanges,
+    Grant, PolicyView, Trigger, Verdict,
 };
 
 /// Version of the [`EscalationRequest`] JSON format.
@@ -197,7 +197,11 @@ pub async fn run_resolved_with_escalation(
 
     // A narrow grant's retry runs the program found now, like a wider mode's (`widen`).
     let program = pinned_program(&spec);
-    let first = exec.run_until(spec.clone(), &mut abort).await?;
+    let (mut first, mut held) = if opts.hold_writes {
+        exec.run_held_until(spec.clone(), &mut abort).await?
+    } else {
+        (exec.run_until(spec.clone(), &mut abort).await?, crate::exec::Held::Nothing)
+    };
     let mut outcome = EscalatedOutcome { first: None, escalation: None, not_offered: None, retry: None };
     if first.sandbox.denied {
         // The narrowest grant first: when every denial names one protected path, or
@@ -223,9 +227,18 @@ pub async fn run_resolved_with_escalation(
             Err(why) => outcome.not_offered = Some(why),
             Ok((wide, bound)) => {
                 let denials = first.sandbox.denials.clone();
-                let request = build_request(Trigger::Denied, command, &spec, &wide, opts, denials, &bound, grant);
+                let mut request = build_request(Trigger::Denied, command, &spec, &wide, opts, denials, &bound, grant);
+                let (changes, truncated) = held.changes();
+                if held.held_back() || !changes.is_empty() {
+                    request.first_run_changes =
+                        Some(FirstRunChanges { held_back: held.held_back(), changes, truncated });
+                }
                 approver.first_run(&first);
                 let record = ask(approver, request, audit, &mut abort).await?;
+                // Asked: the first run's held writes are dropped whatever the answer, so
+                // a retry starts from the workspace as it was before the call.
+                first.held =
+                    std::mem::replace(&mut held, crate::exec::Held::Nothing).settle(crate::layer::Fate::Discarded);
                 if record.decision.is_granted() {
                     recheck(&bound)?;
                     approver.retry_starts(&record);
@@ -234,6 +247,10 @@ pub async fn run_resolved_with_escalation(
                 outcome.escalation = Some(record);
             }
         }
+    }
+    // Nobody was asked: the first run's held writes are its result, applied to the host.
+    if let Some(applied) = held.settle(crate::layer::Fate::Applied) {
+        first.held = Some(applied);
     }
     outcome.first = Some(first);
     Ok(outcome)
@@ -392,6 +409,7 @@ fn build_request(
             .iter()
             .map(|f| BoundFileView { path: f.path.clone(), contents: fnv1a128(&f.bytes), size: f.bytes.len() as u64 })
             .collect(),
+        first_run_changes: None,
     }
 }
 

@@ -33,6 +33,12 @@ pub struct EscalationOptions {
     /// (`not_offered`). `cordon serve` and `cordon mcp` set it: their ceiling's mode
     /// is the user's choice, and only what one denied call needs goes to the user.
     pub narrow_only: bool,
+    /// Hold the first run's writes under its writable roots back (a private layer, see
+    /// [`Executor::run_held_until`]): applied to the host when nobody is asked, dropped
+    /// when a grant is asked for (granted or not), so a retry starts from the workspace
+    /// as it was and a refusal leaves nothing half done. Where they cannot be held, the
+    /// approver is shown what the first run changed on the host.
+    pub hold_writes: bool,
     /// Output handling of the retry, when it should differ from the first run's (the
     /// CLI captures the first run under `--ask`, then streams the retry live).
     pub retry_output: Option<Output>,

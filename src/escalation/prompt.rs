@@ -103,6 +103,32 @@ fn prompt_facts(req: &EscalationRequest) -> String {
         let path = printable(&f.path.display().to_string());
         t.push_str(&format!("  {label} {path} ({} bytes, {})\n", f.size, f.contents));
     }
+    if let Some(fc) = req.first_run_changes.as_ref().filter(|fc| !fc.changes.is_empty()) {
+        let n = if fc.truncated { format!("{} or more", fc.changes.len()) } else { fc.changes.len().to_string() };
+        if fc.held_back {
+            t.push_str(&format!(
+                "  held:     {n} changes of this run, held back and dropped whatever you answer (a retry starts from \
+                 the workspace as it was)\n"
+            ));
+        } else {
+            t.push_str(&format!(
+                "  changed:  {n} changes this run already made on the host (no layer here to hold them back; a \
+                 retry runs on top of them)\n"
+            ));
+        }
+        for c in fc.changes.iter().take(PROMPT_CHANGES) {
+            let what = match c.change {
+                crate::layer::ChangeKind::Created => "created",
+                crate::layer::ChangeKind::Modified => "modified",
+                crate::layer::ChangeKind::Removed => "removed",
+            };
+            let line = format!("{what} {}", printable(&c.path.display().to_string()));
+            t.push_str(&format!("            {}\n", clip(&line, PROMPT_LINE)));
+        }
+        if fc.changes.len() > PROMPT_CHANGES {
+            t.push_str(&format!("            ... and {} more\n", fc.changes.len() - PROMPT_CHANGES));
+        }
+    }
     // The command and directory once, after the (bounded) lines the command provoked
     // and right above what is proposed and the question: nothing it printed can push
     // them off the screen. The command is shown whole: it is what runs.
@@ -186,6 +212,8 @@ pub fn approval_text(req: &EscalationRequest, first: Option<&RunResult>, boundar
     t
 }
 
+/// Changes of the first run listed in the `--ask` prompt (the rest are counted).
+const PROMPT_CHANGES: usize = 8;
 /// Denials listed in the `--ask` prompt (the rest are counted).
 const PROMPT_DENIALS: usize = 5;
 /// The widest prompt line cordon prints for command-provoked text (characters).

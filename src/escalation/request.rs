@@ -132,10 +132,29 @@ pub struct EscalationRequest {
     pub env_names: Vec<String>,
     /// [`fingerprint`] of the call at its current policy.
     pub fingerprint: String,
+    /// What the denied first run changed under its writable roots, when its writes were
+    /// watched ([`EscalationOptions::hold_writes`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_run_changes: Option<FirstRunChanges>,
     /// The files the command names whose contents the fingerprint covers (only with
     /// [`EscalationOptions::bind_files`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bound_files: Vec<BoundFileView>,
+}
+
+/// What the first run changed, as shown to the approver.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FirstRunChanges {
+    /// The changes were held back in a private layer: none reached the host, and they
+    /// are dropped now that a grant is asked for (granted or not). `false`: no layer
+    /// could be had here, and these changes are on the host already; a retry runs on
+    /// top of them.
+    pub held_back: bool,
+    /// The changes (at most [`crate::layer::MAX_LISTED_CHANGES`]).
+    pub changes: Vec<crate::layer::Change>,
+    /// More changes than listed (or too many files to compare).
+    #[serde(default)]
+    pub truncated: bool,
 }
 
 /// A file bound to the fingerprint, as shown to the approver.

@@ -320,6 +320,7 @@ pub(super) async fn finish(
         },
         limit,
         limits: Some(limits),
+        held: None,
     }
 }
 

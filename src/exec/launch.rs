@@ -316,6 +316,16 @@ pub(super) struct Launched {
 
 impl Executor {
     pub(super) async fn launch(&self, spec: &Spec) -> Result<Launched, CordonError> {
+        self.launch_with(spec, None).await
+    }
+
+    /// [`Executor::launch`], holding the run's writes back in `held`'s storage when the
+    /// runner can (see `Executor::run_held_until`).
+    pub(super) async fn launch_with(
+        &self,
+        spec: &Spec,
+        held: Option<crate::runner::HeldInput>,
+    ) -> Result<Launched, CordonError> {
         let selection = runner::select(&spec.policy, &self.host, spec.runner)?;
         let policy = self.keep_state_dir_read_only(&spec.policy, selection.runner)?;
         let policy = &policy;
@@ -386,6 +396,13 @@ impl Executor {
             tmpfs_size: Some(spec.limits.tmpfs_size()),
             private_dirs,
             git_config,
+            held: match held {
+                Some(h) if selection.runner == RunnerKind::Landlock => {
+                    pins.add(&h.storage)?;
+                    Some(h)
+                }
+                _ => None,
+            },
         };
         crate::phases::mark("pins_program");
         let plan = selection.plan(&input).map_err(|e| CordonError::runner_failed(selection.runner, e))?;

@@ -26,6 +26,7 @@
 pub mod capture;
 mod direct;
 mod finish;
+mod held;
 mod launch;
 mod relay;
 #[cfg(target_os = "linux")]
@@ -33,6 +34,9 @@ mod supervision;
 
 use finish::finish;
 pub use finish::Interrupts;
+pub use held::Held;
+#[cfg(target_os = "linux")]
+pub use held::HeldLayer;
 
 use crate::env::build_environment_for;
 use crate::error::CordonError;

@@ -51,9 +51,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The xattr prefixes overlayfs uses for its own attributes: `trusted.` (mounted with
-/// privilege) and `user.` (mounted in a user namespace, `userxattr`).
-const XATTR_PREFIXES: [&str; 2] = ["trusted.overlay.", "user.overlay."];
+/// The prefix overlayfs uses for its own attributes when mounted with privilege: the
+/// command cannot set these (it has no `CAP_SYS_ADMIN`). `user.overlay.` attributes
+/// are ordinary user data there, which a command can set: they mean nothing.
+const XATTR_TRUSTED: &str = "trusted.overlay.";
+/// The prefix in a layer mounted in a user namespace (`userxattr`): overlayfs refuses
+/// to let the command set these through the layer.
+const XATTR_USER: &str = "user.overlay.";
 /// Temporary names of files being applied start with this.
 const TEMP_PREFIX: &str = ".cordon-held-";
 
@@ -70,6 +74,10 @@ pub(crate) struct Layer {
     /// Paths relative to the root that are never changed, nor their ancestors removed:
     /// protected paths, other roots' mount points.
     pub skip: Vec<PathBuf>,
+    /// The layer was mounted in a user namespace (`userxattr`): overlayfs's own
+    /// attributes are `user.overlay.*`, else `trusted.overlay.*`. Only the prefix the
+    /// layer was mounted with is read: the other is the command's own data.
+    pub userxattr: bool,
 }
 
 /// What [`apply`] did.
@@ -128,21 +136,19 @@ fn open_dir_at(dir: BorrowedFd<'_>, name: &OsStr) -> Result<OwnedFd, Errno> {
     )
 }
 
-/// The value of overlayfs attribute `name` (without prefix) on `fd`, under either
-/// prefix.
-fn overlay_xattr(fd: BorrowedFd<'_>, name: &str) -> Option<Vec<u8>> {
-    for prefix in XATTR_PREFIXES {
-        let mut buf = vec![0u8; 256];
-        if let Ok(n) = rustix::fs::fgetxattr(fd, format!("{prefix}{name}").as_str(), &mut buf[..]) {
-            buf.truncate(n);
-            return Some(buf);
-        }
-    }
-    None
+/// The value of overlayfs attribute `name` (without prefix) on `fd`, under the prefix
+/// the layer was mounted with.
+fn overlay_xattr(fd: BorrowedFd<'_>, name: &str, userxattr: bool) -> Option<Vec<u8>> {
+    let prefix = if userxattr { XATTR_USER } else { XATTR_TRUSTED };
+    let mut buf = vec![0u8; 256];
+    let n = rustix::fs::fgetxattr(fd, format!("{prefix}{name}").as_str(), &mut buf[..]).ok()?;
+    buf.truncate(n);
+    Some(buf)
 }
 
 /// Classify the upper entry `name` in `dir`.
-fn classify(dir: BorrowedFd<'_>, name: &OsStr) -> Result<(Upper, rustix::fs::Stat), Errno> {
+fn classify(dir: BorrowedFd<'_>, name: &OsStr, userxattr: bool) -> Result<(Upper, rustix::fs::Stat), Errno> {
+    let overlay_xattr = |fd: BorrowedFd<'_>, attr: &str| overlay_xattr(fd, attr, userxattr);
     let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
     let kind = match FileType::from_raw_mode(st.st_mode) {
         FileType::CharacterDevice if st.st_rdev == 0 => Upper::Whiteout,
@@ -274,7 +280,7 @@ fn scan_dir(
             continue;
         }
         let existing = host.and_then(|h| rustix::fs::statat(h, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW).ok());
-        let (kind, st) = classify(upper, &name)?;
+        let (kind, st) = classify(upper, &name, layer.userxattr)?;
         match kind {
             Upper::Whiteout => {
                 if let Some(e) = existing {
@@ -352,7 +358,7 @@ impl Applier<'_> {
             if skip_state(&self.layer.skip, &child_rel).0 {
                 continue;
             }
-            match classify(upper, name) {
+            match classify(upper, name, self.layer.userxattr) {
                 Err(e) => self.out.skip(self.path(&child_rel), format!("reading the layer: {e}")),
                 Ok((kind, st)) => self.entry(upper, host, name, &child_rel, kind, &st, opaque),
             }
@@ -662,16 +668,23 @@ mod tests {
         Some(())
     }
 
-    fn layer(t: &Tree) -> Layer {
+    fn layer(t: &Tree, userxattr: bool) -> Layer {
         let m = std::fs::metadata(&t.lower).unwrap();
-        Layer { root: t.lower.clone(), root_id: (m.dev(), m.ino()), upper: t.upper.clone(), skip: vec![".git".into()] }
+        Layer {
+            root: t.lower.clone(),
+            root_id: (m.dev(), m.ino()),
+            upper: t.upper.clone(),
+            skip: vec![".git".into()],
+            userxattr,
+        }
     }
 
     const SCRIPT: &str = "echo new > new.txt && echo mod >> a.txt && rm b.txt && rm -rf gone \
         && rm -rf redo && mkdir redo && echo y > redo/y.txt && ln -s a.txt newlink && chmod 755 exec.sh \
         && touch -d @1000000000 old.txt && ln new.txt new-hard.txt && mkfifo pipe \
         && echo pwned >> linked.txt && echo x > .git/planted && mkdir -p deep/er && echo d > deep/er/d.txt \
-        && mv keep kept";
+        && mv keep kept \
+        && python3 -c 'import os; [os.setxattr(p, n, b\"y\") for p, n in ((\"sub\", \"user.overlay.opaque\"), (\"old.txt\", \"user.overlay.whiteout\"))]' 2>/dev/null; true";
 
     fn check(userns: bool) {
         let t = tree();
@@ -681,7 +694,7 @@ mod tests {
             }
             return;
         }
-        let l = layer(&t);
+        let l = layer(&t, userns);
         // The host is untouched until applied.
         assert_eq!(std::fs::read_to_string(t.lower.join("a.txt")).unwrap(), "a\n");
         assert!(t.lower.join("b.txt").exists() && !t.lower.join("new.txt").exists());
@@ -721,6 +734,10 @@ mod tests {
         assert!(std::fs::symlink_metadata(t.lower.join("pipe")).unwrap().file_type().is_fifo_like());
         assert_eq!(read("deep/er/d.txt"), "d\n");
         assert_eq!(read("kept/k.txt"), "k\n");
+        // Attributes the command set under the prefix the layer does not use (privileged:
+        // `user.overlay.*` is user data) are not overlayfs's: nothing is removed.
+        assert_eq!(read("sub/s.txt"), "s\n", "a forged opaque attribute emptied sub/");
+        assert!(t.lower.join("old.txt").exists(), "a forged whiteout attribute removed old.txt");
         assert!(!t.lower.join("keep").exists());
         // A host hard link to a file outside keeps the old content: nothing is written
         // through it.
@@ -777,11 +794,11 @@ mod tests {
         }
         std::fs::remove_dir_all(t.lower.join("sub")).unwrap();
         std::os::unix::fs::symlink(&t.outside, t.lower.join("sub")).unwrap();
-        let done = apply(&layer(&t)).unwrap();
+        let done = apply(&layer(&t, !root())).unwrap();
         assert!(!t.outside.join("s.txt").exists() && !t.outside.join("n.txt").exists());
         assert!(done.skipped.iter().any(|s| s.path == t.lower.join("sub")), "{:#?}", done.skipped);
         // A root swapped for another directory is refused whole.
-        let mut l = layer(&t);
+        let mut l = layer(&t, !root());
         l.root_id.1 += 1;
         assert!(apply(&l).is_err());
     }

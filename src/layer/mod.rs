@@ -5,8 +5,9 @@
 //! "Retry semantics").
 //!
 //! This module holds the vocabulary ([`HeldWrites`], [`Change`]), shared by every OS.
-//! On Linux, [`apply`] (a submodule) reads an upper directory and applies it to the
-//! host race-safely.
+//! On Linux, the crate's `apply` submodule reads an upper directory and applies it to
+//! the host race-safely; [`snapshot`] compares a root's entries before and after a run
+//! where no layer can be had.
 //!
 //! What it does not do: mount anything (the runners plan the layer) or decide when to
 //! apply (escalation does).
@@ -16,6 +17,7 @@ use std::path::PathBuf;
 
 #[cfg(target_os = "linux")]
 pub(crate) mod apply;
+pub mod snapshot;
 
 /// The most changes listed in a result; the rest are counted as `truncated` (applying
 /// is not bounded by it).

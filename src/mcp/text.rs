@@ -321,12 +321,26 @@ pub(super) fn describe_approved(a: &Approved, ceiling: &Ceiling) -> (String, boo
         .as_ref()
         .map_or_else(|| format!("a run at {}", rec.request.to), |g| printable(&g.to_string()));
     let reason = printable(&rec.decision.reason);
+    // What became of the first run's own writes.
+    let first_writes = match (&first.held, &rec.request.first_run_changes) {
+        (Some(h), _) if !h.changes.is_empty() => format!(
+            " The first run's {} change(s) to the workspace were held back and dropped: the workspace is as it was \
+             before the command.",
+            h.changes.len()
+        ),
+        (None, Some(fc)) if !fc.changes.is_empty() && !fc.held_back => format!(
+            " The first run's {} change(s) to the workspace could not be held back here and stay (a retry ran on top \
+             of them).",
+            fc.changes.len()
+        ),
+        _ => String::new(),
+    };
     match &o.retry {
         Some(Ok(retry)) => {
             let mut text = format!(
                 "The sandbox refused part of this command (first run: {}). cordon asked the user to allow `{what}` \
                  for one retry, and the user granted it ({reason}). The command ran once more with only that \
-                 allowed; the first run's output is not shown. The retry:\n",
+                 allowed; the first run's output is not shown.{first_writes} The retry:\n",
                 exit_line(first)
             );
             text.push_str(&describe_run_hinted(retry, ceiling, &boundary, GrantHint::Asked));
@@ -348,8 +362,8 @@ pub(super) fn describe_approved(a: &Approved, ceiling: &Ceiling) -> (String, boo
             let _ = write!(
                 text,
                 "\ncordon asked the user to allow `{what}` for one retry of this exact command; the answer was no \
-                 ({reason}). Do not work around the sandbox or ask again for the same thing; tell the user what \
-                 you could not do."
+                 ({reason}).{first_writes} Do not work around the sandbox or ask again for the same thing; tell \
+                 the user what you could not do."
             );
             (text, false)
         }

@@ -695,6 +695,7 @@ mod tests {
             tmpfs_size: None,
             private_dirs: Vec::new(),
             git_config: None,
+            held: None,
         };
         let args = bwrap_args(&input).unwrap();
         let at = args.iter().position(|a| a == STAGE_HELPER_ARG).unwrap();

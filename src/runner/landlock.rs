@@ -31,6 +31,7 @@ use super::plan::{
     Runner, SeccompDelivery, SeccompPlan, SeedBy,
 };
 use crate::host::{HostFacts, Namespaces};
+use crate::mode::Mode;
 use crate::policy::ExecutionPolicy;
 use crate::result::Enforcement;
 use crate::vocab::{ProbeStatus, Restriction, RunnerKind};
@@ -208,7 +209,14 @@ pub fn private_dir_steps(input: &PlanInput<'_>, dirs: &[PrivateDir]) -> Vec<Moun
             Keep::Upper { upper, work } => (LayerUpper::Kept { upper: upper.clone(), work: work.clone() }, Vec::new()),
             Keep::ReadUpper { upper } => (LayerUpper::Staged { staging: STAGING_HOME }, vec![upper.clone()]),
         };
-        steps.push(MountStep::Overlay { target: d.path.clone(), pinned: true, above, upper, mountpoints: Vec::new() });
+        steps.push(MountStep::Overlay {
+            target: d.path.clone(),
+            pinned: true,
+            above,
+            upper,
+            mountpoints: Vec::new(),
+            mountpoint_files: Vec::new(),
+        });
     }
     steps
 }
@@ -247,6 +255,7 @@ pub fn private_tmp_steps(input: &PlanInput<'_>, exposed: &[PathBuf]) -> Vec<Moun
                 above: Vec::new(),
                 upper: LayerUpper::Staged { staging },
                 mountpoints,
+                mountpoint_files: Vec::new(),
             });
         } else {
             steps.push(MountStep::Tmpfs { target, size: input.tmpfs_size });
@@ -352,7 +361,13 @@ impl Runner for LandlockRunner {
         let tmpdir = if ns { PathBuf::from(sandbox_tmpdir(policy)) } else { input.run_tmp() };
         let private = if ns { PrivateTmp::InChild } else { PrivateTmp::Host(input.run_tmp(), input.run_shm()) };
         // Without a mount namespace the home stays read-only: nothing can be mounted.
-        let layers = if ns { private_dirs(input).into_iter().map(|d| d.path).collect() } else { Vec::new() };
+        // The held roots' layers too: Landlock checks a rule on a mount's root, not on
+        // the directory it covers, so each layer's root needs its own write rule.
+        let layers = if ns {
+            private_dirs(input).into_iter().map(|d| d.path).chain(held_roots(input)).collect()
+        } else {
+            Vec::new()
+        };
         let landlock = landlock_plan(policy, abi, private, layers);
         let mut env = vec![("TMPDIR".into(), tmpdir.to_string_lossy().into_owned())];
         let (git_env, seed_files) = input.git_config_in(&tmpdir, if ns { SeedBy::Stage } else { SeedBy::Executor });
@@ -453,7 +468,22 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
     let mut protected = policy.protected.clone();
     protected.sort_by_key(|p| p.components().count());
 
-    let (clones, attach) = super::plan::clone_and_attach(exposed.iter().chain(protected.iter()));
+    let (mut clones, mut attach) = super::plan::clone_and_attach(exposed.iter().chain(protected.iter()));
+    // Held writes: the storage is cloned with the rest (before anything hides it), the
+    // protected paths are attached later, on top of the layers.
+    let held = held_roots(input);
+    let storage_slot = clones.len();
+    let mut late = Vec::new();
+    if let (false, Some(h)) = (held.is_empty(), &input.held) {
+        clones.push(MountStep::Clone { source: h.storage.clone(), slot: storage_slot });
+        attach.retain(|a| match a {
+            MountStep::Attach { slot, target } if protected.contains(target) => {
+                late.push((*slot, target.clone()));
+                false
+            }
+            _ => true,
+        });
+    }
     let mut steps = vec![MountStep::MakeRootPrivate];
     steps.extend(clones);
     // Required: with the host's /proc every host process's cmdline would stay visible.
@@ -462,6 +492,39 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
     steps.extend(attach);
     steps.push(MountStep::ReadOnlyRecursive);
     steps.extend(private_dir_steps(input, &private_dirs(input)));
+    if let Some(h) = input.held.as_ref().filter(|_| !held.is_empty()) {
+        for (i, root) in held.iter().enumerate() {
+            let (upper, work) = super::plan::held_dirs(i);
+            let (mut mountpoints, mut mountpoint_files) = (Vec::new(), Vec::new());
+            for p in protected.iter().filter(|p| p.starts_with(root)) {
+                let rel = p.strip_prefix(root).unwrap_or(p);
+                let mut cur = PathBuf::new();
+                let parts: Vec<_> = rel.components().collect();
+                for (n, c) in parts.iter().enumerate() {
+                    cur.push(c);
+                    let last = n + 1 == parts.len();
+                    if last && h.protected_files.contains(p) {
+                        mountpoint_files.push(cur.clone());
+                    } else if !mountpoints.contains(&cur) {
+                        mountpoints.push(cur.clone());
+                    }
+                }
+            }
+            steps.push(MountStep::Overlay {
+                target: root.clone(),
+                pinned: true,
+                above: Vec::new(),
+                upper: LayerUpper::InClone { slot: storage_slot, upper, work },
+                mountpoints,
+                mountpoint_files,
+            });
+        }
+        // The protected paths, read-only, on top of the layers (shallow first).
+        for (slot, target) in late {
+            steps.push(MountStep::Attach { slot, target: target.clone() });
+            steps.push(MountStep::ReadOnly { target });
+        }
+    }
     // The attached trees keep their host mounts' flags: a host filesystem mounted
     // without nodev would let a device node in a writable root be opened (Landlock
     // grants writes there, and mknod's refusal does not cover nodes that already exist).
@@ -472,11 +535,33 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
         steps.push(MountStep::Writable { target: PathBuf::from(t) });
     }
     for w in policy.writable() {
-        if !protected.iter().any(|p| w.starts_with(p)) {
+        // A held root's clone stays read-only under its layer (the layer is writable).
+        if !protected.iter().any(|p| w.starts_with(p)) && !held.contains(&w) {
             steps.push(MountStep::Writable { target: w });
         }
     }
     steps
+}
+
+/// The writable roots whose writes the run holds back (pure): every writable root of a
+/// `workspace-write` policy when the executor asked ([`PlanInput::held`]), this host
+/// has overlayfs and a mount namespace, and no root lies inside another (a nested
+/// root would need a layer stacked on its parent's); otherwise none. Shallow first.
+pub fn held_roots(input: &PlanInput<'_>) -> Vec<PathBuf> {
+    let policy = input.policy;
+    let able = input.held.is_some()
+        && policy.mode == Mode::WorkspaceWrite
+        && input.host.overlay.available()
+        && input.host.namespaces.available();
+    if !able {
+        return Vec::new();
+    }
+    let roots = policy.writable();
+    let nested = roots.iter().any(|r| roots.iter().any(|o| o != r && r.starts_with(o)));
+    if nested {
+        return Vec::new();
+    }
+    roots
 }
 
 /// The directories to create inside a private tmpfs so `target` can be attached
@@ -572,6 +657,53 @@ mod tests {
     }
 
     #[test]
+    fn held_roots_get_a_layer_with_the_protected_paths_read_only_on_top() {
+        let p = policy(Mode::WorkspaceWrite);
+        let h = host(7, true);
+        let held = crate::runner::HeldInput { storage: "/var/state/held-1".into(), protected_files: Vec::new() };
+        let input = PlanInput {
+            policy: &p,
+            host: &h,
+            program: "/bin/true".into(),
+            argv: vec!["true".into()],
+            cwd: "/tmp/ws".into(),
+            run_dir: "/run/c/r1".into(),
+            new_session: true,
+            tmpfs_size: Some(1 << 20),
+            private_dirs: Vec::new(),
+            git_config: None,
+            held: Some(held),
+        };
+        assert_eq!(held_roots(&input), vec![PathBuf::from("/tmp/ws"), PathBuf::from("/srv/out")]);
+        let steps = mount_steps(&input);
+        let pos = |f: &dyn Fn(&MountStep) -> bool| steps.iter().position(f).unwrap_or_else(|| panic!("{steps:#?}"));
+        let storage =
+            pos(&|s| matches!(s, MountStep::Clone { source, .. } if source == Path::new("/var/state/held-1")));
+        let tmp = pos(&|s| matches!(s, MountStep::Overlay { target, .. } if target == Path::new("/tmp")));
+        let ro = pos(&|s| *s == MountStep::ReadOnlyRecursive);
+        let layer = pos(&|s| {
+            matches!(s, MountStep::Overlay { target, upper: LayerUpper::InClone { upper, .. }, mountpoints, .. }
+                if target == Path::new("/tmp/ws") && upper == "r0-upper" && *mountpoints == [PathBuf::from(".git")])
+        });
+        let git = pos(&|s| matches!(s, MountStep::Attach { target, .. } if target == Path::new("/tmp/ws/.git")));
+        let git_ro = pos(&|s| *s == MountStep::ReadOnly { target: "/tmp/ws/.git".into() });
+        // The storage is cloned before /tmp is replaced; the layer comes after the tree
+        // went read-only; .git is attached once, on top of it, then made read-only.
+        assert!(storage < tmp && ro < layer && layer < git && git < git_ro, "{steps:#?}");
+        let git_attaches =
+            steps.iter().filter(|s| matches!(s, MountStep::Attach { target, .. } if target.ends_with(".git")));
+        assert_eq!(git_attaches.count(), 1);
+        // The clone under the layer stays read-only; Landlock's rule is on the layer.
+        assert!(!steps.contains(&MountStep::Writable { target: "/tmp/ws".into() }));
+        let plan = LandlockRunner.plan(&input).unwrap();
+        assert!(plan.landlock.unwrap().write_in_child_tmpfs.contains(&PathBuf::from("/tmp/ws")));
+        // Without overlayfs, or for a read-only policy: no layer.
+        assert!(held_roots(&PlanInput { host: &without_overlay(h.clone()), ..input.clone() }).is_empty());
+        let ro_policy = policy(Mode::ReadOnly);
+        assert!(held_roots(&PlanInput { policy: &ro_policy, ..input.clone() }).is_empty());
+    }
+
+    #[test]
     fn mount_steps_attach_nested_paths_after_parents_and_keep_protected_read_only() {
         let p = policy(Mode::WorkspaceWrite);
         let h = host(7, true);
@@ -586,6 +718,7 @@ mod tests {
             tmpfs_size: Some(1 << 20),
             private_dirs: Vec::new(),
             git_config: None,
+            held: None,
         };
         let steps = mount_steps(&PlanInput { host: &without_overlay(h.clone()), ..input.clone() });
         let attach_targets: Vec<_> = steps
@@ -649,6 +782,7 @@ mod tests {
                 tmpfs_size: Some(1 << 20),
                 private_dirs: vec![PrivateDir { path: cache, keep: Keep::Discard, home_cache: true }],
                 git_config: Some(b"[user]\n".to_vec()),
+                held: None,
             };
             let got = private_dirs(&input).into_iter().map(|d| d.path).next();
             (got, LandlockRunner.plan(&input).unwrap())
@@ -664,6 +798,7 @@ mod tests {
                 above: Vec::new(),
                 upper: LayerUpper::Staged { staging: STAGING_HOME },
                 mountpoints: Vec::new(),
+                mountpoint_files: Vec::new(),
             }
         });
         assert!(layer.is_some_and(|t| t > ro), "mounted after the tree went read-only: {:?}", plan.mounts);
@@ -741,6 +876,7 @@ mod tests {
                 dir("relative"),
             ],
             git_config: None,
+            held: None,
         };
         let got: Vec<PathBuf> = private_dirs(&input).into_iter().map(|d| d.path).collect();
         assert_eq!(got, [PathBuf::from("/home/u/.cache"), PathBuf::from("/home/u/.npm")]);
@@ -777,6 +913,7 @@ mod tests {
             tmpfs_size: None,
             private_dirs: Vec::new(),
             git_config: None,
+            held: None,
         };
         let plan = selection.plan(&input(&h)).unwrap();
         assert_eq!(plan.enforcement, selection.enforcement);

@@ -47,9 +47,9 @@ use crate::vocab::{Enforcement, EnforcementLevel};
 pub use crate::vocab::{ProbeStatus, Restriction, RunnerChoice, RunnerKind};
 pub use error::{PlanError, RunnerFailure};
 pub use plan::{
-    clone_and_attach, enforcement_from_gaps, EnvFd, EnvFdFormat, Keep, LandlockPlan, LaunchPlan, LayerUpper, MountStep,
-    NamespacePlan, PlanInput, PrivateDir, Runner, SeccompDelivery, SeccompPlan, SeedBy, SeedFile, StageHelperPlan,
-    GIT_CONFIG_FILE,
+    clone_and_attach, enforcement_from_gaps, held_dirs, EnvFd, EnvFdFormat, HeldInput, Keep, LandlockPlan, LaunchPlan,
+    LayerUpper, MountStep, NamespacePlan, PlanInput, PrivateDir, Runner, SeccompDelivery, SeccompPlan, SeedBy,
+    SeedFile, StageHelperPlan, GIT_CONFIG_FILE,
 };
 
 /// The runner implementation for a kind.

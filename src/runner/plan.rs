@@ -88,6 +88,27 @@ pub struct PlanInput<'a> {
     /// before the command starts (an empty seed writes nothing: git creates the file
     /// on its first write).
     pub git_config: Option<Vec<u8>>,
+    /// Hold the run's writes under its writable roots back (see
+    /// `crate::exec::Executor::run_held_until`): the storage directory, pinned by the
+    /// executor, that receives an upper and a work directory per root. Only the
+    /// landlock runner with overlayfs takes it (`landlock::held_roots`).
+    pub held: Option<HeldInput>,
+}
+
+/// What a planner needs to hold a run's writes back ([`PlanInput::held`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HeldInput {
+    /// The storage directory (pinned): an upper and a work directory per root are
+    /// made in it.
+    pub storage: PathBuf,
+    /// The protected paths that are files (gitfiles), not directories: their mount
+    /// points in a layer are files.
+    pub protected_files: Vec<PathBuf>,
+}
+
+/// The names of root `i`'s upper and work directories in the held-writes storage.
+pub fn held_dirs(i: usize) -> (String, String) {
+    (format!("r{i}-upper"), format!("r{i}-work"))
 }
 
 /// The name of the run's private global git config in its private temp dir, followed
@@ -258,6 +279,12 @@ pub enum MountStep {
         /// Target path.
         target: PathBuf,
     },
+    /// Make the tree attached at `target` read-only (recursive): a protected path
+    /// attached after the tree went read-only (on top of a held root's layer).
+    ReadOnly {
+        /// Target path (an attached slot's).
+        target: PathBuf,
+    },
     /// A fresh private tmpfs (mode 0700, nosuid, nodev) that holds the upper and work
     /// directories of the [`MountStep::Overlay`]s naming `staging`; the first of them
     /// attaches it under itself, where the overlay hides it.
@@ -284,6 +311,10 @@ pub enum MountStep {
         /// outermost first: created in the upper directory before the overlay is
         /// mounted, so each is a directory whatever the host has at that name.
         mountpoints: Vec<PathBuf>,
+        /// Empty files made the same way, after the directories (mount points for a
+        /// protected gitfile).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        mountpoint_files: Vec<PathBuf>,
     },
     /// A fresh private tmpfs (mode 0700, nosuid, nodev) on the host directory
     /// `target`, which the executor pinned: the child mounts onto the directory it
@@ -312,6 +343,17 @@ pub enum LayerUpper {
         upper: PathBuf,
         /// Its work directory.
         work: PathBuf,
+    },
+    /// New directories `upper` and `work` in the host directory cloned into `slot`
+    /// (by a [`MountStep::Clone`] of the held-writes storage), which the executor reads
+    /// after the run; the first overlay naming the slot attaches the clone under itself.
+    InClone {
+        /// The clone's slot.
+        slot: usize,
+        /// Name of the upper directory in it.
+        upper: String,
+        /// Name of the work directory in it.
+        work: String,
     },
 }
 

@@ -250,12 +250,20 @@ pub fn materialize(
             MountStep::Mkdir { path } | MountStep::Tmpfs { target: path, .. } => vec![path.clone()],
             // Mount points made in a private layer's upper directory: directories of
             // the overlay whatever the host has at those names.
-            MountStep::Overlay { target, mountpoints, .. } => {
-                std::iter::once(target.clone()).chain(mountpoints.iter().map(|m| target.join(m))).collect()
-            }
+            MountStep::Overlay { target, mountpoints, mountpoint_files, .. } => std::iter::once(target.clone())
+                .chain(mountpoints.iter().chain(mountpoint_files).map(|m| target.join(m)))
+                .collect(),
             _ => Vec::new(),
         })
         .filter(|p| !attach_targets.iter().any(|t| p != t && p.starts_with(t)))
+        // A held root's layer is mounted over the attached root: the mount points in
+        // its upper directory are the layer's own, on top of that tree.
+        .chain(plan.mounts.iter().flat_map(|m| match m {
+            MountStep::Overlay { target, upper: LayerUpper::InClone { .. }, mountpoints, mountpoint_files, .. } => {
+                mountpoints.iter().chain(mountpoint_files).map(|m| target.join(m)).collect()
+            }
+            _ => Vec::new(),
+        }))
         .collect();
     let created: Vec<&Path> = created.iter().map(PathBuf::as_path).collect();
     let attached_slot = |target: &Path| {
@@ -306,7 +314,7 @@ pub fn materialize(
                 }
                 MountOp::StagingTmpfs { slot: clone_slots + staging, params }
             }
-            MountStep::Overlay { target, pinned: is_pinned, above, upper, mountpoints } => MountOp::Overlay {
+            MountStep::Overlay { target, pinned: is_pinned, above, upper, mountpoints, mountpoint_files } => MountOp::Overlay {
                 target: cpath(target)?,
                 expect: if *is_pinned { Some(pinned(target)?) } else { None },
                 lower_above: above.iter().map(|a| Ok((cpath(a)?, pinned(a)?))).collect::<Result<_, MaterializeError>>()?,
@@ -327,8 +335,19 @@ pub fn materialize(
                         work: cpath(work)?,
                         work_expect: pinned(work)?,
                     },
+                    // A clone of a host directory (the held-writes storage) stands in for
+                    // a staging tmpfs: the directories are made in it, on the host.
+                    LayerUpper::InClone { slot, upper, work } => OverlayUpper::Staged {
+                        slot: *slot,
+                        upper: cstr(upper.as_bytes(), || "upper".into())?,
+                        work: cstr(work.as_bytes(), || "work".into())?,
+                        attach: !plan.mounts[..index].iter().any(|e| {
+                            matches!(e, MountStep::Overlay { upper: LayerUpper::InClone { slot: s, .. }, .. } if s == slot)
+                        }),
+                    },
                 },
                 mountpoints: mountpoints.iter().map(|m| cpath(m)).collect::<Result<_, _>>()?,
+                mountpoint_files: mountpoint_files.iter().map(|m| cpath(m)).collect::<Result<_, _>>()?,
                 options: options.clone(),
             },
             MountStep::Mkdir { path } => MountOp::Mkdir { path: cpath(path)? },
@@ -343,6 +362,10 @@ pub fn materialize(
                 Some(slot) => {
                     MountOp::SetAttrSlot { slot, recursive: true, set: MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID, clear: 0 }
                 }
+                None => return Err(MaterializeError::Unpinned { path: target.clone() }),
+            },
+            MountStep::ReadOnly { target } => match attached_slot(target) {
+                Some(slot) => MountOp::SetAttrSlot { slot, recursive: true, set: MOUNT_ATTR_RDONLY, clear: 0 },
                 None => return Err(MaterializeError::Unpinned { path: target.clone() }),
             },
             MountStep::Writable { target } => match attached_slot(target) {
@@ -488,13 +511,19 @@ pub fn materialize(
         let fd = pins.fd(path).ok_or_else(|| MaterializeError::Unpinned { path: path.clone() })?;
         pass_fds.push(pass(fd.as_raw_fd(), *child_fd, "a pinned bind source")?);
     }
+    let cwd_in_layer = plan.mounts.iter().any(|m| {
+        matches!(m, MountStep::Overlay { target, upper: LayerUpper::InClone { .. }, .. } if plan.cwd.starts_with(target))
+    });
     let stage = StagePlan {
         program,
         argv,
         // With the environment in an fd, the stage's program gets none of it.
         envp: if plan.env_fd.is_some() { Vec::new() } else { envp },
         cwd,
-        cwd_expect: pins.id(&plan.cwd),
+        // A working directory inside a held root is seen through its layer (another
+        // identity): entered without following symlinks instead.
+        cwd_expect: if cwd_in_layer { None } else { pins.id(&plan.cwd) },
+        cwd_no_symlinks: cwd_in_layer,
         stdio,
         namespaces,
         id_maps,

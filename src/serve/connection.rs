@@ -412,7 +412,7 @@ impl Connection {
                 unasked: unasked.map(|g| (g, why.to_string())),
             });
         };
-        let mut opts = EscalationOptions { narrow_only: true, ..Default::default() };
+        let mut opts = EscalationOptions { narrow_only: true, hold_writes: true, ..Default::default() };
         // Checked against this call's policy and its retry's (a `.git` grant must not
         // make the log writable).
         opts.governing.add(GoverningKind::AuditLog, audit.path());

@@ -489,6 +489,7 @@ fn prompt_escapes_hostile_command_text() {
         env_names: vec![],
         fingerprint: "fnv1a128:0".into(),
         bound_files: vec![],
+        first_run_changes: None,
     };
     let p = escalation::terminal_prompt(&req);
     assert!(!p.contains('\x1b') && !p.contains('\r') && !p.contains('\x07'), "{p:?}");
@@ -1335,7 +1336,11 @@ fn git_repo(ws: &Path) {
 }
 
 fn commit_count(ws: &Path) -> usize {
-    let out = std::process::Command::new("git").args(["rev-list", "--count", "HEAD"]).current_dir(ws).output().unwrap();
+    let out = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "rev-list", "--count", "HEAD"])
+        .current_dir(ws)
+        .output()
+        .unwrap();
     String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0)
 }
 
@@ -1575,7 +1580,8 @@ fn attack_script_rewritten_by_the_first_run_is_not_approved_by_fingerprint() {
                 allow = allow.display()
             ),
         );
-        std::fs::write(d.ws.join("build.sh"), format!("sh ./step.sh\necho built > '{}'\n", effect.display())).unwrap();
+        let original = format!("sh ./step.sh\necho built > '{}'\n", effect.display());
+        std::fs::write(d.ws.join("build.sh"), &original).unwrap();
         std::fs::write(d.ws.join("step.sh"), "true\n").unwrap();
         std::fs::write(d.ws.join("evil.sh"), format!("echo pwned > '{}'\n", payload.display())).unwrap();
         chown_tree(d.ws.parent().unwrap(), id);
@@ -1599,15 +1605,220 @@ fn attack_script_rewritten_by_the_first_run_is_not_approved_by_fingerprint() {
         assert_eq!(out.json()["escalation"]["decision"]["verdict"], "granted", "{id:?}: {}", out.stdout);
         assert!(effect.exists(), "{id:?}: control: the granted retry ran");
         std::fs::remove_file(&effect).unwrap();
-        // The attack: the helper rewrites build.sh during the first run.
-        std::fs::write(d.ws.join("step.sh"), "mv evil.sh build.sh\n").unwrap();
+        // The attack: the helper rewrites build.sh during the first run. Without a
+        // layer to hold the first run's writes (CORDON_DISABLE_OVERLAY=1) the rewrite
+        // reaches the host, the bound fingerprint differs and the program refuses.
+        // With one (the default here), the rewrite is held back and dropped: the
+        // approved script is the one on the host and the one the retry runs.
+        for no_layer in [true, false] {
+            std::fs::write(d.ws.join("step.sh"), "mv evil.sh build.sh\n").unwrap();
+            std::fs::write(d.ws.join("build.sh"), &original).unwrap();
+            std::fs::write(d.ws.join("evil.sh"), format!("echo pwned > '{}'\n", payload.display())).unwrap();
+            chown_tree(d.ws.parent().unwrap(), id);
+            let _ = std::fs::remove_file(&effect);
+            let env: &[(&str, &str)] = if no_layer { &[("CORDON_DISABLE_OVERLAY", "1")] } else { &[] };
+            let out = cordon_as(
+                id,
+                &["run", "--json", "--approver", s(&approver), "--audit-log", s(&log), "--", "bash", "build.sh"],
+                &d.ws,
+                env,
+            );
+            let v = out.json();
+            assert!(!payload.exists(), "{id:?} (no layer: {no_layer}): the rewritten script ran under the approval");
+            if no_layer {
+                assert_eq!(v["escalation"]["decision"]["verdict"], "refused", "{id:?}: {}", out.stdout);
+                assert!(!effect.exists(), "{id:?}");
+                let req: Value = serde_json::from_str(&std::fs::read_to_string(&dump).unwrap()).unwrap();
+                assert_ne!(req["fingerprint"].as_str(), Some(std::fs::read_to_string(&allow).unwrap().as_str()));
+            } else {
+                assert_eq!(v["escalation"]["decision"]["verdict"], "granted", "{id:?}: {}", out.stdout);
+                assert!(effect.exists(), "{id:?}: the approved script ran");
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------ a retry from where the first run started
+
+/// Whether this host holds writes back (overlayfs with a mount namespace, the landlock
+/// runner); under `CORDON_MUST_ENFORCE=1` it must.
+fn layers_here(test: &str) -> bool {
+    let exec = executor();
+    let d = dirs("can-hold");
+    let spec = exec.resolve(request("true", &d.ws, Mode::WorkspaceWrite)).unwrap();
+    match exec.can_hold(&spec) {
+        Ok(()) => true,
+        Err(why) => {
+            skip_or_fail(test, &format!("writes cannot be held back here: {why}"));
+            false
+        }
+    }
+}
+
+#[test]
+fn cli_compound_commit_lands_once_after_a_granted_retry() {
+    // `echo v2 >> README && git add README && git commit`: the first run appends, then
+    // is refused at `git add` (.git protected). Its append is held back and dropped
+    // when the grant is asked for, so the granted retry appends once and commits once;
+    // a refused grant leaves the workspace exactly as it was.
+    if skip("cli_compound_commit_lands_once_after_a_granted_retry") || which::which("git").is_err() {
+        return;
+    }
+    if !layers_here("cli_compound_commit_lands_once_after_a_granted_retry") {
+        return;
+    }
+    for id in identities() {
+        let d = dirs("compound");
+        git_repo(&d.ws);
+        std::process::Command::new("git").args(["checkout", "-q", "--", "a.txt"]).current_dir(&d.ws).status().unwrap();
         chown_tree(d.ws.parent().unwrap(), id);
-        let out = run();
+        let yes = approver_script(&d.gov, &d.gov.join("yes.json"), 0);
+        let no = approver_script(&d.gov, &d.gov.join("no.json"), 1);
+        let log = d.gov.join("audit.jsonl");
+        let cmd = "echo v2 >> a.txt && git add a.txt && git -c user.name=t -c user.email=t@x commit -qm edit";
+        let status = |ws: &Path| {
+            let o = std::process::Command::new("git")
+                .args(["-c", "safe.directory=*", "status", "--porcelain"])
+                .current_dir(ws)
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        // Refused: nothing half done.
+        let out =
+            cordon_as(id, &["run", "--json", "--approver", s(&no), "--audit-log", s(&log), "-c", cmd], &d.ws, &[]);
         let v = out.json();
         assert_eq!(v["escalation"]["decision"]["verdict"], "refused", "{id:?}: {}", out.stdout);
-        assert!(!payload.exists(), "{id:?}: the rewritten script ran under the approval by fingerprint");
-        assert!(!effect.exists(), "{id:?}");
-        let req: Value = serde_json::from_str(&std::fs::read_to_string(&dump).unwrap()).unwrap();
-        assert_ne!(req["fingerprint"].as_str(), Some(std::fs::read_to_string(&allow).unwrap().as_str()), "{id:?}");
+        assert_eq!(
+            std::fs::read_to_string(d.ws.join("a.txt")).unwrap(),
+            "a\n",
+            "{id:?}: the refused run's append stayed"
+        );
+        assert_eq!(status(&d.ws), "", "{id:?}: the workspace changed");
+        assert_eq!(commit_count(&d.ws), 1);
+        let req: Value = serde_json::from_str(&std::fs::read_to_string(d.gov.join("no.json")).unwrap()).unwrap();
+        let changes = &req["first_run_changes"];
+        assert_eq!(changes["held_back"], true, "{id:?}: {req}");
+        assert_eq!(changes["changes"][0]["path"], s(&d.ws.join("a.txt")), "{id:?}: {req}");
+        assert_eq!(v["held"]["fate"], "discarded", "{id:?}: {v}");
+        // Granted: the retry starts from the untouched workspace; v2 once, one commit.
+        let out =
+            cordon_as(id, &["run", "--json", "--approver", s(&yes), "--audit-log", s(&log), "-c", cmd], &d.ws, &[]);
+        assert_eq!(out.code, 0, "{id:?}: {}", out.stderr);
+        assert_eq!(std::fs::read_to_string(d.ws.join("a.txt")).unwrap(), "a\nv2\n", "{id:?}: v2 twice?");
+        assert_eq!(commit_count(&d.ws), 2);
+        assert_eq!(status(&d.ws), "", "{id:?}");
+        let show = std::process::Command::new("git")
+            .args(["-c", "safe.directory=*", "show", "HEAD:a.txt"])
+            .current_dir(&d.ws)
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&show.stdout), "a\nv2\n", "{id:?}: the commit holds v2 once");
     }
+}
+
+#[test]
+fn cli_writes_are_applied_when_nobody_is_asked() {
+    // Under --approver a run that needs no grant behaves as without the layer: its
+    // writes reach the host (modes, links, times, removals), listed in `held`.
+    if skip("cli_writes_are_applied_when_nobody_is_asked")
+        || !layers_here("cli_writes_are_applied_when_nobody_is_asked")
+    {
+        return;
+    }
+    let d = dirs("applied");
+    std::fs::write(d.ws.join("gone"), "x").unwrap();
+    std::fs::create_dir(d.ws.join("olddir")).unwrap();
+    std::fs::write(d.ws.join("olddir/f"), "f").unwrap();
+    let script = approver_script(&d.gov, &d.gov.join("req.json"), 0);
+    let cmd = "echo new > new && chmod 750 new && ln -s new link && ln new hard && rm gone && rm -rf olddir \
+               && mkdir -p a/b && echo c > a/b/c && touch -d @1000000000 a/b/c && mkfifo pipe";
+    let out = cordon(
+        &["run", "--json", "--approver", s(&script), "--audit-log", s(&d.gov.join("a.jsonl")), "-c", cmd],
+        &d.ws,
+        &[],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v = out.json();
+    assert_eq!(v["held"]["fate"], "applied", "{v}");
+    assert!(!d.gov.join("req.json").exists(), "nobody was asked");
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    assert_eq!(std::fs::read_to_string(d.ws.join("new")).unwrap(), "new\n");
+    assert_eq!(std::fs::metadata(d.ws.join("new")).unwrap().mode() & 0o7777, 0o750);
+    assert_eq!(std::fs::read_link(d.ws.join("link")).unwrap(), Path::new("new"));
+    assert_eq!(std::fs::metadata(d.ws.join("hard")).unwrap().ino(), std::fs::metadata(d.ws.join("new")).unwrap().ino());
+    assert!(!d.ws.join("gone").exists() && !d.ws.join("olddir").exists());
+    assert_eq!(std::fs::metadata(d.ws.join("a/b/c")).unwrap().mtime(), 1_000_000_000);
+    assert!(std::fs::symlink_metadata(d.ws.join("pipe")).unwrap().file_type().is_fifo());
+}
+
+#[test]
+fn cli_preview_lists_the_changes_and_leaves_the_host_as_it_was() {
+    if skip("cli_preview_lists_the_changes_and_leaves_the_host_as_it_was") {
+        return;
+    }
+    if !layers_here("cli_preview_lists_the_changes_and_leaves_the_host_as_it_was") {
+        return;
+    }
+    let d = dirs("preview");
+    std::fs::write(d.ws.join("README"), "a\n").unwrap();
+    let cmd = "echo b >> README && echo n > new && rm README.bak 2>/dev/null; mkdir d && echo x > d/x";
+    let out = cordon(&["run", "--json", "--preview", "-c", cmd], &d.ws, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v = out.json();
+    assert_eq!(v["held"]["fate"], "preview", "{v}");
+    let listed: Vec<(String, String)> = v["held"]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["path"].as_str().unwrap().to_string(), c["change"].as_str().unwrap().to_string()))
+        .collect();
+    for (p, c) in [("README", "modified"), ("new", "created"), ("d", "created"), ("d/x", "created")] {
+        assert!(listed.contains(&(s(&d.ws.join(p)).to_string(), c.to_string())), "{p} {c}: {listed:?}");
+    }
+    assert_eq!(std::fs::read_to_string(d.ws.join("README")).unwrap(), "a\n", "the host changed");
+    assert!(!d.ws.join("new").exists() && !d.ws.join("d").exists());
+    // Live mode: one line per change.
+    let live = cordon(&["run", "--preview", "-c", cmd], &d.ws, &[]);
+    assert!(
+        live.stderr.contains(&format!("cordon: would have modified {}", d.ws.join("README").display())),
+        "{}",
+        live.stderr
+    );
+    assert!(!d.ws.join("new").exists());
+}
+
+#[test]
+fn cli_without_a_layer_the_approver_sees_what_the_first_run_changed() {
+    // CORDON_DISABLE_OVERLAY=1 emulates a host without overlayfs: the first run writes
+    // to the host, and the approver is shown exactly what it changed; --preview is
+    // refused before anything runs.
+    if skip("cli_without_a_layer_the_approver_sees_what_the_first_run_changed") || which::which("git").is_err() {
+        return;
+    }
+    let d = dirs("no-layer");
+    git_repo(&d.ws);
+    let dump = d.gov.join("req.json");
+    let script = approver_script(&d.gov, &dump, 1);
+    let env = [("CORDON_DISABLE_OVERLAY", "1")];
+    let cmd = "echo v2 >> a.txt && echo n > new.txt && git add a.txt";
+    let out = cordon(
+        &["run", "--json", "--approver", s(&script), "--audit-log", s(&d.gov.join("a.jsonl")), "-c", cmd],
+        &d.ws,
+        &env,
+    );
+    assert_eq!(out.json()["escalation"]["decision"]["verdict"], "refused", "{}", out.stdout);
+    let req: Value = serde_json::from_str(&std::fs::read_to_string(&dump).unwrap()).unwrap();
+    let fc = &req["first_run_changes"];
+    assert_eq!(fc["held_back"], false, "{req}");
+    let paths: Vec<&str> = fc["changes"].as_array().unwrap().iter().map(|c| c["path"].as_str().unwrap()).collect();
+    assert!(paths.contains(&s(&d.ws.join("a.txt"))) && paths.contains(&s(&d.ws.join("new.txt"))), "{paths:?}");
+    assert!(d.ws.join("new.txt").exists(), "no layer: the first run's writes are on the host");
+    let parsed: EscalationRequest = serde_json::from_value(req).unwrap();
+    let prompt = escalation::terminal_prompt(&parsed);
+    assert!(prompt.contains("already made on the host") && prompt.contains("new.txt"), "{prompt}");
+    let out = cordon(&["run", "--json", "--preview", "-c", "echo x > preview-ran"], &d.ws, &env);
+    assert_eq!(out.code, 125, "{}", out.stderr);
+    assert_eq!(out.json()["error"]["code"], "PREVIEW_UNAVAILABLE");
+    assert!(!d.ws.join("preview-ran").exists(), "nothing ran");
 }

@@ -126,6 +126,7 @@ impl Case {
                 .map(|(i, p)| PrivateDir { path: p.clone(), keep: Keep::Discard, home_cache: i == 0 })
                 .collect(),
             git_config: self.git_config.clone(),
+            held: None,
         }
     }
 }

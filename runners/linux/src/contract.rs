@@ -113,6 +113,10 @@ pub enum MountOp {
         /// then a directory of the overlay whatever the host has at that name, so no
         /// symlink planted in the lower layer redirects an attach.
         mountpoints: Vec<CString>,
+        /// Empty files to create inside the upper directory the same way, after the
+        /// directories (mount points for file trees attached later: a protected
+        /// gitfile).
+        mountpoint_files: Vec<CString>,
         /// Extra mount options appended to the data, comma-separated (`userxattr` in a
         /// user namespace, `index=off`, ...); empty for none.
         options: CString,
@@ -229,6 +233,12 @@ pub struct StagePlan {
     /// The identity the parent pinned for `cwd`: after `chdir`, the working directory
     /// must be that directory, or the stage fails (a component was swapped).
     pub cwd_expect: Option<FileIdentity>,
+    /// Enter `cwd` by opening it without following any symlink (`RESOLVE_NO_SYMLINKS`)
+    /// and `fchdir`, instead of `chdir`: for a working directory seen through a private
+    /// layer, whose identity differs from the host directory's (`cwd_expect` is then
+    /// `None`). A component swapped for another real directory lands inside the same
+    /// checked tree; one swapped for a symlink fails.
+    pub cwd_no_symlinks: bool,
     /// The parent's fds that become the child's 0, 1 and 2. Each must be either
     /// equal to its target or greater than 2.
     pub stdio: [RawFd; 3],

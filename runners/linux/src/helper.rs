@@ -217,6 +217,7 @@ pub fn run(plan: HelperPlan) -> ! {
         envp,
         cwd: c"/".to_owned(),
         cwd_expect: None,
+        cwd_no_symlinks: false,
         stdio: [0, 1, 2],
         namespaces: 0,
         id_maps: None,

@@ -144,6 +144,7 @@ async fn launch_passes_the_planned_argv_profile_and_parameters_to_sandbox_exec()
             tmpfs_size: None,
             private_dirs: Vec::new(),
             git_config: None,
+            held: None,
         };
         sel.plan(&input).unwrap()
     };

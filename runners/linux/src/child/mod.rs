@@ -223,8 +223,17 @@ pub(crate) fn stage_inner(p: &mut Prepared<'_>) -> ! {
     }
 
     // 8. Working directory.
+    if plan.cwd_no_symlinks {
+        let dir = match crate::sys::open_path_no_symlinks(libc::AT_FDCWD, &plan.cwd) {
+            Ok(d) => d,
+            Err(e) => fail(p, Step::Chdir, e.raw_os_error().unwrap_or(libc::EIO), detail::CHDIR_CALL),
+        };
+        // SAFETY: fchdir on the fd opened just above (closed when dropped).
+        if unsafe { libc::fchdir(std::os::fd::AsRawFd::as_raw_fd(&dir)) } != 0 {
+            fail(p, Step::Chdir, errno(), detail::CHDIR_CALL);
+        }
     // SAFETY: chdir with a NUL-terminated path.
-    if unsafe { libc::chdir(plan.cwd.as_ptr()) } != 0 {
+    } else if unsafe { libc::chdir(plan.cwd.as_ptr()) } != 0 {
         fail(p, Step::Chdir, errno(), detail::CHDIR_CALL);
     }
     if let Some(want) = plan.cwd_expect {

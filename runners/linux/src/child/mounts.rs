@@ -235,7 +235,9 @@ fn staged_dirs(
 
 /// [`MountOp::Overlay`].
 fn overlay(p: &Prepared<'_>, op: &MountOp, detail: u32) {
-    let MountOp::Overlay { target, expect, lower_above, upper, mountpoints, options } = op else { return };
+    let MountOp::Overlay { target, expect, lower_above, upper, mountpoints, mountpoint_files, options } = op else {
+        return;
+    };
     let lower = open_target(p, target, expect.as_ref(), detail);
     let mut above: [Option<OwnedFd>; MAX_LOWER_ABOVE] = [const { None }; MAX_LOWER_ABOVE];
     if lower_above.len() > MAX_LOWER_ABOVE {
@@ -264,6 +266,17 @@ fn overlay(p: &Prepared<'_>, op: &MountOp, detail: u32) {
         if unsafe { libc::mkdirat(u.as_raw_fd(), m.as_ptr(), 0o755) } != 0 && errno() != libc::EEXIST {
             fail(p, Step::Mount, errno(), detail);
         }
+    }
+    for m in mountpoint_files {
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: openat with a NUL-terminated relative path owned by the plan, in the
+        // upper directory the child holds; the fd is closed at once.
+        let fd = unsafe { libc::openat(u.as_raw_fd(), m.as_ptr(), flags, 0o600) };
+        if fd < 0 {
+            fail(p, Step::Mount, errno(), detail);
+        }
+        // SAFETY: the kernel returned a new fd that nothing else owns.
+        drop(unsafe { OwnedFd::from_raw_fd(fd) });
     }
     let mut data = DataBuf::new();
     let built = (|| {
