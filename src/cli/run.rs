@@ -535,6 +535,19 @@ pub(crate) fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitC
     if let Some(rec) = outcome.escalation.as_ref().filter(|_| !announced) {
         errln!("{}", decision_line(rec, false));
     }
+    // The first run's held-back writes were dropped when a grant was asked for.
+    let dropped = outcome
+        .first
+        .as_ref()
+        .and_then(|f| f.held.as_ref())
+        .filter(|h| h.fate == cordon::layer::Fate::Discarded && !h.changes.is_empty());
+    if let Some(h) = dropped {
+        errln!(
+            "cordon: the first run's {} change(s) to the workspace were held back and dropped; it is as it was before \
+             the command",
+            h.changes.len()
+        );
+    }
     if let Some(why) = &outcome.not_offered {
         errln!("cordon: no escalation offered: {}", esc::printable(why));
     }

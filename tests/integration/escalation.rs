@@ -1701,6 +1701,7 @@ fn cli_compound_commit_lands_once_after_a_granted_retry() {
         assert_eq!(changes["held_back"], true, "{id:?}: {req}");
         assert_eq!(changes["changes"][0]["path"], s(&d.ws.join("a.txt")), "{id:?}: {req}");
         assert_eq!(v["held"]["fate"], "discarded", "{id:?}: {v}");
+        assert!(out.stderr.contains("held back and dropped"), "{id:?}: {}", out.stderr);
         // Granted: the retry starts from the untouched workspace; v2 once, one commit.
         let out =
             cordon_as(id, &["run", "--json", "--approver", s(&yes), "--audit-log", s(&log), "-c", cmd], &d.ws, &[]);
