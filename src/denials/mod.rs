@@ -188,7 +188,9 @@ fn serve(listener: OwnedFd, stop: &OwnedFd, mut s: Supervision) {
             };
             let _ = match answer {
                 crate::writes::Answer::Continue => cordon_stage::notify::respond_continue(l, n.id),
-                crate::writes::Answer::Refuse(errno) => cordon_stage::notify::respond_error(l, n.id, errno),
+                crate::writes::Answer::Refuse(errno) | crate::writes::Answer::HostFails(errno) => {
+                    cordon_stage::notify::respond_error(l, n.id, errno)
+                }
             };
             continue;
         }

@@ -28,6 +28,9 @@ pub(super) enum Role {
     /// The object's metadata changes (chmod, chown, utimes, xattrs); `true`: the link
     /// itself (no following).
     Meta(bool),
+    /// A hard link's existing file: nothing is written to it, but a source that does
+    /// not exist fails the call first; `true`: a symbolic link there is followed.
+    Source(bool),
 }
 
 impl Role {
@@ -37,6 +40,7 @@ impl Role {
             Role::Open(flags) => flags & (libc::O_NOFOLLOW | libc::O_EXCL) as u64 == 0,
             Role::Content => true,
             Role::Meta(nofollow) => !nofollow,
+            Role::Source(follow) => follow,
             Role::Create | Role::Remove(_) | Role::Replace => false,
         }
     }
@@ -77,8 +81,16 @@ pub(super) fn path_args(name: &str, a: [u64; 6], pid: u32) -> Option<Vec<(i64, u
         }
         "rename" => vec![(cwd, a[0], Role::Remove(Rm::Any)), (cwd, a[1], Role::Replace)],
         "renameat" | "renameat2" => vec![(fd(a[0]), a[1], Role::Remove(Rm::Any)), (fd(a[2]), a[3], Role::Replace)],
-        "link" => vec![(cwd, a[1], Role::Create)],
-        "linkat" => vec![(fd(a[2]), a[3], Role::Create)],
+        "link" => vec![(cwd, a[0], Role::Source(false)), (cwd, a[1], Role::Create)],
+        "linkat" => {
+            let new = (fd(a[2]), a[3], Role::Create);
+            // AT_EMPTY_PATH: the source is the descriptor itself.
+            if a[4] & libc::AT_EMPTY_PATH as u64 != 0 {
+                vec![new]
+            } else {
+                vec![(fd(a[0]), a[1], Role::Source(a[4] & libc::AT_SYMLINK_FOLLOW as u64 != 0)), new]
+            }
+        }
         "symlink" => vec![(cwd, a[1], Role::Create)],
         "symlinkat" => vec![(fd(a[1]), a[2], Role::Create)],
         "truncate" => vec![(cwd, a[0], Role::Content)],
@@ -124,6 +136,7 @@ pub(super) fn role_text(role: Role) -> String {
         Role::Replace => "new or replaced entry".into(),
         Role::Content => "content".into(),
         Role::Meta(_) => "metadata".into(),
+        Role::Source(_) => "link source".into(),
     }
 }
 

@@ -15,7 +15,10 @@
 //!    handles: opening for writing, creating, removing, renaming, linking, truncating);
 //! 3. the host alone: for a caller other than root, the object's own permission bits
 //!    must allow the caller to write; otherwise the host would refuse as well and the
-//!    refusal is not the sandbox's (the kernel answers it, nothing is recorded).
+//!    refusal is not the sandbox's (the kernel answers it, nothing is recorded). Nor is
+//!    removing, renaming or linking something that does not exist: the host fails it
+//!    with `ENOENT` (answered here where a read-only mount would say `EROFS` first), and
+//!    the call's later paths are not judged ([`Answer::HostFails`]).
 //!
 //! A refusal is answered by the supervisor with the errno the kernel would give and
 //! recorded as a denial; everything else continues into the kernel, whose layers stay
@@ -89,6 +92,22 @@ pub enum Answer {
     Continue,
     /// Refuse with this errno; the denial was recorded.
     Refuse(i32),
+    /// Fail with the errno the host alone would give (removing or renaming something
+    /// that does not exist, where the sandbox's read-only mount would answer `EROFS`
+    /// first): not the sandbox's refusal, nothing recorded.
+    HostFails(i32),
+}
+
+/// One path's verdict (see [`WriteJudge::judge`]).
+enum Verdict {
+    /// The sandbox refuses it and the host alone would not: this errno, recorded.
+    Refuse(i32, PathBuf, Reason),
+    /// The host alone fails the whole call at this path (a removal, rename or link of
+    /// something that does not exist): nothing is recorded and no later path is judged;
+    /// `Some(errno)` is answered where the sandbox would give another error first (a
+    /// read-only mount's `EROFS` before `ENOENT`), `None` lets the kernel answer (its
+    /// own lookup fails first, as on the host).
+    HostFails(Option<i32>),
 }
 
 /// One run's judge (owned by its supervisor thread).
@@ -145,6 +164,12 @@ impl WriteJudge {
             } else {
                 self.judge_one(pid, &root, dirfd, &path, role)
             };
+            // The paths come in the kernel's order: a source that is not there fails
+            // the call before anything is done to the others, on the host as well.
+            if let Some(Verdict::HostFails(errno)) = verdict {
+                self.root = Some(root);
+                return errno.map_or(Answer::Continue, Answer::HostFails);
+            }
             verdicts.push((verdict, path, role));
         }
         self.root = Some(root);
@@ -154,7 +179,7 @@ impl WriteJudge {
             return Answer::Continue;
         }
         for (v, path, role) in verdicts {
-            if let Some((errno, target, reason)) = v {
+            if let Some(Verdict::Refuse(errno, target, reason)) = v {
                 let asked = String::from_utf8_lossy(&path);
                 let asked = if Path::new(&*asked) == target.as_path() {
                     String::new()
@@ -281,20 +306,18 @@ impl WriteJudge {
             if root_bits && kind == libc::S_IFREG && dac_refuses(at, &full, AccessFlags::W_OK, false) {
                 return false;
             }
+        } else if matches!(role, Role::Remove(_) | Role::Source(_)) {
+            // Nothing to remove, rename or link: the host fails the whole call (the
+            // full judgement says so, so that a rename's target is not judged).
+            return false;
         }
         true
     }
 
-    /// The verdict for one path: `Some((errno, shown path, reason))` when the policy
-    /// refuses it and the host alone would not.
-    fn judge_one(
-        &mut self,
-        pid: u32,
-        root: &OwnedFd,
-        dirfd: i64,
-        path: &[u8],
-        role: Role,
-    ) -> Option<(i32, PathBuf, Reason)> {
+    /// The verdict for one path: [`Verdict::Refuse`] when the policy refuses it and the
+    /// host alone would not, [`Verdict::HostFails`] when the host alone fails the call
+    /// here; `None` when the kernel may run it (or it cannot be judged with certainty).
+    fn judge_one(&mut self, pid: u32, root: &OwnedFd, dirfd: i64, path: &[u8], role: Role) -> Option<Verdict> {
         if path.is_empty() {
             return None;
         }
@@ -307,13 +330,18 @@ impl WriteJudge {
             Role::Open(flags) if flags & O_TMPFILE_BITS == O_TMPFILE_BITS => {
                 let v = self.judge_one(pid, root, dirfd, &[path, b"/.cordon-tmpfile"].concat(), Role::Create);
                 // The unnamed file has no name: the target is its directory.
-                return v.map(|(e, shown, why)| (e, shown.parent().map(Path::to_path_buf).unwrap_or(shown), why));
+                return v.map(|v| match v {
+                    Verdict::Refuse(e, shown, why) => {
+                        Verdict::Refuse(e, shown.parent().map(Path::to_path_buf).unwrap_or(shown), why)
+                    }
+                    other => other,
+                });
             }
             // A trailing slash on a file: ENOTDIR or EISDIR from the kernel first.
             Role::Open(_) | Role::Content if path.ends_with(b"/") => return None,
             // `mkdir("d/")`, `rmdir("d/")`, `rename("a/", "b/")`: the entry itself
             // (a link there is not followed; the kernel answers EEXIST or ENOTDIR).
-            Role::Create | Role::Remove(_) | Role::Replace => {
+            Role::Create | Role::Remove(_) | Role::Replace | Role::Source(_) => {
                 while path.len() > 1 && path.ends_with(b"/") {
                     path = &path[..path.len() - 1];
                 }
@@ -338,7 +366,11 @@ impl WriteJudge {
         };
         let follow_last = role.follows_last();
         let root_id = self.root_id?;
-        let r = resolve(root, root_id, base, base_shown, path, follow_last)?;
+        let Some(r) = resolve(root, root_id, base, base_shown, path, follow_last) else {
+            // A source whose directory cannot be reached fails the call in the kernel's
+            // own lookup, before any other path (precision first: nothing is judged).
+            return matches!(role, Role::Remove(_) | Role::Source(_)).then_some(Verdict::HostFails(None));
+        };
         let proc_dev = self.in_view.as_ref().and_then(|(_, d)| *d);
         let dir_stat = fstat(r.dir.as_fd())?;
         if proc_dev.is_none_or(|d| d == dir_stat.st_dev) {
@@ -395,18 +427,18 @@ impl WriteJudge {
                 }
                 Check::Entry
             }
-            // Removing nothing: ENOENT, except on a read-only mount (EROFS first).
+            // Removing (or renaming) nothing: the host alone answers ENOENT. A read-only
+            // mount would answer EROFS first (before the lookup), so the host's answer
+            // is given here; elsewhere the kernel's lookup gives it (Landlock asks only
+            // once the entry is found). Never the sandbox's denial.
             (Role::Remove(_), None) => {
-                if self.rules.mount_layer && mount_read_only(r.dir.as_fd()) {
-                    let v = self.dir_verdict(r.dir.as_fd(), dir_stat)?;
-                    let reason = if v.protected { Reason::Protected } else { Reason::Outside };
-                    if !self.host_allows(r.dir.as_fd(), b".", true) {
-                        return None;
-                    }
-                    return Some((libc::EROFS, r.shown, reason));
-                }
-                return None;
+                let ro = self.rules.mount_layer && mount_read_only(r.dir.as_fd());
+                return Some(Verdict::HostFails(ro.then_some(libc::ENOENT)));
             }
+            // A link's source: nothing is written to it. Not there: the kernel's lookup
+            // of it fails the call first, on the host as well.
+            (Role::Source(_), Some(_)) => return None,
+            (Role::Source(_), None) => return Some(Verdict::HostFails(None)),
             // truncate(dir): EISDIR.
             (Role::Content, Some(st)) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => return None,
             (Role::Content, Some(st)) => Check::Object(*st),
@@ -435,7 +467,7 @@ impl WriteJudge {
                             true,
                         )
                     {
-                        return Some((libc::EACCES, r.shown, Reason::NoCapability));
+                        return Some(Verdict::Refuse(libc::EACCES, r.shown, Reason::NoCapability));
                     }
                     return None;
                 }
@@ -443,7 +475,7 @@ impl WriteJudge {
                     return None;
                 }
                 let errno = if ro { libc::EROFS } else { libc::EACCES };
-                Some((errno, r.shown, reason))
+                Some(Verdict::Refuse(errno, r.shown, reason))
             }
             Check::Object(st) | Check::MetaOnly(st) => {
                 let meta = matches!(check, Check::MetaOnly(_));
@@ -475,7 +507,7 @@ impl WriteJudge {
                         && self.rules.capabilities_dropped
                         && dac_refuses(r.dir.as_fd(), &r.name, nix::unistd::AccessFlags::W_OK, false)
                     {
-                        return Some((libc::EACCES, r.shown, Reason::NoCapability));
+                        return Some(Verdict::Refuse(libc::EACCES, r.shown, Reason::NoCapability));
                     }
                     return None;
                 }
@@ -485,7 +517,7 @@ impl WriteJudge {
                 let protected = v.is_some_and(|v| v.protected) || self.dir_verdict(r.dir.as_fd(), dir_stat)?.protected;
                 let reason = if protected { Reason::Protected } else { Reason::Outside };
                 let errno = if ro { libc::EROFS } else { libc::EACCES };
-                Some((errno, r.shown, reason))
+                Some(Verdict::Refuse(errno, r.shown, reason))
             }
         }
     }
