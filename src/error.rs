@@ -63,6 +63,18 @@ pub enum PolicyError {
         /// What it would expose.
         why: WidthReason,
     },
+    /// The workspace of a `workspace-write` run (the working directory, `--cwd`) would
+    /// open too much (a home, `/`, a system directory): the refusal names the ways on.
+    #[error(
+        "`{path}` cannot be the workspace of a workspace-write run: {why}; run from a project directory \
+         (or pass `--cwd DIR`), or use `--mode read-only`, which writes nothing there"
+    )]
+    WorkspaceTooWide {
+        /// The canonical path.
+        path: PathBuf,
+        /// What it would expose.
+        why: WidthReason,
+    },
     /// Looking for git directories under a writable root failed; nothing ran, because
     /// a repository that was not found could not be protected.
     #[error("cannot search writable root `{root}` for git directories: `{path}`: {source}")]

@@ -7,7 +7,7 @@ use crate::mode::Mode;
 use crate::vocab::RunnerKind;
 pub use crate::vocab::{Enforcement, EnforcementLevel, Gap};
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The reason in a network denial's evidence when the network is off (the filter's
 /// reason, `crate::denials`): its live line names the flags that open the network.
@@ -56,7 +56,18 @@ impl RunResult {
         let clean = |s: &str| crate::escalation::printable(s);
         let mut out = Vec::new();
         let mut network_off = false;
+        // Writes refused under one protected path (a recursive `rm` in `.git`) are one
+        // line for that path, not one per file.
+        let groups = self.protected_groups();
+        let dropped = self.sandbox.denials.iter().any(is_dropped_count);
+        let mut grouped = std::collections::BTreeSet::new();
         for d in &self.sandbox.denials {
+            if is_dropped_count(d) {
+                // The count of the denials the report's bound left out.
+                let text = d.evidence.strip_prefix("seccomp supervisor: ").unwrap_or(&d.evidence);
+                out.push(format!("cordon: {}", clean(text)));
+                continue;
+            }
             let what = match d.kind {
                 DenialKind::FileWrite => "write",
                 DenialKind::FileRead => "read",
@@ -91,6 +102,32 @@ impl RunResult {
                     })
                     .unwrap_or_default(),
             };
+            let group = d
+                .target
+                .as_deref()
+                .and_then(|t| groups.iter().find(|(_, members)| members.len() > 1 && members.contains(&t)));
+            if let Some((root, members)) = group {
+                if grouped.insert(root.clone()) {
+                    let rel = |t: &str| {
+                        let p = Path::new(t);
+                        clean(&p.strip_prefix(root).unwrap_or(p).display().to_string())
+                    };
+                    let mut list: Vec<String> = members.iter().take(3).map(|t| rel(t)).collect();
+                    if members.len() > 3 {
+                        list.push(format!("and {} more", members.len() - 3));
+                    }
+                    let count = match dropped {
+                        true => format!("at least {} paths", members.len()),
+                        false => format!("{} paths", members.len()),
+                    };
+                    // " (a protected path)" becomes ", a protected path".
+                    let why = why.trim_start().trim_start_matches('(').trim_end_matches(')');
+                    let why = if why.is_empty() { String::new() } else { format!(", {why}") };
+                    let root = clean(&root.display().to_string());
+                    out.push(format!("cordon: denied {what} {root} ({count}{why}): {}", list.join(", ")));
+                }
+                continue;
+            }
             let target = d.target.as_deref().map(|t| format!(" {}", clean(t))).unwrap_or_default();
             out.push(format!("cordon: denied {what}{target}{why}"));
         }
@@ -134,6 +171,27 @@ impl RunResult {
         self.exit_code == Some(0) && self.signal.is_none() && !self.timed_out && !self.aborted && self.limit.is_none()
     }
 
+    /// The refused writes under each protected path (the innermost one that holds the
+    /// target), in the order seen: `(protected path, targets)`.
+    fn protected_groups(&self) -> Vec<(PathBuf, Vec<&str>)> {
+        let mut groups: Vec<(PathBuf, Vec<&str>)> = Vec::new();
+        for d in self.sandbox.denials.iter().filter(|d| d.kind == DenialKind::FileWrite) {
+            let Some(target) = d.target.as_deref() else { continue };
+            let root = self
+                .sandbox
+                .protected
+                .iter()
+                .filter(|p| Path::new(target).starts_with(p))
+                .max_by_key(|p| p.as_os_str().len());
+            let Some(root) = root else { continue };
+            match groups.iter_mut().find(|(r, _)| r == root) {
+                Some((_, members)) => members.push(target),
+                None => groups.push((root.clone(), vec![target])),
+            }
+        }
+        groups
+    }
+
     /// The conventional shell status: the exit code, or 128+N for signal N.
     pub fn shell_status(&self) -> i32 {
         match (self.exit_code, self.signal) {
@@ -142,6 +200,12 @@ impl RunResult {
             (None, None) => 125,
         }
     }
+}
+
+/// Whether `d` is the entry that counts the denials the report's bound left out
+/// (`crate::denials::MAX_DENIALS`): of kind `other`, without a target, not the proxy's.
+fn is_dropped_count(d: &Denial) -> bool {
+    d.kind == DenialKind::Other && d.target.is_none() && d.proxy.is_none()
 }
 
 /// One captured stream.
@@ -323,5 +387,56 @@ mod tests {
                  (docs/network.md)",
             ]
         );
+    }
+
+    fn write(target: &str, why: &str) -> Denial {
+        Denial {
+            kind: DenialKind::FileWrite,
+            target: Some(target.into()),
+            evidence: format!("seccomp supervisor: unlinkat(removal) refused with EROFS ({why})"),
+            line: None,
+            proxy: None,
+        }
+    }
+
+    fn protecting(denials: Vec<Denial>, protected: &[&str]) -> RunResult {
+        let mut r = result_with(denials);
+        r.sandbox.protected = protected.iter().map(PathBuf::from).collect();
+        r
+    }
+
+    #[test]
+    fn writes_under_one_protected_path_are_one_live_line() {
+        let mut denials: Vec<Denial> =
+            (0..6).map(|i| write(&format!("/ws/.git/objects/0{i}/abc"), "a protected path")).collect();
+        denials.insert(2, write("/etc/x", "outside the writable roots"));
+        denials.push(write("/ws/sub/.git/HEAD", "a protected path"));
+        let notes = protecting(denials, &["/ws/.git", "/ws/sub/.git"]).live_notes();
+        assert_eq!(
+            notes,
+            [
+                "cordon: denied write /ws/.git (6 paths, a protected path): objects/00/abc, objects/01/abc, \
+                 objects/02/abc, and 3 more",
+                "cordon: denied write /etc/x (outside the writable roots)",
+                "cordon: denied write /ws/sub/.git/HEAD (a protected path)",
+            ]
+        );
+    }
+
+    #[test]
+    fn past_the_bound_the_group_says_at_least_and_the_rest_is_counted() {
+        let mut denials: Vec<Denial> = (0..3).map(|i| write(&format!("/ws/.git/o{i}"), "a protected path")).collect();
+        denials.push(Denial {
+            kind: DenialKind::Other,
+            target: None,
+            evidence:
+                "seccomp supervisor: 9 more distinct denials between the first ones and the latest are not listed"
+                    .into(),
+            line: None,
+            proxy: None,
+        });
+        let notes = protecting(denials, &["/ws/.git"]).live_notes();
+        assert_eq!(notes[0], "cordon: denied write /ws/.git (at least 3 paths, a protected path): o0, o1, o2");
+        assert_eq!(notes[1], "cordon: 9 more distinct denials between the first ones and the latest are not listed");
     }
 }

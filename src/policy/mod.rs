@@ -420,7 +420,7 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
     let writes = req.mode >= Mode::WorkspaceWrite;
     if writes && req.mode.is_confined() {
         if let Some(why) = too_wide(&ws, &homes, req.allow_system_root) {
-            return Err(PolicyError::TooWide { path: ws, why });
+            return Err(PolicyError::WorkspaceTooWide { path: ws, why });
         }
     }
 
@@ -599,7 +599,11 @@ mod tests {
         assert!(matches!(resolve_policy(&r, dir.path()), Err(PolicyError::Root { .. })));
         r.writable_roots = vec!["/".into()];
         assert!(matches!(resolve_policy(&r, dir.path()), Err(PolicyError::TooWide { .. })));
-        assert!(matches!(resolve_policy(&req(Mode::WorkspaceWrite), Path::new("/")), Err(PolicyError::TooWide { .. })));
+        let err = resolve_policy(&req(Mode::WorkspaceWrite), Path::new("/")).unwrap_err();
+        assert!(matches!(err, PolicyError::WorkspaceTooWide { .. }), "{err}");
+        // The refusal of a workspace names the ways on.
+        let text = err.to_string();
+        assert!(text.contains("--cwd DIR") && text.contains("--mode read-only"), "{text}");
         assert!(resolve_policy(&req(Mode::ReadOnly), Path::new("/")).is_ok());
     }
 

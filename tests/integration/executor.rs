@@ -1688,3 +1688,45 @@ fn the_command_line_takes_a_deadline_past_ten_minutes() {
     let default = cordon(&["run", "--json", "--mode", "full-access", "--", "true"], ws.path(), &[]);
     assert_eq!(default.json()["timeout_ms"], 120_000, "the default is unchanged: {}", default.stderr);
 }
+
+/// Issue 26, messages: a recursive `rm` under a protected `.git` is one live line for
+/// that `.git` (with the count and a few paths), not one per file; a write elsewhere
+/// keeps its own line. Judged by cordon's stderr and by the repository's files, which
+/// are all still there.
+#[test]
+fn live_denials_under_a_protected_git_are_one_line() {
+    let test = "live_denials_under_a_protected_git_are_one_line";
+    if let Some(reason) = crate::common::cli::confined_unavailable() {
+        return skip_or_fail(test, &reason);
+    }
+    let dirs = common::VarTmp::new("grouped-denials");
+    let ws = dirs.ws();
+    let objects = ws.join(".git/objects");
+    for i in 0..12 {
+        let d = objects.join(format!("{i:02}"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("obj"), "x").unwrap();
+    }
+    std::fs::write(ws.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::create_dir_all(ws.join(".git/refs")).unwrap();
+    let out = cordon(&["run", "--mode", "workspace-write", "-c", "rm -rf .git/objects; touch /etc/cordon-x"], &ws, &[]);
+    let lines: Vec<&str> = out.stderr.lines().filter(|l| l.starts_with("cordon: denied")).collect();
+    let git = format!("cordon: denied write {} (", ws.join(".git").display());
+    assert_eq!(lines.iter().filter(|l| l.starts_with(&git)).count(), 1, "one line for .git: {}", out.stderr);
+    assert!(lines.iter().any(|l| l.starts_with(&git) && l.contains("paths, a protected path)")), "{}", out.stderr);
+    assert!(lines.iter().any(|l| l.contains("/etc/cordon-x")), "the other write keeps its line: {}", out.stderr);
+    assert_eq!(lines.len(), 2, "{}", out.stderr);
+    assert_eq!(std::fs::read_dir(&objects).unwrap().count(), 12, "the objects are all still there");
+}
+
+/// Issue 26, messages: a workspace refused for `workspace-write` (`/`, a home, a
+/// system directory) names the ways on: `--cwd DIR` or `--mode read-only`.
+#[test]
+fn a_refused_workspace_names_the_alternatives() {
+    let out = cordon(&["run", "--cwd", "/", "--", "true"], Path::new("/"), &[]);
+    assert_eq!(out.code, 125, "{}", out.stderr);
+    assert!(out.stderr.contains("INVALID_POLICY"), "{}", out.stderr);
+    assert!(out.stderr.contains("--cwd DIR") && out.stderr.contains("--mode read-only"), "{}", out.stderr);
+    let ro = cordon(&["run", "--cwd", "/", "--mode", "read-only", "--", "true"], Path::new("/"), &[]);
+    assert_eq!(ro.code, 0, "the alternative works: {}", ro.stderr);
+}
