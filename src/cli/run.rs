@@ -518,6 +518,9 @@ pub(crate) fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitC
             }
         }
     });
+    // As in `run`: the runs are over, a signal now ends cordon at once.
+    #[cfg(target_os = "linux")]
+    cordon_stage::signals::restore_default(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP]);
     let outcome = match outcome {
         Ok(o) => o,
         Err(EscalationError::Cordon(e)) => return error_exit(&e, json),
