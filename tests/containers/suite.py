@@ -1,0 +1,460 @@
+#!/usr/bin/env python3
+"""The container suite: cordon inside Podman containers under the runtime's default
+settings and the variants a platform meets (docs/containers.md, docs/testing.md).
+
+For each variant it starts one container from a minimal image built from this host's
+own files (tests/containers/rootfs.py; no registry), with the cordon binary and the
+probe mounted read-only at /opt/cordon, runs tests/containers/inside.sh there, and
+judges its records:
+- an escape case's effect (seen inside the container, outside the sandbox) must be
+  "ok", and a secret read from another process must not appear in the output;
+- a positive control must succeed wherever its run was allowed to start;
+- `cordon probe` must agree with what `cordon run` did: the runner and level it
+  predicted, or SANDBOX_UNAVAILABLE where it said nothing can enforce the mode;
+- no result may say `runner_failed` with `enforcement.level: "full"`;
+- each variant's outcome must be the one it is expected to have (`EXPECT`).
+It prints a table (one row per variant) and exits 1 on any failure, 0 otherwise.
+
+Usage: suite.py [--budget SECONDS] [--cordon PATH] [--only NAME,NAME] [--no-expect]
+Needs root, podman and runc (crun refuses this host's hybrid cgroup layout), cc, and
+for the rootless variant the user CORDON_TEST_USER (default cordon-test) with
+subordinate ids. Under CORDON_MUST_ENFORCE=1 a missing tool fails instead of skipping.
+"""
+
+import argparse
+import json
+import os
+import pwd
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import rootfs  # noqa: E402
+
+IMAGE = "localhost/cordon-ct"
+DOCKER_PROFILE = os.path.join(HERE, "docker-default.json")
+SECRET = "hunter2-ct-marker"
+
+# The restriction each escape case tests: an effect there is an escape unless the run
+# declared exactly this restriction as a gap (then it is the gap, reported).
+RESTRICTION = {
+    "fs-write": "fs-write",
+    "fs-create": "fs-write",
+    "fs-chmod": "fs-metadata",
+    "git-config": "protected-paths",
+    "git-hook": "protected-paths",
+    "tmp-write": "private-tmp",
+    "proc-environ": "process-inspection",
+    "proc-grep": "process-inspection",
+    "kill": "signals",
+    "ptrace": "process-inspection",
+    "renice": "process-inspection",
+    "renice-cordon": "process-inspection",
+    "net-tcp": "network",
+    "survivor": "process-lifetime",
+    "ipc-shm": "ipc",
+    "userns": "syscall-filter",
+    "mount": "syscall-filter",
+}
+
+# name -> (podman arguments, run podman as the test user, description)
+VARIANTS = {
+    "podman-default": ([], False, "rootful Podman, its defaults (masked /proc, Podman's seccomp profile)"),
+    "rootless": ([], True, "rootless Podman as the test user, its defaults"),
+    "user-65534": (["--user", "65534:65534"], False, "rootful Podman, --user 65534"),
+    "docker-seccomp": (
+        ["--security-opt", f"seccomp={DOCKER_PROFILE}"],
+        False,
+        "Docker's default seccomp profile (no namespaces, no mounts)",
+    ),
+    "docker-seccomp-65534": (
+        ["--security-opt", f"seccomp={DOCKER_PROFILE}", "--user", "65534:65534"],
+        False,
+        "Docker's default seccomp profile, --user 65534",
+    ),
+    "unmask-all": (["--security-opt", "unmask=ALL"], False, "--security-opt unmask=ALL (procMount: Unmasked)"),
+}
+
+# What each variant's auto-selected workspace-write run must reach (the outcome
+# column): "full", "profile:NAME" (the named container profile with exactly its
+# gaps), or "unavailable" (SANDBOX_UNAVAILABLE). None: not asserted.
+EXPECT = {
+    "podman-default": "full",
+    "rootless": "full",
+    "user-65534": "full",
+    "docker-seccomp": "unavailable",
+    "docker-seccomp-65534": "unavailable",
+    "unmask-all": "full",
+}
+
+
+def must_enforce():
+    return os.environ.get("CORDON_MUST_ENFORCE") == "1"
+
+
+def skip(reason):
+    if must_enforce():
+        print(f"FAIL container suite: {reason} (CORDON_MUST_ENFORCE=1)")
+        sys.exit(1)
+    print(f"SKIP container suite: {reason}")
+    sys.exit(0)
+
+
+def podman_env(user):
+    """Environment and preexec for running podman as `user` (None: as root)."""
+    if user is None:
+        return dict(os.environ), None
+    pw = pwd.getpwnam(user)
+    runtime = f"/tmp/cordon-ct-xdg-{pw.pw_uid}"
+    os.makedirs(runtime, mode=0o700, exist_ok=True)
+    os.chown(runtime, pw.pw_uid, pw.pw_gid)
+    env = {
+        "HOME": pw.pw_dir,
+        "USER": user,
+        "LOGNAME": user,
+        "PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+        "XDG_RUNTIME_DIR": runtime,
+    }
+
+    def drop():
+        os.setgroups([])
+        os.setgid(pw.pw_gid)
+        os.setuid(pw.pw_uid)
+        os.chdir(pw.pw_dir)
+
+    return env, drop
+
+
+def podman(args, user=None, timeout=120, input=None):
+    env, preexec = podman_env(user)
+    return subprocess.run(
+        ["podman", *args], env=env, preexec_fn=preexec, capture_output=True, timeout=timeout, input=input
+    )
+
+
+def runtime_args():
+    """Arguments every `podman run` takes on this kind of host (not security settings):
+    runc, since crun refuses a hybrid cgroup layout; limits no higher than this
+    process's own hard limits (root here lacks CAP_SYS_RESOURCE, and Podman's defaults
+    ask for more)."""
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    nproc = min(resource.getrlimit(resource.RLIMIT_NPROC)[1], 32768)
+    args = ["--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", f"nproc={nproc}:{nproc}"]
+    return ["--runtime", "runc"], args
+
+
+def ensure_image(tar, tag, user):
+    if podman(["image", "exists", tag], user).returncode == 0:
+        return
+    r = podman(["import", "--change", "ENV=PATH=/usr/bin:/usr/sbin", tar, tag], user, timeout=300)
+    if r.returncode != 0:
+        raise SystemExit(f"podman import failed: {r.stderr.decode(errors='replace')}")
+
+
+def stage(cordon, work):
+    """Copy cordon, the probe (compiled here) and the case script into `work` (0755)."""
+    os.chmod(work, 0o755)
+    shutil.copy2(cordon, os.path.join(work, "cordon"))
+    probe = os.path.join(work, "probe")
+    r = subprocess.run(
+        ["cc", "-O2", "-Wall", "-o", probe, os.path.join(REPO, "tests/probe/probe.c")], capture_output=True
+    )
+    if r.returncode != 0:
+        raise SystemExit("probe.c failed to compile:\n" + r.stderr.decode(errors="replace"))
+    shutil.copy2(os.path.join(HERE, "inside.sh"), os.path.join(work, "inside.sh"))
+    for f in ["cordon", "probe", "inside.sh"]:
+        os.chmod(os.path.join(work, f), 0o755)
+    return [os.path.join(work, "cordon"), probe]
+
+
+def parse(stdout):
+    probe, runs, effects, done = None, {}, {}, False
+    for line in stdout.splitlines():
+        parts = line.split("\t")
+        if parts[0] == "PROBE" and len(parts) == 2:
+            try:
+                probe = json.loads(parts[1])
+            except json.JSONDecodeError:
+                probe = None
+        elif parts[0] == "RUN" and len(parts) == 5:
+            name, kind, status, text = parts[1], parts[2], parts[3], parts[4]
+            try:
+                res = json.loads(text) if text else None
+            except json.JSONDecodeError:
+                res = None
+            runs[name] = (kind, int(status), res, text)
+        elif parts[0] == "EFFECT" and len(parts) == 3:
+            effects[parts[1]] = parts[2]
+        elif parts[0] == "PLAIN" and len(parts) >= 3:
+            effects["plain-" + parts[1]] = parts[2]
+        elif line == "DONE":
+            done = True
+    return probe, runs, effects, done
+
+
+def outcome(res):
+    """One word for a run result: full, partial(gaps), NAME of an error code, or ?."""
+    if res is None:
+        return "?"
+    if "error" in res:
+        return res["error"].get("code", "?")
+    sb = res.get("sandbox", {})
+    enf = sb.get("enforcement", {})
+    level = enf.get("level", "?")
+    if sb.get("runner_failed"):
+        return f"RUNNER_FAILED-result({level})"
+    profile = enf.get("profile")
+    gaps = sorted(g["restriction"] for g in enf.get("gaps", []))
+    if profile:
+        return f"profile:{profile}"
+    if level == "partial":
+        return "partial(" + ",".join(gaps) + ")"
+    return level
+
+
+def predicted(probe, mode, runner=None):
+    """What probe said a run in `mode` (auto, or an explicit runner) would do:
+    (runner, level) or ("unavailable", reason)."""
+    if probe is None:
+        return ("?", "no probe output")
+    if runner is None:
+        for e in probe.get("auto", []):
+            if e.get("mode") == mode:
+                if "error" in e:
+                    return ("unavailable", e["error"].get("code"))
+                return (e.get("runner"), e.get("enforcement", {}).get("level"))
+        return ("?", "mode missing")
+    for r in probe.get("runners", []):
+        if r.get("runner") == runner:
+            if r.get("probe", {}).get("status") != "available":
+                return ("unavailable", r["probe"].get("reason"))
+            for m in r.get("modes", []):
+                if m.get("mode") == mode:
+                    enf = m.get("enforcement") or {}
+                    return (runner, enf.get("level"))
+    return ("?", "runner missing")
+
+
+def judge(name, probe, runs, effects, done):
+    """(row dict, list of failures) for one variant."""
+    fails = []
+    if not done:
+        fails.append("the case script did not finish")
+    row = {"variant": name}
+    # Agreement.
+    for case, mode, runner in [
+        ("agree-read-only", "read-only", None),
+        ("agree-workspace-write", "workspace-write", None),
+        ("agree-bwrap-workspace-write", "workspace-write", "bwrap"),
+    ]:
+        if case not in runs:
+            fails.append(f"{case}: no record")
+            continue
+        _, status, res, text = runs[case]
+        want = predicted(probe, mode, runner)
+        got = outcome(res)
+        key = "bwrap" if runner else mode
+        row[key] = got
+        if res is None:
+            fails.append(f"{case}: no JSON result (exit {status}): {text[:200]}")
+            continue
+        if "error" in res:
+            code = res["error"].get("code")
+            if code == "SANDBOX_UNAVAILABLE" and want[0] == "unavailable":
+                continue
+            fails.append(f"{case}: probe predicted {want}, run said {code}: {res['error'].get('message', '')[:300]}")
+            continue
+        sb = res["sandbox"]
+        if sb.get("runner_failed"):
+            level = sb.get("enforcement", {}).get("level")
+            fails.append(f"{case}: a result with runner_failed (level {level}) instead of an error")
+            continue
+        got_pair = (sb.get("runner"), sb.get("enforcement", {}).get("level"))
+        if got_pair != want:
+            fails.append(f"{case}: probe predicted {want}, run did {got_pair}")
+        if res.get("exit_code") != 0:
+            fails.append(f"{case}: `true` exited {res.get('exit_code')}: {res['stderr']['text'][:200]}")
+    # Escapes and controls.
+    escapes, ran, controls_ok, controls_run, declared = [], 0, 0, 0, []
+    gaps = set()
+    for case, (kind, status, res, text) in runs.items():
+        if kind == "agree":
+            continue
+        if res is None:
+            fails.append(f"{case}: no JSON result (exit {status}): {text[:200]}")
+            continue
+        run_gaps = set()
+        if "error" not in res:
+            sb = res["sandbox"]
+            if sb.get("runner_failed") and sb.get("enforcement", {}).get("level") == "full":
+                fails.append(f"{case}: runner_failed with enforcement level full")
+            run_gaps = {g["restriction"] for g in sb.get("enforcement", {}).get("gaps", [])}
+            gaps |= run_gaps
+        out = "" if "error" in res else res["stdout"]["text"] + res["stderr"]["text"]
+        if kind == "escape":
+            if "error" not in res:
+                ran += 1
+            eff = effects.get(case)
+            hit = []
+            if eff is not None and eff != "ok":
+                hit.append(eff)
+            if SECRET in out:
+                hit.append("read another process's secret")
+            if hit and RESTRICTION.get(case) in run_gaps:
+                declared.append(f"{case} ({RESTRICTION[case]})")
+            else:
+                escapes.extend(f"{case}: {h}" for h in hit)
+            if case == "git-config" and "error" not in res and not res["sandbox"].get("denials"):
+                observer = res["sandbox"].get("observer")
+                if not observer:
+                    fails.append("git-config: a refused write into .git was not reported (denials: [])")
+        elif kind == "control":
+            if "error" in res:
+                code = res["error"].get("code")
+                if code != "SANDBOX_UNAVAILABLE":
+                    fails.append(f"{case}: {code}: {res['error'].get('message', '')[:300]}")
+                continue
+            controls_run += 1
+            if res.get("exit_code") == 0 and not res["sandbox"].get("runner_failed"):
+                controls_ok += 1
+            else:
+                fails.append(f"{case}: control failed (exit {res.get('exit_code')}): {res['stderr']['text'][-300:]}")
+    row["plain bwrap"] = effects.pop("plain-bwrap", "?")
+    for case, eff in effects.items():
+        if eff.startswith("BROKEN"):
+            fails.append(f"{case}: {eff}")
+    fails.extend(f"ESCAPE {e}" for e in escapes)
+    row["escapes"] = f"{len(escapes)} ({ran} ran)"
+    row["effects of declared gaps"] = ",".join(declared) or "-"
+    row["controls"] = f"{controls_ok}/{controls_run}"
+    row["gaps"] = ",".join(sorted(gaps)) or "-"
+    limits = None
+    for case in ["ctl-read", "agree-workspace-write"]:
+        res = runs.get(case, (None, None, None, None))[2]
+        if res and "limits" in res:
+            limits = res["limits"]
+            break
+    row["limits"] = f"mem:{limits.get('memory_by')} pids:{limits.get('pids_by')}" if limits else "-"
+    return row, fails
+
+
+def print_table(rows):
+    cols = ["variant", "read-only", "workspace-write", "bwrap", "plain bwrap", "escapes", "effects of declared gaps", "controls", "gaps", "limits"]
+    width = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols}
+    print("  ".join(c.ljust(width[c]) for c in cols))
+    for r in rows:
+        print("  ".join(str(r.get(c, "")).ljust(width[c]) for c in cols))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--budget", type=float, default=300.0, help="seconds for the whole suite")
+    ap.add_argument("--cordon", default=os.path.join(REPO, "target/debug/cordon"))
+    ap.add_argument("--only", default="")
+    ap.add_argument("--no-expect", action="store_true", help="report outcomes without asserting EXPECT")
+    ap.add_argument("--flags", default=None, help="CT_FLAGS for the escape and control runs")
+    ap.add_argument("--env", action="append", default=[], help="NAME=VALUE for the container (investigation)")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args()
+    start = time.monotonic()
+    deadline = start + args.budget
+
+    if not sys.platform.startswith("linux"):
+        skip("not Linux")
+    if os.geteuid() != 0:
+        skip("needs root (rootful Podman, and the test user for rootless)")
+    for tool in ["podman", "runc", "cc"]:
+        if shutil.which(tool) is None:
+            skip(f"no {tool} (apt-get install podman runc gcc)")
+    if not os.path.exists(args.cordon):
+        skip(f"no cordon binary at {args.cordon} (cargo build)")
+    test_user = os.environ.get("CORDON_TEST_USER", "cordon-test")
+    names = [n for n in VARIANTS if not args.only or n in args.only.split(",")]
+
+    work = tempfile.mkdtemp(prefix="cordon-ct-", dir="/var/tmp")
+    try:
+        lib_users = stage(args.cordon, work)
+        data, digest = rootfs.build(lib_users)
+        tag = f"{IMAGE}:{digest[:16]}"
+        tar = os.path.join(work, "rootfs.tar")
+        with open(tar, "wb") as f:
+            f.write(data)
+        os.chmod(tar, 0o644)
+        runtime, limits = runtime_args()
+        rows, all_fails = [], []
+        for name in names:
+            extra, rootless, _ = VARIANTS[name]
+            user = test_user if rootless else None
+            if rootless:
+                try:
+                    pwd.getpwnam(test_user)
+                except KeyError:
+                    skip(f"no user {test_user} for the rootless variant")
+            ensure_image(tar, tag, user)
+            net = []
+            if rootless and not tun_usable(test_user):
+                # slirp4netns cannot open /dev/net/tun (0600 here): the container gets
+                # no network namespace of its own beyond loopback; cordon's cases need none.
+                net = ["--network", "none"]
+            env_flags = args.flags if args.flags is not None else os.environ.get("CT_FLAGS", "")
+            cmd = [
+                *runtime, "run", "--rm", *limits, *net, *extra,
+                "-v", f"{work}:/opt/cordon:ro", "-e", f"CT_FLAGS={env_flags}",
+                *[a for e in args.env for a in ("-e", e)],
+                tag, "/bin/sh", "/opt/cordon/inside.sh",
+            ]
+            left = deadline - time.monotonic()
+            if left <= 5:
+                all_fails.append(f"{name}: out of time budget")
+                rows.append({"variant": name, "escapes": "not run (budget)"})
+                continue
+            t0 = time.monotonic()
+            try:
+                r = podman(cmd, user, timeout=left)
+                stdout, stderr = r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
+            except subprocess.TimeoutExpired as e:
+                stdout = (e.stdout or b"").decode(errors="replace")
+                stderr = "timed out"
+            took = time.monotonic() - t0
+            if args.verbose:
+                print(f"== {name} ({took:.1f}s)\n{stdout}\n{stderr}")
+            probe, runs, effects, done = parse(stdout)
+            row, fails = judge(name, probe, runs, effects, done)
+            if not done:
+                fails.append(f"stderr: {stderr[-500:]}")
+            expect = EXPECT.get(name)
+            got = row.get("workspace-write")
+            if expect and not args.no_expect:
+                ok = (
+                    (expect == "full" and got == "full")
+                    or (expect == "unavailable" and got == "SANDBOX_UNAVAILABLE")
+                    or (expect.startswith("profile:") and got == expect)
+                )
+                if not ok:
+                    fails.append(f"expected workspace-write outcome {expect}, got {got}")
+            row["time"] = f"{took:.1f}s"
+            rows.append(row)
+            all_fails.extend(f"{name}: {f}" for f in fails)
+        print_table(rows)
+        print(f"container suite: {len(rows)} variants in {time.monotonic() - start:.1f}s")
+        for f in all_fails:
+            print(f"FAIL {f}")
+        return 1 if all_fails else 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def tun_usable(user):
+    env, preexec = podman_env(user)
+    r = subprocess.run(["sh", "-c", "exec 3<>/dev/net/tun"], env=env, preexec_fn=preexec, capture_output=True)
+    return r.returncode == 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
