@@ -1,15 +1,23 @@
 //! Host facts: what this machine can enforce (Landlock ABI, seccomp, namespaces,
 //! bubblewrap), read once and passed into the pure planners.
 //!
-//! Reading is cheap (a syscall and a few `/proc` reads) and never spawns anything; the
-//! facts are claims about availability, and a run that finds them wrong fails closed
-//! at spawn time. `cordon doctor` verifies them by running canaries.
+//! Namespaces are tried, not guessed from sysctls: a **namespace canary** (a child in
+//! the new namespaces the landlock runner asks for, making the mounts it makes, a fresh
+//! `/proc` among them: `cordon_stage::canary`) says what this host, its seccomp profile
+//! and its container runtime really allow. Its answer is cached per host state in the
+//! private state directory ([`canary_cache_key`]), so a run pays one small file read
+//! (the canary itself, about a millisecond, runs once per boot, container, identity and
+//! confinement). A run that finds a fact wrong still fails closed at spawn time, and
+//! forgets the cached answer ([`forget_canary`]). `cordon doctor` verifies the
+//! confined modes end to end with canaries judged by effect.
 //!
 //! Test knobs: `CORDON_LANDLOCK_ABI_MAX=N` caps the Landlock ABI (behave as an older
 //! kernel); `CORDON_DISABLE_RUNNERS=a,b` makes runners unavailable;
 //! `CORDON_DISABLE_USERNS=1` behaves as a host that blocks user namespaces;
 //! `CORDON_DISABLE_OVERLAY=1` as one that cannot mount overlay filesystems (the
-//! private layers fall back to empty tmpfs mounts, see [`Overlay`]).
+//! private layers fall back to empty tmpfs mounts, see [`Overlay`]);
+//! `CORDON_DISABLE_FRESH_PROC=1` as a container whose runtime masks `/proc` (no fresh
+//! procfs can be mounted).
 
 use crate::vocab::RunnerKind;
 use serde::Serialize;
@@ -24,6 +32,9 @@ pub const ENV_DISABLE_USERNS: &str = "CORDON_DISABLE_USERNS";
 /// Environment variable making cordon behave as if overlay filesystems could not be
 /// mounted.
 pub const ENV_DISABLE_OVERLAY: &str = "CORDON_DISABLE_OVERLAY";
+/// Environment variable making cordon behave as if no fresh procfs could be mounted
+/// (a container runtime's masked `/proc`).
+pub const ENV_DISABLE_FRESH_PROC: &str = "CORDON_DISABLE_FRESH_PROC";
 
 /// The first kernel that lets a user namespace mount overlayfs (5.11).
 const OVERLAY_USERNS_KERNEL: (u32, u32) = (5, 11);
@@ -79,6 +90,28 @@ impl Overlay {
     }
 }
 
+/// Whether a confined run can have a `/proc` of its own (for its own pid namespace).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(tag = "proc", rename_all = "kebab-case")]
+pub enum ProcMount {
+    /// A fresh procfs can be mounted in the run's namespaces.
+    #[default]
+    Fresh,
+    /// It cannot: the run keeps the host's (the container's) `/proc`, read-only, and
+    /// gets no pid namespace of its own.
+    Refused {
+        /// Why, and what would change it.
+        reason: String,
+    },
+}
+
+impl ProcMount {
+    /// Whether a fresh procfs (and so a pid namespace of the run's own) is possible.
+    pub fn fresh(&self) -> bool {
+        matches!(self, ProcMount::Fresh)
+    }
+}
+
 /// Facts about this host that decide which runner can enforce what.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HostFacts {
@@ -98,6 +131,9 @@ pub struct HostFacts {
     pub egid: u32,
     /// How namespaces can be created.
     pub namespaces: Namespaces,
+    /// Whether a fresh procfs can be mounted in them (a container runtime's masked
+    /// `/proc` forbids it).
+    pub proc_mount: ProcMount,
     /// Whether private layers over host directories can be mounted (overlayfs).
     pub overlay: Overlay,
     /// The bubblewrap binary, when found on `PATH`.
@@ -208,6 +244,211 @@ fn detect_overlay(
     Overlay::Available
 }
 
+/// What the namespace canary says about namespaces and `/proc` (Linux): `namespaces` as
+/// the cheap checks left them, confirmed or refused by trying (cached, see the module
+/// docs). A canary that cannot run at all (no pipe, no fork) leaves the cheap answer:
+/// a wrong fact still fails the run closed.
+#[cfg(target_os = "linux")]
+fn tried_namespaces(namespaces: Namespaces, euid: u32, egid: u32) -> (Namespaces, ProcMount) {
+    if let Namespaces::Unavailable { reason } = &namespaces {
+        let reason = format!("no namespaces: {reason}");
+        return (namespaces, ProcMount::Refused { reason });
+    }
+    let user = matches!(namespaces, Namespaces::UserNamespace);
+    match canary_report(user, euid, egid) {
+        Some(report) => interpret_canary(namespaces, &report),
+        None => (namespaces, ProcMount::Fresh),
+    }
+}
+
+/// `errno` as `EPERM (Operation not permitted)`.
+#[cfg(target_os = "linux")]
+fn errno_text(errno: i32) -> String {
+    let e = nix::errno::Errno::from_raw(errno);
+    format!("{e:?} ({})", e.desc())
+}
+
+/// The facts a canary report gives (pure).
+#[cfg(target_os = "linux")]
+pub fn interpret_canary(namespaces: Namespaces, r: &cordon_stage::canary::CanaryReport) -> (Namespaces, ProcMount) {
+    let user = matches!(namespaces, Namespaces::UserNamespace);
+    if r.clone != 0 {
+        let flags = if user {
+            "CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID|CLONE_NEWIPC"
+        } else {
+            "CLONE_NEWNS|CLONE_NEWPID|CLONE_NEWIPC"
+        };
+        let hint = match r.clone {
+            libc::EPERM => {
+                ": a seccomp profile that refuses namespaces does this (Docker's and containerd's default, \
+                 Kubernetes' RuntimeDefault); allow them (Podman's default profile, a custom profile, or \
+                 Unconfined), or see docs/containers.md for the Landlock-only container profile"
+            }
+            libc::ENOSPC | libc::EUSERS => ": the user namespace limit is reached (user.max_user_namespaces)",
+            _ => "",
+        };
+        let reason = format!("creating the sandbox's namespaces failed: clone({flags}): {}{hint}", errno_text(r.clone));
+        return (
+            Namespaces::Unavailable { reason: reason.clone() },
+            ProcMount::Refused { reason: format!("no namespaces: {reason}") },
+        );
+    }
+    for (step, errno) in [
+        ("making the mounts private", r.private),
+        ("mounting a tmpfs", r.tmpfs),
+        ("open_tree(OPEN_TREE_CLONE)", r.open_tree),
+        ("mount_setattr(MOUNT_ATTR_RDONLY)", r.setattr),
+    ] {
+        if errno != 0 {
+            let why = if errno == cordon_stage::canary::CanaryReport::NOT_TRIED {
+                "not tried after an earlier step failed".to_string()
+            } else {
+                errno_text(errno)
+            };
+            let reason = format!("the mount layer cannot be built here: {step}: {why}");
+            return (
+                Namespaces::Unavailable { reason: reason.clone() },
+                ProcMount::Refused { reason: format!("no namespaces: {reason}") },
+            );
+        }
+    }
+    let proc = if r.proc == 0 {
+        ProcMount::Fresh
+    } else {
+        ProcMount::Refused {
+            reason: format!(
+                "a fresh /proc cannot be mounted: {}: the container runtime masks parts of /proc, and the kernel \
+                 refuses a new proc mount in a user namespace while they are masked; runs keep this /proc \
+                 (read-only) without a pid namespace of their own (Kubernetes `procMount: Unmasked`, Podman and \
+                 Docker `--security-opt unmask=ALL` or `systempaths=unconfined` give them one)",
+                errno_text(r.proc)
+            ),
+        }
+    };
+    (namespaces, proc)
+}
+
+/// The canary's cache file in the private state directory.
+#[cfg(target_os = "linux")]
+const CANARY_CACHE: &str = "host-canary";
+
+/// What the canary's answer depends on, as one line: the boot, the identity and its
+/// capabilities, the mount, user and pid namespaces (a container has its own), the
+/// seccomp state and `no_new_privs` (a profile that refuses namespaces), cordon's
+/// version, and whether a user namespace is asked for. `None` when a part cannot be
+/// read (then the canary runs every time).
+#[cfg(target_os = "linux")]
+pub fn canary_cache_key(user: bool, euid: u32, egid: u32) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let boot = read_trim("/proc/sys/kernel/random/boot_id")?;
+    let ns = |n: &str| std::fs::metadata(format!("/proc/self/ns/{n}")).ok().map(|m| m.ino());
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let field = |name: &str| {
+        status.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_string()).unwrap_or_default()
+    };
+    let caps = cordon_stage::host::effective_capabilities()?;
+    Some(format!(
+        "cordon {} canary 2 boot={boot} euid={euid} egid={egid} user={user} caps={caps:x} mnt={} userns={} pidns={} \
+         seccomp={} filters={} nnp={}",
+        env!("CARGO_PKG_VERSION"),
+        ns("mnt")?,
+        ns("user")?,
+        ns("pid")?,
+        field("Seccomp:"),
+        field("Seccomp_filters:"),
+        field("NoNewPrivs:"),
+    ))
+}
+
+/// The private directory the cache lives in (`$TMPDIR/cordon-UID`, the executor's
+/// default state directory), created 0700 if missing; `None` unless it is a real
+/// directory owned by `euid` with no group or other access.
+#[cfg(target_os = "linux")]
+fn canary_cache_dir(euid: u32) -> Option<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let dir = std::env::temp_dir().join(format!("cordon-{euid}"));
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+    let meta = std::fs::symlink_metadata(&dir).ok()?;
+    (meta.is_dir() && meta.uid() == euid && meta.mode() & 0o077 == 0).then_some(dir)
+}
+
+/// The cached report for `key`, when the cache file is ours (a regular file owned by
+/// us, mode 0600, not a symlink) and holds this key.
+#[cfg(target_os = "linux")]
+fn read_canary_cache(dir: &Path, key: &str, euid: u32) -> Option<cordon_stage::canary::CanaryReport> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let mut f =
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(dir.join(CANARY_CACHE)).ok()?;
+    let meta = f.metadata().ok()?;
+    if !meta.is_file() || meta.uid() != euid || meta.mode() & 0o077 != 0 || meta.len() > 4096 {
+        return None;
+    }
+    let mut text = String::new();
+    f.read_to_string(&mut text).ok()?;
+    let (stored, values) = text.split_once('\n')?;
+    if stored != key {
+        return None;
+    }
+    let v: Vec<i32> = values.split_whitespace().map(str::parse).collect::<Result<_, _>>().ok()?;
+    let [clone, private, tmpfs, proc, open_tree, setattr] = v[..] else { return None };
+    Some(cordon_stage::canary::CanaryReport { clone, private, tmpfs, proc, open_tree, setattr })
+}
+
+/// Store `report` for `key` (a new 0600 file renamed over the old one); failures
+/// only mean the canary runs again next time.
+#[cfg(target_os = "linux")]
+fn write_canary_cache(dir: &Path, key: &str, r: &cordon_stage::canary::CanaryReport) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = dir.join(format!("{CANARY_CACHE}.{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let Ok(mut f) =
+        std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(&tmp)
+    else {
+        return;
+    };
+    let text = format!("{key}\n{} {} {} {} {} {}\n", r.clone, r.private, r.tmpfs, r.proc, r.open_tree, r.setattr);
+    if f.write_all(text.as_bytes()).is_err() || std::fs::rename(&tmp, dir.join(CANARY_CACHE)).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+/// Forget the cached canary answer (a run found a fact wrong: its namespaces or mounts
+/// failed), so that the next `cordon` process tries again.
+pub fn forget_canary(euid: u32) {
+    #[cfg(target_os = "linux")]
+    if let Some(dir) = canary_cache_dir(euid) {
+        let _ = std::fs::remove_file(dir.join(CANARY_CACHE));
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = euid;
+}
+
+/// The canary's report: cached for this host state, or run now (and cached).
+#[cfg(target_os = "linux")]
+fn canary_report(user: bool, euid: u32, egid: u32) -> Option<cordon_stage::canary::CanaryReport> {
+    let key = canary_cache_key(user, euid, egid);
+    let dir = canary_cache_dir(euid);
+    if let (Some(dir), Some(key)) = (&dir, &key) {
+        if let Some(r) = read_canary_cache(dir, key, euid) {
+            return Some(r);
+        }
+    }
+    // A scratch directory that exists (the child's tmpfs covers it in its own mount
+    // namespace only); never `/` (a path below an overmounted root would resolve on
+    // the host's file system).
+    let scratch = ["/tmp", "/dev", "/run"].into_iter().find(|d| Path::new(d).is_dir())?;
+    let c = |s: &str| std::ffi::CString::new(s).ok();
+    let (uid_map, gid_map) = (format!("{euid} {euid} 1\n"), format!("{egid} {egid} 1\n"));
+    let maps = cordon_stage::canary::CanaryIdMaps { uid_map: uid_map.as_bytes(), gid_map: gid_map.as_bytes() };
+    let report = cordon_stage::canary::run(user.then_some(maps), &c(scratch)?, &c(&format!("{scratch}/p"))?).ok()?;
+    if let (Some(dir), Some(key)) = (&dir, &key) {
+        write_canary_cache(dir, key, &report);
+    }
+    Some(report)
+}
+
 /// Where bubblewrap is looked for, in order: system directories only, never `PATH`.
 /// bubblewrap runs before any confinement (as root with every capability when cordon is
 /// root), so a `bwrap` planted by a sandboxed run in a directory that happens to be on
@@ -270,6 +511,14 @@ impl HostFacts {
         } else {
             Namespaces::Unavailable { reason: format!("namespaces are Linux-only (this is {os})") }
         };
+        #[cfg(target_os = "linux")]
+        let (namespaces, mut proc_mount) = tried_namespaces(namespaces, euid, egid);
+        #[cfg(not(target_os = "linux"))]
+        let mut proc_mount = ProcMount::Refused { reason: format!("procfs is Linux-only (this is {os})") };
+        if proc_mount.fresh() && env(ENV_DISABLE_FRESH_PROC).is_some_and(|v| v == "1") {
+            proc_mount =
+                ProcMount::Refused { reason: format!("a fresh /proc is disabled by {ENV_DISABLE_FRESH_PROC}") };
+        }
         let overlay = if linux && namespaces.available() {
             let release = read_trim("/proc/sys/kernel/osrelease").unwrap_or_default();
             detect_overlay(
@@ -298,6 +547,7 @@ impl HostFacts {
             euid,
             egid,
             namespaces,
+            proc_mount,
             overlay,
             bwrap,
             disabled_runners,
@@ -314,6 +564,48 @@ impl HostFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_canary_report_decides_namespaces_and_proc() {
+        use cordon_stage::canary::CanaryReport;
+        let ok = CanaryReport::default();
+        assert_eq!(interpret_canary(Namespaces::UserNamespace, &ok), (Namespaces::UserNamespace, ProcMount::Fresh));
+        // Docker's default seccomp profile: the clone is refused.
+        let refused = CanaryReport { clone: libc::EPERM, ..ok };
+        let (ns, proc) = interpret_canary(Namespaces::UserNamespace, &refused);
+        assert!(matches!(&ns, Namespaces::Unavailable { reason } if reason.contains("seccomp profile")), "{ns:?}");
+        assert!(!proc.fresh());
+        // A masked /proc: everything but the proc mount works.
+        let masked = CanaryReport { proc: libc::EPERM, ..ok };
+        let (ns, proc) = interpret_canary(Namespaces::Direct, &masked);
+        assert_eq!(ns, Namespaces::Direct);
+        assert!(matches!(&proc, ProcMount::Refused { reason } if reason.contains("procMount: Unmasked")), "{proc:?}");
+        // A mount step refused: no mount layer.
+        let no_setattr = CanaryReport { setattr: libc::ENOSYS, ..ok };
+        assert!(!interpret_canary(Namespaces::Direct, &no_setattr).0.available());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_canary_cache_holds_one_key_and_only_our_file() {
+        use cordon_stage::canary::CanaryReport;
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let euid = nix::unistd::geteuid().as_raw();
+        let r = CanaryReport { proc: libc::EPERM, ..CanaryReport::default() };
+        write_canary_cache(dir.path(), "key one", &r);
+        assert_eq!(read_canary_cache(dir.path(), "key one", euid), Some(r));
+        assert_eq!(read_canary_cache(dir.path(), "key two", euid), None, "another host state");
+        // A file others could have written is not trusted.
+        let f = dir.path().join(CANARY_CACHE);
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(read_canary_cache(dir.path(), "key one", euid), None);
+        // The key changes with the identity asked for.
+        let a = canary_cache_key(true, euid, 0);
+        let b = canary_cache_key(false, euid, 0);
+        assert!(a.is_some() && a != b);
+    }
 
     #[test]
     fn overlay_needs_the_filesystem_and_for_a_user_namespace_linux_5_11() {

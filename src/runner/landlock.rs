@@ -61,6 +61,14 @@ pub fn landlock_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restric
     let abi = host.landlock_abi;
     let ns = host.namespaces.available();
     let why_ns = ns_reason(host);
+    // A pid namespace of the run's own needs a fresh /proc (see `HostFacts::proc_mount`):
+    // without one the run keeps the container's /proc and its init is a supervising
+    // subreaper instead of pid 1.
+    let pid_ns = ns && host.proc_mount.fresh();
+    let why_pid = match &host.proc_mount {
+        crate::host::ProcMount::Refused { reason } if ns => reason.clone(),
+        _ => why_ns.clone(),
+    };
     let mut gaps = Vec::new();
     for r in Restriction::requested_by(policy) {
         let gap = match r {
@@ -73,7 +81,7 @@ pub fn landlock_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restric
                 "device nodes already inside the writable roots stay usable: without a mount namespace they \
                  cannot be attached nodev, and Landlock refuses only creating them: {why_ns}"
             )),
-            FsWrite | Network | UnixSockets | HostUnixSockets | ProcessInspection | TerminalInjection | SyscallFilter | Privileges
+            FsWrite | Network | UnixSockets | HostUnixSockets | TerminalInjection | SyscallFilter | Privileges
             | FdIsolation => None,
             FsTruncate if abi < 3 && !ns => Some(format!(
                 "Landlock ABI {abi} < 3 cannot restrict truncate, and the read-only mount layer is unavailable: {why_ns}"
@@ -87,12 +95,24 @@ pub fn landlock_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restric
             PrivateTmp if !ns => Some(format!(
                 "/tmp and /dev/shm stay readable and shared (not writable) without a mount namespace: {why_ns}"
             )),
-            Signals if abi < 6 && !ns => Some(format!(
-                "Landlock ABI {abi} < 6 cannot scope signals and no pid namespace is available: {why_ns}"
+            Signals if abi < 6 && !pid_ns => Some(format!(
+                "Landlock ABI {abi} < 6 cannot scope signals and no pid namespace is available: {why_pid}"
             )),
-            ProcessLifetime if !ns => {
-                Some(format!("processes that leave the process group can outlive the run without a pid namespace: {why_ns}"))
-            }
+            // Without a pid namespace the run's init is a supervising subreaper: every
+            // descendant is reparented to it and killed when the run ends. It holds
+            // while the command cannot kill or trace the init, i.e. with Landlock's
+            // signal scope (ABI 6); ptrace is refused by Landlock and seccomp.
+            ProcessLifetime if abi < 6 && !pid_ns => Some(format!(
+                "without a pid namespace the run's supervising init could be killed by the command (Landlock ABI \
+                 {abi} < 6 cannot scope signals), and what it started would outlive the run: {why_pid}"
+            )),
+            // Landlock (ABI >= 1) refuses ptrace-style access to processes outside the
+            // command's domain; with the mount layer at ABI 1 Landlock is left out, and
+            // only a pid namespace with its own /proc hides other processes.
+            ProcessInspection if abi < 2 && ns && !pid_ns => Some(format!(
+                "Landlock ABI {abi} is left out with the mount layer, and without a pid namespace other processes' \
+                 /proc entries stay reachable: {why_pid}"
+            )),
             Ipc if !ns => Some(format!("SysV and POSIX message queues are shared without an IPC namespace: {why_ns}")),
             PrivateTmp => shared_private_tmpfs(policy)
                 .map(|p| format!("{} is attached over the private tmpfs, so the host's directory is shared", p.display())),
@@ -338,7 +358,8 @@ impl Runner for LandlockRunner {
             NamespacePlan {
                 user: matches!(host.namespaces, Namespaces::UserNamespace),
                 mount: true,
-                pid: true,
+                // Only with a /proc of its own (see `landlock_gaps`).
+                pid: host.proc_mount.fresh(),
                 ipc: true,
             }
         } else {
@@ -486,8 +507,13 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
     }
     let mut steps = vec![MountStep::MakeRootPrivate];
     steps.extend(clones);
-    // Required: with the host's /proc every host process's cmdline would stay visible.
-    steps.push(MountStep::Proc { required: true });
+    // Required where it is planned: in a pid namespace the host's /proc would name
+    // other processes by pids that mean something else inside. Where no fresh procfs
+    // can be mounted (a container's masked /proc) there is no pid namespace, and the
+    // inherited /proc, made read-only below, names the run's processes correctly.
+    if input.host.proc_mount.fresh() {
+        steps.push(MountStep::Proc { required: true });
+    }
     steps.extend(private_tmp_steps(input, &exposed));
     steps.extend(attach);
     steps.push(MountStep::ReadOnlyRecursive);
@@ -607,6 +633,7 @@ mod tests {
                 crate::host::Overlay::Unavailable { reason: "no mount namespace".into() }
             },
             bwrap: None,
+            proc_mount: Default::default(),
             disabled_runners: vec![],
             stage_helper: None,
         }
@@ -651,9 +678,47 @@ mod tests {
     fn no_namespaces_names_the_mount_layer_gaps() {
         let e = LandlockRunner.enforcement(&policy(Mode::WorkspaceWrite), &host(7, false));
         let names: Vec<_> = e.gaps.iter().map(|g| g.restriction.as_str()).collect();
-        for want in ["fs-write", "fs-metadata", "protected-paths", "private-tmp", "process-lifetime", "ipc"] {
+        for want in ["fs-write", "fs-metadata", "protected-paths", "private-tmp", "ipc"] {
             assert!(names.contains(&want), "{want} missing from {names:?}");
         }
+        // The supervising init keeps process-lifetime while the command cannot kill
+        // it (Landlock's signal scope, ABI 6); below, both are gaps.
+        assert!(!names.contains(&"process-lifetime") && !names.contains(&"signals"), "{names:?}");
+        let e5 = LandlockRunner.enforcement(&policy(Mode::WorkspaceWrite), &host(5, false));
+        let names5: Vec<_> = e5.gaps.iter().map(|g| g.restriction.as_str()).collect();
+        assert!(names5.contains(&"process-lifetime") && names5.contains(&"signals"), "{names5:?}");
+    }
+
+    #[test]
+    fn without_a_fresh_proc_there_is_no_pid_namespace_and_nothing_else_changes() {
+        let p = policy(Mode::WorkspaceWrite);
+        let mut h = host(7, true);
+        h.proc_mount = crate::host::ProcMount::Refused { reason: "masked".into() };
+        let e = LandlockRunner.enforcement(&p, &h);
+        assert_eq!(e.level, EnforcementLevel::Full, "{e:?}");
+        let input = PlanInput {
+            policy: &p,
+            host: &h,
+            program: "/bin/true".into(),
+            argv: vec!["true".into()],
+            cwd: "/tmp/ws".into(),
+            run_dir: "/run/c/r1".into(),
+            new_session: true,
+            tmpfs_size: None,
+            home_cache: None,
+            git_config: None,
+        };
+        let plan = LandlockRunner.plan(&input).unwrap();
+        assert!(plan.namespaces.mount && plan.namespaces.ipc && !plan.namespaces.pid, "{:?}", plan.namespaces);
+        assert!(!plan.mounts.iter().any(|m| matches!(m, MountStep::Proc { .. })), "{:?}", plan.mounts);
+        assert!(plan.mounts.contains(&MountStep::ReadOnlyRecursive), "the inherited /proc is made read-only too");
+        // Below ABI 6 the supervising init could be killed, and signals are unscoped.
+        let e5 = LandlockRunner.enforcement(&p, &crate::host::HostFacts { landlock_abi: 5, ..h.clone() });
+        let names: Vec<_> = e5.gaps.iter().map(|g| g.restriction.as_str()).collect();
+        assert!(names.contains(&"process-lifetime") && names.contains(&"signals"), "{names:?}");
+        // At ABI 1 Landlock is left out with the mount layer: nothing hides other processes.
+        let e1 = LandlockRunner.enforcement(&p, &crate::host::HostFacts { landlock_abi: 1, ..h });
+        assert!(e1.gaps.iter().any(|g| g.restriction == "process-inspection"), "{e1:?}");
     }
 
     #[test]

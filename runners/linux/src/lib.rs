@@ -107,8 +107,8 @@ pub use contract::{
 };
 pub use init::{SUPERVISOR_PDEATHSIG, SUPERVISOR_SWEEP_SIGNAL};
 pub use parent::{
-    drop_thread_permission_overrides, fds, host, mounts, notify, request_sweep, restore_thread_permission_overrides,
-    signals,
+    canary, drop_thread_permission_overrides, fds, host, mounts, notify, request_sweep,
+    restore_thread_permission_overrides, signals,
 };
 pub use spawn::{spawn, spawn_queued, Reply, SpawnError, Spawned};
 pub use status::{detail, StageFailure, Step, STAGE_SETUP_FAILED_EXIT, STATUS_RECORD_LEN};

@@ -9,6 +9,7 @@ use std::io;
 
 use crate::init::SUPERVISOR_SWEEP_SIGNAL;
 
+pub mod canary;
 pub mod fds;
 pub mod host;
 pub mod mounts;
