@@ -297,6 +297,9 @@ pub(super) async fn finish(
         _ => None,
     };
     let (limit, limits) = l.limits.conclude(&evidence, killed_by);
+    // Nothing was enforced on a command that never ran: a failed runner's result never
+    // claims a level (`Executor::run_until` turns it into `RUNNER_FAILED`).
+    let enforcement = if runner_failed { crate::vocab::Enforcement::none() } else { l.enforcement };
     RunResult {
         exit_code,
         signal,
@@ -310,7 +313,7 @@ pub(super) async fn finish(
             runner: l.selection.runner,
             denied: !denials.is_empty(),
             denials,
-            enforcement: l.enforcement,
+            enforcement,
             runner_failed,
             writable_roots: if mode.is_confined() { l.policy.writable() } else { vec![PathBuf::from("/")] },
             protected: l.policy.protected.clone(),

@@ -424,6 +424,16 @@ fn check_cache_dir(
     Ok(canon)
 }
 
+/// A runner that broke after the launch (bubblewrap's setup) is, like a failure before
+/// it, the error `RUNNER_FAILED`: never a result that could be read as a confined run.
+fn runner_failed_is_an_error(result: RunResult) -> Result<RunResult, CordonError> {
+    if !result.sandbox.runner_failed {
+        return Ok(result);
+    }
+    let stderr: String = result.stderr.text.lines().next().unwrap_or_default().chars().take(500).collect();
+    Err(CordonError::runner_failed(result.sandbox.runner, crate::runner::RunnerFailure::Helper { stderr }))
+}
+
 /// A request value above the executor's cap (`INVALID_REQUEST`, naming both).
 fn over_cap(field: &'static str, asked: String, cap: String) -> CordonError {
     CordonError::InvalidRequest { field, why: format!("{asked} is over the cap of {cap}") }
@@ -610,7 +620,9 @@ impl Executor {
         let timeout = spec.timeout;
         let output_mode = spec.output;
         let launched = self.launch(&spec).await?;
-        Ok(finish(launched, timeout, output_mode, &self.config, abort, None, spec.policy.mode).await)
+        runner_failed_is_an_error(
+            finish(launched, timeout, output_mode, &self.config, abort, None, spec.policy.mode).await,
+        )
     }
 
     /// Like [`Executor::run_until`], and each change of `interrupts` delivers SIGINT to
@@ -626,7 +638,9 @@ impl Executor {
         let timeout = spec.timeout;
         let output_mode = spec.output;
         let launched = self.launch(&spec).await?;
-        Ok(finish(launched, timeout, output_mode, &self.config, abort, Some(interrupts), spec.policy.mode).await)
+        runner_failed_is_an_error(
+            finish(launched, timeout, output_mode, &self.config, abort, Some(interrupts), spec.policy.mode).await,
+        )
     }
 
     /// Start a spec in the background.

@@ -232,6 +232,11 @@ pub fn stage_mounts(input: &PlanInput<'_>) -> Vec<MountStep> {
     let overlay = input.host.overlay.available();
     let mut steps = vec![MountStep::MakeRootPrivate];
     steps.extend(clones);
+    // bubblewrap runs in the stage's pid namespace and reads `/proc/<its child>/ns`
+    // there: the stage's `/proc` must be that namespace's (the host's names other
+    // processes by the same numbers, or none: a container's often has no pid 3). The
+    // probe makes this runner unavailable where no fresh procfs can be mounted.
+    steps.push(MountStep::Proc { required: true });
     // The private layers bubblewrap binds (`--bind`), as the landlock runner makes
     // them: `/tmp` and `/dev/shm` before the exposed paths are attached (one may live
     // there, and the stage's own `chdir` checks it), writable again below; the home's
@@ -483,6 +488,11 @@ impl Runner for BwrapRunner {
                  help: cordon sets no_new_privs before it executes bwrap, which disables the setuid bit)"
             ));
         }
+        if let crate::host::ProcMount::Refused { reason } = &host.proc_mount {
+            return ProbeStatus::Unavailable(format!(
+                "bubblewrap mounts a fresh /proc for its pid namespace: {reason}"
+            ));
+        }
         ProbeStatus::Available
     }
 
@@ -671,6 +681,7 @@ mod tests {
             namespaces: Namespaces::UserNamespace,
             overlay: crate::host::Overlay::Available,
             bwrap: Some("/usr/bin/bwrap".into()),
+            proc_mount: Default::default(),
             disabled_runners: vec![],
             stage_helper: Some("/opt/cordon".into()),
         };
@@ -743,6 +754,7 @@ mod tests {
             namespaces: Namespaces::UserNamespace,
             overlay: crate::host::Overlay::Available,
             bwrap: Some("/usr/bin/bwrap".into()),
+            proc_mount: Default::default(),
             disabled_runners: vec![],
             stage_helper: None,
         };

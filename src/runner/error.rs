@@ -128,4 +128,12 @@ pub enum RunnerFailure {
     /// The stage's seccomp listener did not arrive.
     #[error("receiving the seccomp listener: {0}")]
     SeccompListener(#[source] std::io::Error),
+    /// The `bwrap` runner's stage helper did not report that it executed the command:
+    /// bubblewrap failed building the sandbox (its message is `stderr`), or a step of
+    /// the helper failed. The command never ran.
+    #[error("bubblewrap did not start the command: {}", if stderr.is_empty() { "no message" } else { stderr.as_str() })]
+    Helper {
+        /// The start of what bubblewrap (or the helper) wrote on stderr, bounded.
+        stderr: String,
+    },
 }

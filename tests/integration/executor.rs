@@ -1480,11 +1480,20 @@ async fn bwrap_stage_helper_refuses_a_host_fifo() {
 async fn bwrap_stage_helper_that_never_confines_fails_the_run() {
     let test = "bwrap_stage_helper_that_never_confines_fails_the_run";
     // Not a cordon binary: it exits without the helper's success record, so the run is
-    // runner_failed and the command never ran.
+    // RUNNER_FAILED (an error, never a result claiming a level) and the command never
+    // ran. Started in the background, the result says runner_failed with level none.
     let fx = Fx::with("badhelper", |c| c.stage_helper = Some("/bin/true".into()));
     let Some(req) = bwrap_req(test, &fx, "echo ran", Mode::ReadOnly) else { return };
-    let Some(r) = fx.run_confined(test, req).await else { return };
+    match fx.try_run(req).await {
+        Err(e @ CordonError::SandboxUnavailable { .. }) => return skip_or_fail(test, &e.to_string()),
+        Err(e) => assert_eq!(e.code(), "RUNNER_FAILED", "{e}"),
+        Ok(r) => panic!("a failed helper gave a result: {r:?}"),
+    }
+    let Some(req) = bwrap_req(test, &fx, "echo ran", Mode::ReadOnly) else { return };
+    let Some(h) = fx.start_confined(test, req).await else { return };
+    let r = h.done().await;
     assert!(r.sandbox.runner_failed, "{r:?}");
+    assert_eq!(r.sandbox.enforcement.level, cordon::EnforcementLevel::None, "{r:?}");
     assert!(!r.stdout.text.contains("ran"), "{r:?}");
 }
 

@@ -69,6 +69,7 @@ fn user_host() -> HostFacts {
         namespaces: Namespaces::UserNamespace,
         overlay: cordon::host::Overlay::Available,
         bwrap: Some(BWRAP.into()),
+        proc_mount: Default::default(),
         disabled_runners: vec![],
         stage_helper: Some(STAGE_HELPER.into()),
     }
