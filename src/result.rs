@@ -275,6 +275,17 @@ pub struct Denial {
     pub proxy: Option<crate::proxy::ProxyRefusal>,
 }
 
+/// Syscalls cordon's seccomp supervisor could not judge, because it could not read
+/// their arguments from the command's memory (a container's seccomp profile or its
+/// ptrace rules can refuse that): the report of this run is incomplete, and says so.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unobserved {
+    /// How many.
+    pub syscalls: u64,
+    /// Why, and what it means for this run.
+    pub reason: String,
+}
+
 /// A runner that selection passed over, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkippedRunner {
@@ -325,6 +336,10 @@ pub struct SandboxFacts {
     /// bounded, see [`crate::proxy::MAX_NETWORK_LOG`]). Its refusals are `denials`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_log: Option<crate::proxy::NetworkLog>,
+    /// Observed syscalls whose arguments cordon could not read: refusals among them
+    /// may be missing from `denials` (absent when every one was read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unobserved: Option<Unobserved>,
 }
 
 #[cfg(test)]

@@ -32,6 +32,34 @@ use record::push;
 pub(crate) use record::record;
 pub use record::{bound_text, link_lines, DenialSink, MAX_DENIALS};
 
+thread_local! {
+    /// Reads of a task's memory that failed for a reason other than the task's own
+    /// (a bad pointer, the task gone) on this supervisor thread: how many, and the
+    /// first errno. See [`read_task_memory`].
+    static UNREAD: std::cell::Cell<(u64, i32)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Read a task's memory for the supervisor (see `cordon_stage::notify::read_memory`).
+/// A failure that is not the task's own doing (`EFAULT`, `EIO`: a bad pointer the
+/// kernel would refuse too; `ESRCH`: the task is gone) is counted, so the run's result
+/// can say that some syscalls went unjudged (`SandboxFacts::unobserved`) instead of
+/// reporting no denials.
+pub(crate) fn read_task_memory(pid: u32, addr: u64, buf: &mut [u8]) -> Option<usize> {
+    match cordon_stage::notify::read_memory(pid, addr, buf) {
+        Ok(n) => Some(n),
+        Err(e) => {
+            let errno = e.raw_os_error().unwrap_or(libc::EIO);
+            if !matches!(errno, libc::EFAULT | libc::EIO | libc::ESRCH) {
+                UNREAD.with(|u| {
+                    let (n, first) = u.get();
+                    u.set((n + 1, if n == 0 { errno } else { first }));
+                });
+            }
+            None
+        }
+    }
+}
+
 /// Where the supervisor gets its listener from.
 pub enum ListenerSource {
     /// The landlock runner's stage sent it before `spawn` returned.
@@ -106,7 +134,12 @@ pub fn start(source: ListenerSource, s: Supervision) -> std::io::Result<Supervis
         };
         // Cheaper wake-ups (Linux 6.6); without it, only slower.
         let _ = cordon_stage::notify::set_sync_wakeup(listener.as_fd());
+        let sink = s.sink.clone();
         serve(listener, &stop_r, s);
+        let (count, errno) = UNREAD.with(|u| u.take());
+        if count > 0 {
+            sink.lock().unwrap_or_else(|p| p.into_inner()).unread = Some((count, errno));
+        }
     })?;
     Ok(Supervisor { stop: Some(stop_w), thread: Some(thread) })
 }

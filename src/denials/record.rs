@@ -37,6 +37,9 @@ pub struct Recorded {
     first: Vec<Denial>,
     latest: std::collections::VecDeque<Denial>,
     dropped: usize,
+    /// Syscalls the supervisor could not judge (it could not read their arguments):
+    /// how many, and the first errno.
+    pub(crate) unread: Option<(u64, i32)>,
 }
 
 impl Recorded {
@@ -70,6 +73,19 @@ impl Recorded {
     #[cfg(test)]
     pub(crate) fn snapshot(&self) -> Vec<Denial> {
         self.first.iter().chain(self.latest.iter()).cloned().collect()
+    }
+
+    /// What the run's result says of the syscalls the supervisor could not judge.
+    pub fn unobserved(&self) -> Option<crate::result::Unobserved> {
+        self.unread.map(|(syscalls, errno)| crate::result::Unobserved {
+            syscalls,
+            reason: format!(
+                "cordon's supervisor could not read the arguments of {syscalls} observed syscall(s) from the \
+                 command's memory ({}); a refusal among them may be missing from denials, and without a mount \
+                 namespace a write into a protected path among them was not refused",
+                std::io::Error::from_raw_os_error(errno)
+            ),
+        })
     }
 
     /// The denials in the order seen (the first ones, then the latest), with one last

@@ -18,6 +18,17 @@ pub(super) type DenialSink = crate::denials::DenialSink;
 #[cfg(not(target_os = "linux"))]
 pub(super) type DenialSink = Arc<Mutex<Vec<Denial>>>;
 
+/// What the run's supervisor could not judge (see `SandboxFacts::unobserved`).
+pub(super) fn take_unobserved(sink: &DenialSink) -> Option<crate::result::Unobserved> {
+    #[cfg(target_os = "linux")]
+    return sink.lock().unwrap_or_else(|p| p.into_inner()).unobserved();
+    #[cfg(not(target_os = "linux"))]
+    return {
+        let _ = sink;
+        None
+    };
+}
+
 /// The run's denials, in the order recorded (bounded on Linux).
 pub(super) fn take_denials(sink: &DenialSink) -> Vec<Denial> {
     let mut recorded = sink.lock().unwrap_or_else(|p| p.into_inner());
@@ -1008,7 +1019,15 @@ pub(super) fn spawn_error(e: SpawnError, runner: RunnerKind, argv0: &OsStr) -> C
         {
             CordonError::ProgramNotExecutable { program, source: std::io::Error::from_raw_os_error(f.errno) }
         }
-        SpawnError::Stage(f) => CordonError::runner_failed(runner, crate::runner::RunnerFailure::Stage(f)),
+        SpawnError::Stage(f) => {
+            // Namespaces or mounts the host facts promised failed: the cached canary
+            // answer is stale (the container's settings changed), so the next cordon
+            // process asks the kernel again. This run still fails closed.
+            if matches!(f.step, Step::Clone | Step::IdMaps | Step::Mount) {
+                crate::host::forget_canary(cordon_stage::host::euid());
+            }
+            CordonError::runner_failed(runner, crate::runner::RunnerFailure::Stage(f))
+        }
         SpawnError::Parent { what, source } => CordonError::io(what, source),
     }
 }

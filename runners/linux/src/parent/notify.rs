@@ -318,13 +318,36 @@ pub fn set_sync_wakeup(listener: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
-/// Read up to `buf.len()` bytes of task `pid`'s memory at `addr` (one
-/// `process_vm_readv`; a read that crosses into an unmapped page returns what it
-/// got before it). Returns the number of bytes read.
+/// Whether `process_vm_readv` was refused while `/proc/<pid>/mem` worked (a container's
+/// seccomp profile, Docker's default among them, refuses the former without
+/// `CAP_SYS_PTRACE`): later reads go straight to the file.
+static VM_READV_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Read up to `buf.len()` bytes of task `pid`'s memory at `addr`: one
+/// `process_vm_readv`, or, where that system call is refused (`EPERM`, `ENOSYS`: a
+/// seccomp profile), a `pread` of `/proc/<pid>/mem` (the kernel's same ptrace-mode
+/// check, through the file system: allowed to the tracer-like parent cordon is). A
+/// read that crosses into an unmapped page returns what it got before it. Returns
+/// the number of bytes read.
 pub fn read_memory(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
+    use std::sync::atomic::Ordering::Relaxed;
     if buf.is_empty() {
         return Ok(0);
     }
+    if VM_READV_REFUSED.load(Relaxed) {
+        return read_proc_mem(pid, addr, buf);
+    }
+    match vm_readv(pid, addr, buf) {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::ENOSYS)) => {
+            let n = read_proc_mem(pid, addr, buf)?;
+            VM_READV_REFUSED.store(true, Relaxed);
+            Ok(n)
+        }
+        other => other,
+    }
+}
+
+fn vm_readv(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
     let local = libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
     let Ok(addr) = usize::try_from(addr) else {
         return Err(io::Error::from_raw_os_error(libc::EFAULT));
@@ -337,4 +360,11 @@ pub fn read_memory(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
         return Err(io::Error::last_os_error());
     }
     Ok(n as usize)
+}
+
+/// `pread` of `/proc/<pid>/mem` at `addr` (no system call beyond open, pread, close).
+fn read_proc_mem(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(format!("/proc/{pid}/mem"))?;
+    file.read_at(buf, addr)
 }
