@@ -152,6 +152,9 @@ pub struct Clamped {
         "A named list of hosts requests may reach (repeatable; python, node, rust, go, github; see --allow-host)")),
     mut_arg("best_effort", |a| a.help(
         "Run even where the host cannot enforce every restriction (gaps are reported)")),
+    mut_arg("accept_gaps", |a| a.help(
+        "Run requests when the only restrictions the host cannot enforce are these: `container` (the container \
+         profile, docs/containers.md) or restriction names; requests inherit it and cannot set it")),
 )]
 pub struct CeilingArgs {
     /// The policy flags (`--mode` missing: `workspace-write`, as on the command line).
@@ -185,6 +188,10 @@ pub struct Ceiling {
     pub network: bool,
     /// Runs may proceed with enforcement gaps (never settable by a request).
     pub best_effort: bool,
+    /// Runs may proceed when their only gaps are these (`--accept-gaps`; inherited by
+    /// every request, never settable by one). Shown in `hello` only when set.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub accept_gaps: Vec<crate::vocab::Restriction>,
     /// Writable roots may be system directories (`--allow-system-root`; never settable
     /// by a request, which inherits it).
     pub allow_system_root: bool,
@@ -225,6 +232,7 @@ impl Ceiling {
             writable_roots: policy.writable_roots,
             network: policy.network,
             best_effort: policy.best_effort,
+            accept_gaps: policy.accept_gaps,
             allow_system_root: args.policy.allow_system_root,
             allow_unix_sockets: policy.allow_unix_sockets,
             allow_hosts: policy.allow_hosts,
@@ -403,6 +411,7 @@ impl Ceiling {
             writable_roots,
             network,
             best_effort: self.best_effort,
+            accept_gaps: self.accept_gaps.clone(),
             allow_system_root: self.allow_system_root,
             allow_unix_sockets: self.allow_unix_sockets.clone(),
             allow_hosts,
@@ -440,6 +449,9 @@ impl Ceiling {
         }
         if p.best_effort && !self.best_effort {
             return Err(CeilingError::exceeded("best_effort", "resolved as best effort"));
+        }
+        if let Some(g) = p.accept_gaps.iter().find(|g| !self.accept_gaps.contains(g)) {
+            return Err(CeilingError::exceeded("accept_gaps", format!("resolved accepting the {g} gap")));
         }
         if !p.allow_hosts.within(&self.allow_hosts) {
             return Err(CeilingError::exceeded("allow_hosts", "resolved with hosts the server does not allow"));

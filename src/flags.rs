@@ -48,6 +48,30 @@ pub struct PolicyArgs {
     /// Run even if the host cannot enforce every restriction; gaps are reported.
     #[arg(long)]
     pub best_effort: bool,
+    /// Run when the only restrictions the host cannot enforce are these (comma-separated
+    /// or repeated): `container` (the container profile: fs-write, fs-metadata,
+    /// protected-paths, private-tmp, ipc, the gaps where a container's seccomp profile
+    /// refuses namespaces; docs/containers.md) or restriction names. Any other gap still
+    /// fails closed; the result lists the gaps.
+    #[arg(long = "accept-gaps", value_name = "GAPS", value_delimiter = ',', value_parser = parse_gap_set)]
+    pub accept_gaps: Vec<GapSet>,
+}
+
+/// One `--accept-gaps` value (a profile name or a restriction name), expanded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GapSet(pub Vec<crate::vocab::Restriction>);
+
+/// Parse one `--accept-gaps` value.
+pub fn parse_gap_set(s: &str) -> Result<GapSet, String> {
+    crate::vocab::parse_accepted_gaps(s).map(GapSet)
+}
+
+/// The accepted gaps of several `--accept-gaps` values, sorted, without duplicates.
+pub fn accepted_gaps(sets: &[GapSet]) -> Vec<crate::vocab::Restriction> {
+    let mut out: Vec<_> = sets.iter().flat_map(|s| s.0.iter().copied()).collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 impl PolicyArgs {
@@ -58,6 +82,7 @@ impl PolicyArgs {
             writable_roots: self.writable.clone(),
             network: self.network,
             best_effort: self.best_effort,
+            accept_gaps: accepted_gaps(&self.accept_gaps),
             allow_system_root: self.allow_system_root,
             allow_unix_sockets: self.allow_unix_socket.clone(),
             allow_hosts: self

@@ -196,6 +196,46 @@ impl Restriction {
     }
 }
 
+impl FromStr for Restriction {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Restriction::ALL.into_iter().find(|r| r.as_str() == s).ok_or_else(|| format!("unknown restriction `{s}`"))
+    }
+}
+
+/// The name of the container profile: the gaps a confined run has where the
+/// container's seccomp profile refuses namespaces (Docker's and containerd's default,
+/// Kubernetes' `RuntimeDefault`), so that only Landlock, seccomp and the capability
+/// drop confine it. `--accept-gaps container` accepts exactly [`CONTAINER_GAPS`].
+pub const CONTAINER_PROFILE: &str = "container";
+
+/// The container profile's gaps (see [`CONTAINER_PROFILE`] and docs/containers.md):
+/// what a Landlock-only run (Landlock ABI 6 or newer, no namespaces) cannot enforce.
+/// Device nodes already in a writable root stay usable (`fs-write`: nothing can be
+/// mounted `nodev`); chmod, chown, utimes and xattrs outside the writable roots
+/// (`fs-metadata`); `.git` inside the workspace is guarded only by cordon's supervisor,
+/// best effort (`protected-paths`); the host's `/tmp` and `/dev/shm` stay readable
+/// (`private-tmp`); SysV IPC and POSIX message queues are the container's
+/// (`ipc`). Everything else is enforced as with namespaces.
+pub const CONTAINER_GAPS: [Restriction; 5] = [
+    Restriction::FsWrite,
+    Restriction::FsMetadata,
+    Restriction::ProtectedPaths,
+    Restriction::PrivateTmp,
+    Restriction::Ipc,
+];
+
+/// Parse one `--accept-gaps` value: a profile name ([`CONTAINER_PROFILE`]) or a
+/// restriction name.
+pub fn parse_accepted_gaps(s: &str) -> Result<Vec<Restriction>, String> {
+    if s == CONTAINER_PROFILE {
+        return Ok(CONTAINER_GAPS.to_vec());
+    }
+    s.parse::<Restriction>()
+        .map(|r| vec![r])
+        .map_err(|e| format!("{e} (expected `{CONTAINER_PROFILE}` or restriction names such as fs-metadata, ipc)"))
+}
+
 impl fmt::Display for Restriction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -274,6 +314,16 @@ mod tests {
             assert_eq!(serde_json::from_value::<Restriction>(r.as_str().into()).unwrap(), r);
             assert_eq!(r.to_string(), r.as_str());
         }
+    }
+
+    #[test]
+    fn restriction_names_parse_and_the_container_profile_expands() {
+        for r in Restriction::ALL {
+            assert_eq!(r.as_str().parse::<Restriction>(), Ok(r));
+        }
+        assert_eq!(parse_accepted_gaps("container").unwrap(), CONTAINER_GAPS.to_vec());
+        assert_eq!(parse_accepted_gaps("ipc").unwrap(), vec![Restriction::Ipc]);
+        assert!(parse_accepted_gaps("everything").is_err());
     }
 
     #[test]

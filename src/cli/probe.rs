@@ -48,6 +48,7 @@ pub(crate) fn sample_policy(mode: Mode) -> ExecutionPolicy {
         protected: vec![PathBuf::from(".git")],
         network: false,
         best_effort: false,
+        accept_gaps: Vec::new(),
         allow_unix_sockets: Vec::new(),
         allow_hosts: Default::default(),
     }

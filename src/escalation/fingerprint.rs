@@ -39,6 +39,12 @@ pub(super) fn fingerprint_with(spec: &Spec, bound: &[BoundFile]) -> String {
         let hosts: Vec<String> = p.allow_hosts.patterns().iter().map(ToString::to_string).collect();
         enc.list(b"allow_hosts", hosts.iter().map(String::as_bytes));
     }
+    // Accepted gaps (`--accept-gaps`) let a weaker sandbox run: an approval given where
+    // none were accepted is not one for a run that accepts them. Encoded only when
+    // present, like the hosts.
+    if !p.accept_gaps.is_empty() {
+        enc.list(b"accept_gaps", p.accept_gaps.iter().map(|r| r.as_str().as_bytes()));
+    }
     enc.list(b"argv", spec.argv.iter().map(|a| a.as_bytes()));
     enc.field(b"cwd", spec.workdir.as_os_str().as_bytes());
     let mut names: Vec<&[u8]> = spec.env.iter().map(|(k, _)| k.as_bytes()).collect();

@@ -455,6 +455,7 @@ mod tests {
                 protected: vec![],
                 network: false,
                 best_effort: false,
+                accept_gaps: Vec::new(),
                 allow_unix_sockets: Vec::new(),
                 allow_hosts: Default::default(),
             },

@@ -439,8 +439,9 @@ impl Executor {
         crate::phases::mark("run_cgroups");
         let mut enforcement = plan.enforcement.clone();
         let limit_gaps = limits.explicit_gaps();
-        if !limit_gaps.is_empty() && policy.mode.is_confined() && !policy.best_effort {
-            let why: Vec<String> = limit_gaps.iter().map(|(r, w)| format!("{} ({w})", r.name())).collect();
+        let refused: Vec<_> = limit_gaps.iter().filter(|(r, _)| !policy.accept_gaps.contains(r)).collect();
+        if !refused.is_empty() && policy.mode.is_confined() && !policy.best_effort {
+            let why: Vec<String> = refused.iter().map(|(r, w)| format!("{} ({w})", r.name())).collect();
             let reason = format!("cannot fully enforce: {}", why.join(", "));
             let reasons = vec![crate::error::RunnerReason { runner: selection.runner, reason }];
             return Err(CordonError::SandboxUnavailable { mode: policy.mode, reasons });

@@ -112,6 +112,7 @@ fn sandbox_guidance(result: &RunResult, ceiling: &Ceiling, hint: GrantHint<'_>) 
         protected: s.protected.clone(),
         network: ceiling.network,
         best_effort: ceiling.best_effort,
+        accept_gaps: ceiling.accept_gaps.clone(),
         allow_unix_sockets: Vec::new(),
         allow_hosts: Default::default(),
     };

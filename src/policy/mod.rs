@@ -141,6 +141,11 @@ pub struct PolicyRequest {
     pub network: bool,
     /// Run even if the host cannot enforce every restriction (gaps are reported).
     pub best_effort: bool,
+    /// Run when every restriction the host cannot enforce is one of these (a named
+    /// profile's gaps, e.g. [`crate::vocab::CONTAINER_GAPS`]); any other gap still
+    /// refuses the run unless `best_effort`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accept_gaps: Vec<crate::vocab::Restriction>,
     /// Protected subpaths, relative to the workspace (default `.git`).
     pub protected: Vec<PathBuf>,
     /// Allow a writable root that is, lies inside or contains a system directory
@@ -170,6 +175,7 @@ impl Default for PolicyRequest {
             writable_roots: Vec::new(),
             network: false,
             best_effort: false,
+            accept_gaps: Vec::new(),
             protected: DEFAULT_PROTECTED.iter().map(PathBuf::from).collect(),
             allow_system_root: false,
             allow_unix_sockets: Vec::new(),
@@ -196,6 +202,9 @@ pub struct ExecutionPolicy {
     pub network: bool,
     /// Best effort allowed.
     pub best_effort: bool,
+    /// Gaps the caller accepts (sorted; see [`PolicyRequest::accept_gaps`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub accept_gaps: Vec<crate::vocab::Restriction>,
     /// Host unix sockets the command may connect to by path (canonical socket files;
     /// confined modes; see [`PolicyRequest::allow_unix_sockets`]).
     pub allow_unix_sockets: Vec<PathBuf>,
@@ -519,6 +528,12 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
         protected,
         network: req.network,
         best_effort: req.best_effort,
+        accept_gaps: {
+            let mut g = req.accept_gaps.clone();
+            g.sort();
+            g.dedup();
+            g
+        },
         allow_unix_sockets: if req.mode.is_confined() { allow_unix_sockets } else { Vec::new() },
         allow_hosts,
     })

@@ -652,6 +652,7 @@ mod tests {
             protected: vec!["/tmp/ws/.git".into()],
             network: false,
             best_effort: false,
+            accept_gaps: Vec::new(),
             allow_unix_sockets: Vec::new(),
             allow_hosts: Default::default(),
         }
@@ -687,6 +688,40 @@ mod tests {
         let e5 = LandlockRunner.enforcement(&policy(Mode::WorkspaceWrite), &host(5, false));
         let names5: Vec<_> = e5.gaps.iter().map(|g| g.restriction.as_str()).collect();
         assert!(names5.contains(&"process-lifetime") && names5.contains(&"signals"), "{names5:?}");
+    }
+
+    #[test]
+    fn the_container_profile_is_exactly_the_gaps_without_namespaces() {
+        use crate::vocab::{RunnerChoice, CONTAINER_GAPS};
+        for abi in [6, 7] {
+            let e = LandlockRunner.enforcement(&policy(Mode::WorkspaceWrite), &host(abi, false));
+            let mut names: Vec<_> =
+                e.gaps.iter().map(|g| g.restriction).filter(|r| *r != Restriction::DenialAudit).collect();
+            names.sort();
+            let mut want = CONTAINER_GAPS.to_vec();
+            want.sort();
+            assert_eq!(names, want, "abi {abi}");
+            // Read-only asks for less: a subset.
+            let ro = LandlockRunner.enforcement(&policy(Mode::ReadOnly), &host(abi, false));
+            let ro_gap = |g: &crate::vocab::Gap| {
+                CONTAINER_GAPS.contains(&g.restriction) || g.restriction == Restriction::DenialAudit
+            };
+            assert!(ro.gaps.iter().all(ro_gap), "{ro:?}");
+        }
+        // Hard mode refuses it; accepting exactly the profile runs it, listing the gaps;
+        // accepting less refuses again.
+        let mut p = policy(Mode::WorkspaceWrite);
+        let h = host(7, false);
+        assert!(crate::runner::select(&p, &h, RunnerChoice::Auto).is_err());
+        p.accept_gaps = CONTAINER_GAPS.to_vec();
+        let sel = crate::runner::select(&p, &h, RunnerChoice::Auto).unwrap();
+        assert_eq!(sel.runner, RunnerKind::Landlock);
+        assert_eq!(sel.enforcement.level, EnforcementLevel::Partial);
+        p.accept_gaps.retain(|r| *r != Restriction::Ipc);
+        assert!(crate::runner::select(&p, &h, RunnerChoice::Auto).is_err());
+        // Below ABI 6 the profile does not cover process-lifetime and signals.
+        p.accept_gaps = CONTAINER_GAPS.to_vec();
+        assert!(crate::runner::select(&p, &host(5, false), RunnerChoice::Auto).is_err());
     }
 
     #[test]

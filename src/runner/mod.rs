@@ -11,9 +11,10 @@
 //! Errors: [`error`] ([`PlanError`], [`RunnerFailure`]).
 //!
 //! Selection rules: `full-access` uses `passthrough`. A confined mode uses the first
-//! runner (strongest first) that is available and fully enforces the policy; with
-//! `best_effort`, failing that, the available runner with the fewest gaps. Otherwise
-//! `SANDBOX_UNAVAILABLE`, with one reason per runner tried. An explicitly requested
+//! runner (strongest first) that is available and fully enforces the policy; failing
+//! that, the first whose every gap the caller accepts (`accept_gaps`, e.g. the
+//! container profile); with `best_effort`, failing that, the available runner with the
+//! fewest gaps. Otherwise `SANDBOX_UNAVAILABLE`, with one reason per runner tried. An explicitly requested
 //! runner that cannot work fails closed; there is no silent fallback.
 
 #[cfg(target_os = "linux")]
@@ -148,6 +149,7 @@ pub fn select(policy: &ExecutionPolicy, host: &HostFacts, choice: RunnerChoice) 
     };
     let mut reasons = Vec::new();
     let mut partial: Option<(RunnerKind, Enforcement)> = None;
+    let mut accepted: Option<(RunnerKind, Enforcement)> = None;
     for kind in candidates {
         match probe_runner(kind, host) {
             ProbeStatus::Available => {}
@@ -161,9 +163,17 @@ pub fn select(policy: &ExecutionPolicy, host: &HostFacts, choice: RunnerChoice) 
             return Ok(Selection { runner: kind, enforcement, skipped: to_skipped(&reasons) });
         }
         reasons.push(RunnerReason { runner: kind, reason: gap_summary(&enforcement) });
+        if accepted.is_none() && enforcement.gaps.iter().all(|g| policy.accept_gaps.contains(&g.restriction)) {
+            accepted = Some((kind, enforcement.clone()));
+        }
         if partial.as_ref().is_none_or(|(_, best)| enforcement.gaps.len() < best.gaps.len()) {
             partial = Some((kind, enforcement));
         }
+    }
+    // Every gap accepted by name: the run's result lists them, as with best effort.
+    if let Some((runner, enforcement)) = accepted {
+        let skipped = to_skipped(&reasons).into_iter().filter(|s| s.runner != runner).collect();
+        return Ok(Selection { runner, enforcement, skipped });
     }
     if policy.best_effort {
         if let Some((runner, enforcement)) = partial {

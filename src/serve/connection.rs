@@ -587,6 +587,7 @@ impl Connection {
             writable_roots: self.ceiling.writable_roots.clone(),
             network: self.ceiling.network,
             best_effort: self.ceiling.best_effort,
+            accept_gaps: self.ceiling.accept_gaps.clone(),
             allow_system_root: self.ceiling.allow_system_root,
             ..PolicyRequest::default()
         };

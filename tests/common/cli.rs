@@ -116,6 +116,7 @@ pub fn confined_unavailable() -> Option<String> {
             protected: vec![],
             network: false,
             best_effort: false,
+            accept_gaps: Vec::new(),
             allow_unix_sockets: Vec::new(),
             allow_hosts: Default::default(),
         };

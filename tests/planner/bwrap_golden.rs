@@ -92,6 +92,7 @@ impl Case {
                 protected: Vec::new(),
                 network: false,
                 best_effort: false,
+                accept_gaps: Vec::new(),
                 allow_unix_sockets: Vec::new(),
                 allow_hosts: Default::default(),
             },
