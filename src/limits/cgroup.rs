@@ -471,7 +471,7 @@ pub fn probe_host(euid: u32) -> HostLimits {
         explicit: Vec::new(),
     });
     let cg = RunCgroup::create(&layout, &format!("{CGROUP_PREFIX}probe-{}", std::process::id()), &limits);
-    let plan = plan_limits(&limits, cg.coverage(), euid, true, &cg.why_not());
+    let plan = plan_limits(&limits, cg.coverage(), super::nproc_exempt(euid), true, &cg.why_not());
     drop(cg);
     HostLimits {
         memory: limits.memory,

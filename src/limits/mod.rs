@@ -18,9 +18,10 @@
 //! 2. **rlimits** set by the child on itself ([`plan_limits`]): `RLIMIT_CPU` always
 //!    (CPU seconds per process: a process that forks gets a fresh budget per child;
 //!    the run's wall time is bounded by its timeout); `RLIMIT_NPROC` when no pids
-//!    cgroup exists and the uid is not 0 (the kernel exempts uid 0; inside a user
-//!    namespace it counts the run's own processes, outside it every process of the
-//!    uid, so there only an explicit limit is applied); `RLIMIT_DATA` when no memory
+//!    cgroup exists and the kernel applies it to the uid ([`nproc_exempt`]: it exempts
+//!    the host's root, but not the root of a rootless container, which is another uid
+//!    of the host; inside a user namespace it counts the run's own processes, outside
+//!    it every process of the uid, so there only an explicit limit is applied); `RLIMIT_DATA` when no memory
 //!    cgroup exists and the caller set the limit explicitly (per process, not the
 //!    run's total: a gap; it also counts reserved address space, which
 //!    AddressSanitizer's shadow memory cannot live with, so a default is not applied).
@@ -332,10 +333,41 @@ pub struct LimitPlan {
     pub gaps: Vec<(Restriction, String)>,
 }
 
+/// Whether the kernel exempts a process of uid `euid` from `RLIMIT_NPROC`: its uid is
+/// the host's root (the initial user namespace's uid 0). The root of a rootless
+/// container is another uid of the host (its `uid_map` says which), and is not exempt;
+/// capabilities, the kernel's other exemption, are dropped in every confined run.
+/// Reads `/proc/self/uid_map` only for uid 0.
+pub fn nproc_exempt(euid: u32) -> bool {
+    if euid != 0 {
+        return false;
+    }
+    match std::fs::read_to_string("/proc/self/uid_map") {
+        Ok(map) => maps_to_host_root(&map, euid),
+        Err(_) => true,
+    }
+}
+
+/// Whether `uid` maps to the host's uid 0 in `uid_map` text (pure).
+pub fn maps_to_host_root(uid_map: &str, uid: u32) -> bool {
+    uid_map.lines().any(|l| {
+        let f: Vec<u64> = l.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+        matches!(f[..], [inside, outside, count] if u64::from(uid) >= inside && u64::from(uid) < inside + count
+            && outside + (u64::from(uid) - inside) == 0)
+    })
+}
+
 /// Plan the rlimits and the report for `limits`, given what the cgroups covered,
-/// the caller's euid and whether the command gets its own user namespace (pure).
-/// `why_no_cgroup` explains a missing controller.
-pub fn plan_limits(limits: &Limits, coverage: Coverage, euid: u32, userns: bool, why_no_cgroup: &str) -> LimitPlan {
+/// whether the kernel exempts the caller's uid from `RLIMIT_NPROC` ([`nproc_exempt`])
+/// and whether the command gets its own user namespace (pure). `why_no_cgroup`
+/// explains a missing controller.
+pub fn plan_limits(
+    limits: &Limits,
+    coverage: Coverage,
+    nproc_exempt: bool,
+    userns: bool,
+    why_no_cgroup: &str,
+) -> LimitPlan {
     let mut rlimits = Vec::new();
     let mut gaps = Vec::new();
     let pids_by = match coverage.pids {
@@ -343,11 +375,11 @@ pub fn plan_limits(limits: &Limits, coverage: Coverage, euid: u32, userns: bool,
         // In a user namespace the kernel counts the run's own processes; outside one,
         // every process (thread) of the uid: stricter than asked, never looser, but a
         // default could starve a busy desktop session, so only an explicit limit.
-        None if euid != 0 && (userns || limits.explicit.contains(&Resource::Pids)) => {
+        None if !nproc_exempt && (userns || limits.explicit.contains(&Resource::Pids)) => {
             rlimits.push((RLIMIT_NPROC, limits.pids, limits.pids));
             Mechanism::Rlimit
         }
-        None if euid != 0 => {
+        None if !nproc_exempt => {
             gaps.push((
                 Restriction::LimitPids,
                 format!(
@@ -360,7 +392,10 @@ pub fn plan_limits(limits: &Limits, coverage: Coverage, euid: u32, userns: bool,
         None => {
             gaps.push((
                 Restriction::LimitPids,
-                format!("RLIMIT_NPROC does not apply to uid 0 and no pids cgroup could be created: {why_no_cgroup}"),
+                format!(
+                    "RLIMIT_NPROC does not apply to the host's uid 0 and no pids cgroup could be created: \
+                     {why_no_cgroup}"
+                ),
             ));
             Mechanism::None
         }
@@ -423,7 +458,7 @@ impl RunLimits {
     /// `euid`; `userns`: the command gets its own user namespace.
     pub fn prepare(layout: &CgroupLayout, name: &str, limits: &Limits, euid: u32, userns: bool) -> RunLimits {
         let cgroup = RunCgroup::create(layout, name, limits);
-        let plan = plan_limits(limits, cgroup.coverage(), euid, userns, &cgroup.why_not());
+        let plan = plan_limits(limits, cgroup.coverage(), nproc_exempt(euid), userns, &cgroup.why_not());
         RunLimits { limits: limits.clone(), cgroup, plan }
     }
 
@@ -582,33 +617,42 @@ mod tests {
     }
 
     #[test]
+    fn only_the_host_root_is_exempt_from_rlimit_nproc() {
+        // The host, a rootful container: uid 0 is the host's root.
+        assert!(maps_to_host_root("         0          0 4294967295\n", 0));
+        // A rootless container: its root is uid 1001 of the host.
+        assert!(!maps_to_host_root("         0       1001          1\n         1     100000      65536\n", 0));
+        assert!(!nproc_exempt(1000));
+    }
+
+    #[test]
     fn plan_prefers_cgroups_and_names_each_gap() {
         let l = lim(1 << 30, 64, Some(2));
         let full = Coverage { memory: Some(Mechanism::CgroupV1), pids: Some(Mechanism::CgroupV1) };
-        let p = plan_limits(&l, full, 0, false, "");
+        let p = plan_limits(&l, full, true, false, "");
         assert!(p.gaps.is_empty());
         assert_eq!(p.rlimits, vec![(RLIMIT_CPU, 2, 3)]);
         // Root without cgroups: pids is a gap (uid 0 ignores RLIMIT_NPROC); a default
         // memory limit is not applied as RLIMIT_DATA, an explicit one is (per process).
-        let p = plan_limits(&l, Coverage::default(), 0, false, "read-only");
+        let p = plan_limits(&l, Coverage::default(), true, false, "read-only");
         let names: Vec<_> = p.gaps.iter().map(|(r, _)| *r).collect();
         assert_eq!(names, vec![Restriction::LimitPids, Restriction::LimitMemory]);
         assert_eq!(p.rlimits, vec![(RLIMIT_CPU, 2, 3)]);
         assert_eq!((p.applied.pids_by, p.applied.memory_by), (Mechanism::None, Mechanism::None));
         let explicit = Limits { explicit: vec![Resource::Memory], ..l.clone() };
-        let p = plan_limits(&explicit, Coverage::default(), 0, false, "read-only");
+        let p = plan_limits(&explicit, Coverage::default(), true, false, "read-only");
         assert!(p.rlimits.contains(&(RLIMIT_DATA, 1 << 30, 1 << 30)));
         assert_eq!(p.applied.memory_by, Mechanism::Rlimit);
         // Unprivileged without cgroups: RLIMIT_NPROC holds the pids.
-        let p = plan_limits(&l, Coverage::default(), 1000, true, "x");
+        let p = plan_limits(&l, Coverage::default(), false, true, "x");
         assert!(p.rlimits.contains(&(RLIMIT_NPROC, 64, 64)));
         assert_eq!(p.applied.pids_by, Mechanism::Rlimit);
         assert_eq!(p.gaps.len(), 1);
         // Outside a user namespace only an explicit limit is applied (it counts the whole uid).
-        let p = plan_limits(&l, Coverage::default(), 1000, false, "x");
+        let p = plan_limits(&l, Coverage::default(), false, false, "x");
         assert_eq!(p.applied.pids_by, Mechanism::None);
         let explicit = Limits { explicit: vec![Resource::Pids], ..l.clone() };
-        let p = plan_limits(&explicit, Coverage::default(), 1000, false, "x");
+        let p = plan_limits(&explicit, Coverage::default(), false, false, "x");
         assert_eq!(p.applied.pids_by, Mechanism::Rlimit);
         assert_eq!(p.applied.tmpfs_size, 1 << 28);
     }

@@ -170,6 +170,17 @@ refused userns "a user namespace was created inside the run"
 run mount escape $FLAGS -- "$P" mount-tmpfs "$ws"
 refused mount "a tmpfs was mounted inside the run"
 
+# An explicit process limit: where the run happens, at most 32 processes (the probe's
+# fork loop reports how many children it got).
+# shellcheck disable=SC2086
+run limit-pids escape $FLAGS --limit-pids 32 -- "$P" fork-loop 64 3000
+forked=$(printf '%s' "$res" | grep -o 'forked=[0-9]*' | head -n 1 | cut -d= -f2)
+if [ -n "$forked" ] && [ "$forked" -gt 32 ]; then
+    effect limit-pids ESCAPE "$forked processes under --limit-pids 32"
+else
+    effect limit-pids ok
+fi
+
 # ---- positive controls (judged by suite.py: the command must succeed)
 # shellcheck disable=SC2086
 run ctl-edit control $FLAGS -c 'set -e; echo a > f; mv f g; ln g h; : > g; mkdir d; mv h d/; rm -r d g; echo ok'
