@@ -195,7 +195,14 @@ pub async fn diagnose() -> DoctorReport {
         ));
     }
     let limits = crate::limits::probe_host(host.euid);
-    if !limits.gaps.is_empty() && host.os == "linux" {
+    if !limits.gaps.is_empty() && host.os == "linux" && in_container().is_some() {
+        next_steps.push(
+            "the container's cgroup file system is read-only, so the run's memory is not limited as a whole (and \
+             as the host's root, nor its processes): give cordon a writable cgroup v2 with memory and pids \
+             delegated (docs/containers.md, \"Limits\"), or limit the container itself"
+                .into(),
+        );
+    } else if !limits.gaps.is_empty() && host.os == "linux" {
         next_steps.push(
             "without a memory cgroup the run's memory is not limited as a whole: run cordon as root, or inside a \
              delegated cgroup v2 subtree with memory and pids enabled (e.g. `systemd-run --user --scope -p \
@@ -217,6 +224,22 @@ pub async fn diagnose() -> DoctorReport {
         next_steps,
         confined_ok,
     }
+}
+
+/// The container runtime cordon runs under, when it can tell (`container` set by
+/// Podman and systemd-nspawn, `/run/.containerenv`, `/.dockerenv`, a Kubernetes
+/// service variable): only the wording of the next steps depends on it.
+pub fn in_container() -> Option<&'static str> {
+    if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+        return Some("Kubernetes");
+    }
+    if std::path::Path::new("/run/.containerenv").exists() {
+        return Some("Podman");
+    }
+    if std::path::Path::new("/.dockerenv").exists() {
+        return Some("Docker");
+    }
+    std::env::var_os("container").map(|_| "container")
 }
 
 fn next_steps(host: &HostFacts, runners: &[(RunnerKind, ProbeStatus)], apparmor: Option<&str>) -> Vec<String> {
@@ -251,13 +274,36 @@ fn next_steps(host: &HostFacts, runners: &[(RunnerKind, ProbeStatus)], apparmor:
     if let Some(cap) = host.landlock_abi_cap {
         steps.push(format!("CORDON_LANDLOCK_ABI_MAX={cap} is set: unset it to use the kernel's ABI"));
     }
-    if let Namespaces::Unavailable { reason } = &host.namespaces {
+    let container = in_container();
+    if let (Namespaces::Unavailable { reason }, Some(runtime)) = (&host.namespaces, container) {
+        // Inside a container it is the runtime's settings, not the kernel's sysctls.
+        steps.push(format!(
+            "this {runtime} container's seccomp profile (or its missing capabilities) refuses the sandbox's \
+             namespaces, so fs-write (device nodes), fs-metadata, protected-paths, private-tmp and ipc are gaps: \
+             allow namespaces with a seccomp profile that permits clone/unshare with namespace flags and the mount \
+             API (Podman's default, /usr/share/containers/seccomp.json; Kubernetes `seccompProfile: {{type: \
+             Localhost}}` with such a profile, or `Unconfined`), or accept exactly these gaps: --accept-gaps \
+             container (docs/containers.md) ({reason})"
+        ));
+    } else if let Namespaces::Unavailable { reason } = &host.namespaces {
         let fix = if apparmor == Some("1") {
             "allow unprivileged user namespaces: sysctl kernel.apparmor_restrict_unprivileged_userns=0 (or an AppArmor profile granting userns to cordon)"
         } else {
             "allow unprivileged user namespaces: sysctl kernel.unprivileged_userns_clone=1 and user.max_user_namespaces > 0, or run as root"
         };
         steps.push(format!("{fix} ({reason})"));
+    }
+    if let crate::host::ProcMount::Refused { reason } = &host.proc_mount {
+        if host.namespaces.available() {
+            steps.push(format!(
+                "no fresh /proc can be mounted, so confined runs keep {} /proc without a pid namespace of their \
+                 own (no gap: Landlock and seccomp keep other processes out; docs/containers.md) and --runner bwrap \
+                 is unavailable: unmask /proc (Kubernetes `securityContext.procMount: Unmasked`, which needs \
+                 `hostUsers: false`; Podman `--security-opt unmask=ALL`; Docker `--security-opt \
+                 systempaths=unconfined`) ({reason})",
+                if container.is_some() { "the container's" } else { "this host's" }
+            ));
+        }
     }
     if host.bwrap.is_none() {
         steps.push(

@@ -279,12 +279,8 @@ pub fn interpret_canary(namespaces: Namespaces, r: &cordon_stage::canary::Canary
             "CLONE_NEWNS|CLONE_NEWPID|CLONE_NEWIPC"
         };
         let hint = match r.clone {
-            libc::EPERM => {
-                ": a seccomp profile that refuses namespaces does this (Docker's and containerd's default, \
-                 Kubernetes' RuntimeDefault); allow them (Podman's default profile, a custom profile, or \
-                 Unconfined), or see docs/containers.md for the Landlock-only container profile"
-            }
-            libc::ENOSPC | libc::EUSERS => ": the user namespace limit is reached (user.max_user_namespaces)",
+            libc::EPERM => " (as under a seccomp profile that refuses namespaces, such as Docker's default)",
+            libc::ENOSPC | libc::EUSERS => " (the user namespace limit, user.max_user_namespaces)",
             _ => "",
         };
         let reason = format!("creating the sandbox's namespaces failed: clone({flags}): {}{hint}", errno_text(r.clone));
@@ -317,10 +313,8 @@ pub fn interpret_canary(namespaces: Namespaces, r: &cordon_stage::canary::Canary
     } else {
         ProcMount::Refused {
             reason: format!(
-                "a fresh /proc cannot be mounted: {}: the container runtime masks parts of /proc, and the kernel \
-                 refuses a new proc mount in a user namespace while they are masked; runs keep this /proc \
-                 (read-only) without a pid namespace of their own (Kubernetes `procMount: Unmasked`, Podman and \
-                 Docker `--security-opt unmask=ALL` or `systempaths=unconfined` give them one)",
+                "a fresh /proc cannot be mounted: {} (the container runtime masks parts of /proc, and the \
+                 kernel refuses a new proc mount in a user namespace while they are masked)",
                 errno_text(r.proc)
             ),
         }
@@ -580,7 +574,7 @@ mod tests {
         let masked = CanaryReport { proc: libc::EPERM, ..ok };
         let (ns, proc) = interpret_canary(Namespaces::Direct, &masked);
         assert_eq!(ns, Namespaces::Direct);
-        assert!(matches!(&proc, ProcMount::Refused { reason } if reason.contains("procMount: Unmasked")), "{proc:?}");
+        assert!(matches!(&proc, ProcMount::Refused { reason } if reason.contains("masks parts of /proc")), "{proc:?}");
         // A mount step refused: no mount layer.
         let no_setattr = CanaryReport { setattr: libc::ENOSYS, ..ok };
         assert!(!interpret_canary(Namespaces::Direct, &no_setattr).0.available());
