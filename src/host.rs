@@ -327,30 +327,23 @@ pub fn interpret_canary(namespaces: Namespaces, r: &cordon_stage::canary::Canary
 const CANARY_CACHE: &str = "host-canary";
 
 /// What the canary's answer depends on, as one line: the boot, the identity and its
-/// capabilities, the mount, user and pid namespaces (a container has its own), the
-/// seccomp state and `no_new_privs` (a profile that refuses namespaces), cordon's
-/// version, and whether a user namespace is asked for. `None` when a part cannot be
-/// read (then the canary runs every time).
+/// capabilities, the mount namespace (a container has its own, and so has every
+/// namespaced run), the seccomp mode and `no_new_privs` (cordon inside a run of its
+/// own differs there), cordon's version, and whether a user namespace is asked for. `None` when a part
+/// cannot be read (then the canary runs every time). A handful of system calls: no
+/// `/proc/self/status`, which the kernel formats in full for every read.
 #[cfg(target_os = "linux")]
 pub fn canary_cache_key(user: bool, euid: u32, egid: u32) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     let boot = read_trim("/proc/sys/kernel/random/boot_id")?;
     let ns = |n: &str| std::fs::metadata(format!("/proc/self/ns/{n}")).ok().map(|m| m.ino());
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let field = |name: &str| {
-        status.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_string()).unwrap_or_default()
-    };
     let caps = cordon_stage::host::effective_capabilities()?;
+    let (seccomp, nnp) = cordon_stage::host::seccomp_and_no_new_privs();
     Some(format!(
-        "cordon {} canary 2 boot={boot} euid={euid} egid={egid} user={user} caps={caps:x} mnt={} userns={} pidns={} \
-         seccomp={} filters={} nnp={}",
+        "cordon {} canary 3 boot={boot} euid={euid} egid={egid} user={user} caps={caps:x} mnt={} seccomp={seccomp} \
+         nnp={nnp}",
         env!("CARGO_PKG_VERSION"),
         ns("mnt")?,
-        ns("user")?,
-        ns("pid")?,
-        field("Seccomp:"),
-        field("Seccomp_filters:"),
-        field("NoNewPrivs:"),
     ))
 }
 
@@ -361,8 +354,13 @@ pub fn canary_cache_key(user: bool, euid: u32, egid: u32) -> Option<String> {
 fn canary_cache_dir(euid: u32) -> Option<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let dir = std::env::temp_dir().join(format!("cordon-{euid}"));
-    let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
-    let meta = std::fs::symlink_metadata(&dir).ok()?;
+    let meta = match std::fs::symlink_metadata(&dir) {
+        Ok(m) => m,
+        Err(_) => {
+            std::fs::DirBuilder::new().mode(0o700).create(&dir).ok()?;
+            std::fs::symlink_metadata(&dir).ok()?
+        }
+    };
     (meta.is_dir() && meta.uid() == euid && meta.mode() & 0o077 == 0).then_some(dir)
 }
 
@@ -375,11 +373,13 @@ fn read_canary_cache(dir: &Path, key: &str, euid: u32) -> Option<cordon_stage::c
     let mut f =
         std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(dir.join(CANARY_CACHE)).ok()?;
     let meta = f.metadata().ok()?;
-    if !meta.is_file() || meta.uid() != euid || meta.mode() & 0o077 != 0 || meta.len() > 4096 {
+    if !meta.is_file() || meta.uid() != euid || meta.mode() & 0o077 != 0 {
         return None;
     }
-    let mut text = String::new();
-    f.read_to_string(&mut text).ok()?;
+    // One read: a line of key and a line of numbers, well under a page.
+    let mut buf = [0u8; 1024];
+    let n = f.read(&mut buf).ok()?;
+    let text = std::str::from_utf8(&buf[..n]).ok()?;
     let (stored, values) = text.split_once('\n')?;
     if stored != key {
         return None;

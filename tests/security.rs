@@ -2994,6 +2994,13 @@ fn degraded_hosts() -> Vec<(String, Vec<(String, String)>)> {
         "no-userns+abi-3".into(),
         vec![("CORDON_DISABLE_USERNS".into(), "1".into()), ("CORDON_LANDLOCK_ABI_MAX".into(), "3".into())],
     ));
+    // A container runtime's masked /proc: no fresh procfs, so no pid namespace of the
+    // run's own (the container suite, tests/containers, runs the real thing).
+    v.push(("no-fresh-proc".into(), vec![("CORDON_DISABLE_FRESH_PROC".into(), "1".into())]));
+    v.push((
+        "no-fresh-proc+abi-5".into(),
+        vec![("CORDON_DISABLE_FRESH_PROC".into(), "1".into()), ("CORDON_LANDLOCK_ABI_MAX".into(), "5".into())],
+    ));
     v
 }
 
@@ -3116,6 +3123,13 @@ fn degraded_battery(
     let r = run!(o, "vm-read", &[&v.pid_s(), &v.some_address()]);
     if r.ok {
         bad.push(("process-inspection", format!("process_vm_readv: {r:?}")));
+    }
+    // Priority changes: without a pid namespace the victim (and cordon) can be named.
+    let v = c.victim();
+    let nice = v.nice();
+    let r = run!(o, "setpriority", &[&v.pid_s(), "19"]);
+    if v.nice() != nice {
+        bad.push(("process-inspection", format!("reniced another process: {r:?}")));
     }
     // process-lifetime
     let mark = ws.join(format!("survivor-{}", c.unique()));

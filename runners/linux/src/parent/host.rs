@@ -21,6 +21,13 @@ pub fn seccomp_available() -> bool {
     unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 }
 }
 
+/// The calling thread's seccomp mode (`PR_GET_SECCOMP`: 0 none, 2 filter) and
+/// `no_new_privs` bit (`PR_GET_NO_NEW_PRIVS`); -1 where the kernel does not answer.
+pub fn seccomp_and_no_new_privs() -> (i32, i32) {
+    // SAFETY: prctl with integer arguments only.
+    unsafe { (libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0), libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)) }
+}
+
 /// The effective uid.
 pub fn euid() -> u32 {
     // SAFETY: geteuid cannot fail.
