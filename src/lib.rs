@@ -78,4 +78,6 @@ pub use result::{
 };
 pub use runner::RunnerFailure;
 pub use session::{GoverningFiles, SessionEvent};
-pub use vocab::{ProbeStatus, Restriction, RunnerChoice, RunnerKind};
+pub use vocab::{
+    parse_accepted_gaps, ProbeStatus, Restriction, RunnerChoice, RunnerKind, CONTAINER_GAPS, CONTAINER_PROFILE,
+};

@@ -266,8 +266,8 @@ pub(super) async fn finish(
     });
     #[cfg(not(target_os = "linux"))]
     let network_log = None;
-    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
     let unobserved = super::launch::take_unobserved(&l.denials);
+    #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
     let mut denials: Vec<Denial> = super::launch::take_denials(&l.denials);
     // Every entry comes from the supervisor's own observations; the command's stderr
     // only links its lines to them (docs/denials.md).

@@ -142,7 +142,7 @@ pub struct PolicyRequest {
     /// Run even if the host cannot enforce every restriction (gaps are reported).
     pub best_effort: bool,
     /// Run when every restriction the host cannot enforce is one of these (a named
-    /// profile's gaps, e.g. [`crate::vocab::CONTAINER_GAPS`]); any other gap still
+    /// profile's gaps, e.g. [`crate::CONTAINER_GAPS`]); any other gap still
     /// refuses the run unless `best_effort`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub accept_gaps: Vec<crate::vocab::Restriction>,
