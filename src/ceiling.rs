@@ -624,8 +624,34 @@ mod tests {
         let mut wide = ok.clone();
         wide.policy.mode = Mode::FullAccess;
         assert_eq!(c.check_spec(&wide, &protected).unwrap_err().field().unwrap(), "mode");
-        let mut wide = ok;
+        let mut wide = ok.clone();
         wide.policy.network = true;
         assert_eq!(c.check_spec(&wide, &protected).unwrap_err().field().unwrap(), "network");
+        let mut wide = ok;
+        wide.policy.accept_gaps = vec![crate::Restriction::Ipc];
+        assert_eq!(c.check_spec(&wide, &protected).unwrap_err().field().unwrap(), "accept_gaps");
+    }
+
+    #[test]
+    fn accepted_gaps_are_the_ceilings_and_every_request_inherits_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = PolicyArgs {
+            mode: Some(Mode::WorkspaceWrite),
+            cwd: Some(dir.path().to_path_buf()),
+            accept_gaps: vec![crate::flags::parse_gap_set("container").unwrap()],
+            ..PolicyArgs::default()
+        };
+        let c = Ceiling::from_args(&CeilingArgs { policy, ..CeilingArgs::default() }).unwrap();
+        let mut want = crate::CONTAINER_GAPS.to_vec();
+        want.sort();
+        assert_eq!(c.accept_gaps, want);
+        let clamped = c.clamp(params("true")).unwrap();
+        assert_eq!(clamped.request.policy.accept_gaps, want);
+        let exec = crate::Executor::new(crate::ExecutorConfig::default()).unwrap();
+        let spec = exec.resolve(clamped.request).unwrap();
+        c.check_spec(&spec, &clamped.protected).unwrap();
+        // Shown in `hello` only when set.
+        assert!(c.to_json().to_string().contains("accept_gaps"));
+        assert!(!ceiling(dir.path(), Mode::ReadOnly).to_json().to_string().contains("accept_gaps"));
     }
 }

@@ -101,6 +101,7 @@ pub(crate) fn probe_report(host: &HostFacts) -> serde_json::Value {
             "namespaces": host.namespaces,
             "user_namespaces": matches!(host.namespaces, cordon::host::Namespaces::UserNamespace) || (host.is_root() && host.namespaces.available()),
             "mount_namespaces": host.namespaces.available(),
+            "proc_mount": host.proc_mount,
             "bwrap": host.bwrap,
         },
         "runners": runners,
@@ -127,6 +128,14 @@ pub(crate) fn print_probe(host: &HostFacts, report: &serde_json::Value) {
         cordon::host::Namespaces::Unavailable { reason } => format!("no: {reason}"),
     };
     outln!("  namespaces:       {ns}");
+    if host.namespaces.available() {
+        match &host.proc_mount {
+            cordon::host::ProcMount::Fresh => outln!("  fresh /proc:      yes (a pid namespace per run)"),
+            cordon::host::ProcMount::Refused { reason } => {
+                outln!("  fresh /proc:      no, so no pid namespace per run (docs/containers.md): {reason}")
+            }
+        }
+    }
     outln!("  bwrap:            {}", host.bwrap.as_ref().map_or("not found".into(), |p| p.display().to_string()));
     let l = &report["limits"];
     outln!("resource limits (defaults; mechanism)");

@@ -48,15 +48,20 @@ pub(crate) fn read_task_memory(pid: u32, addr: u64, buf: &mut [u8]) -> Option<us
     match cordon_stage::notify::read_memory(pid, addr, buf) {
         Ok(n) => Some(n),
         Err(e) => {
-            let errno = e.raw_os_error().unwrap_or(libc::EIO);
-            if !matches!(errno, libc::EFAULT | libc::EIO | libc::ESRCH) {
-                UNREAD.with(|u| {
-                    let (n, first) = u.get();
-                    u.set((n + 1, if n == 0 { errno } else { first }));
-                });
-            }
+            note_unread(e.raw_os_error().unwrap_or(libc::EIO));
             None
         }
+    }
+}
+
+/// Count a failed read on this thread, unless the task caused it (see
+/// [`read_task_memory`]).
+fn note_unread(errno: i32) {
+    if !matches!(errno, libc::EFAULT | libc::EIO | libc::ESRCH) {
+        UNREAD.with(|u| {
+            let (n, first) = u.get();
+            u.set((n + 1, if n == 0 { errno } else { first }));
+        });
     }
 }
 
@@ -269,6 +274,26 @@ fn serve(listener: OwnedFd, stop: &OwnedFd, mut s: Supervision) {
 #[cfg(test)]
 mod tests {
     use super::net::{is_name_service_probe, proxy_sockaddr};
+
+    #[test]
+    fn only_reads_the_task_did_not_cause_are_counted_and_reported() {
+        // A bad pointer or a task that is gone says nothing about the supervisor.
+        for errno in [libc::EFAULT, libc::EIO, libc::ESRCH] {
+            super::note_unread(errno);
+        }
+        assert_eq!(super::UNREAD.with(|u| u.get()), (0, 0));
+        // A refused read (a seccomp profile, ptrace rules) is counted, first errno kept.
+        super::note_unread(libc::EPERM);
+        super::note_unread(libc::EACCES);
+        let (count, errno) = super::UNREAD.with(|u| u.take());
+        assert_eq!((count, errno), (2, libc::EPERM));
+        let mut rec = super::record::Recorded::default();
+        rec.unread = Some((count, errno));
+        let u = rec.unobserved().unwrap();
+        assert_eq!(u.syscalls, 2);
+        assert!(u.reason.contains("Operation not permitted") && u.reason.contains("missing from denials"), "{u:?}");
+        assert!(super::record::Recorded::default().unobserved().is_none());
+    }
     use super::record::{names_path, Recorded};
     use super::*;
     use std::path::Path;
