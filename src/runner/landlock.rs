@@ -740,7 +740,7 @@ mod tests {
             run_dir: "/run/c/r1".into(),
             new_session: true,
             tmpfs_size: None,
-            home_cache: None,
+            private_dirs: Vec::new(),
             git_config: None,
         };
         let plan = LandlockRunner.plan(&input).unwrap();
