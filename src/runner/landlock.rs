@@ -742,6 +742,7 @@ mod tests {
             tmpfs_size: None,
             private_dirs: Vec::new(),
             git_config: None,
+            held: None,
         };
         let plan = LandlockRunner.plan(&input).unwrap();
         assert!(plan.namespaces.mount && plan.namespaces.ipc && !plan.namespaces.pid, "{:?}", plan.namespaces);
