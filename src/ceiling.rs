@@ -172,6 +172,12 @@ pub struct CeilingArgs {
     /// (not part of the ceiling: a grant is one call's, approved by a person or policy).
     #[command(flatten)]
     pub approval: crate::flags::ApprovalArgs,
+    /// Keep the private caches of every workspace-write request's run in DIR across
+    /// runs, as `cordon run --cache-dir` does (requests cannot name another): DIR/caches
+    /// becomes writable, DIR/layers keeps what runs add to the private layers over
+    /// ~/.cache and the toolchain homes.
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// The widest policy a connection may use. Built once from the server flags, with
@@ -204,6 +210,10 @@ pub struct Ceiling {
     pub allow_hosts: crate::proxy::AllowList,
     /// Limits every request gets by default and may only lower.
     pub limits: crate::limits::LimitRequest,
+    /// The cache directory of every workspace-write request (`--cache-dir`; canonical,
+    /// checked again for each request as `cordon run` checks its own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_dir: Option<PathBuf>,
 }
 
 impl CeilingArgs {
@@ -237,6 +247,13 @@ impl Ceiling {
             allow_unix_sockets: policy.allow_unix_sockets,
             allow_hosts: policy.allow_hosts,
             limits: args.limits.request(),
+            cache_dir: match &args.cache_dir {
+                Some(d) => Some(
+                    d.canonicalize()
+                        .map_err(|e| crate::error::PolicyError::CacheDir { path: d.clone(), why: e.to_string() })?,
+                ),
+                None => None,
+            },
         })
     }
 
@@ -418,6 +435,9 @@ impl Ceiling {
             ..PolicyRequest::default()
         };
         req.limits = self.clamp_limits(params.limits)?;
+        if writes {
+            req.cache_dir = self.cache_dir.clone();
+        }
         Ok(Clamped { request: req, protected })
     }
 
@@ -462,9 +482,14 @@ impl Ceiling {
                 format!("`{}` is not allowed by the server", s.display()),
             ));
         }
+        // The server's own cache directory, and only its writable part.
+        if spec.cache_dir.is_some() && spec.cache_dir != self.cache_dir {
+            return Err(CeilingError::exceeded("cache_dir", "resolved with another cache directory"));
+        }
+        let caches = spec.cache_dir.as_ref().map(|d| d.join(crate::request::CACHE_DIR_CACHES));
         if p.mode == Mode::WorkspaceWrite {
             for w in p.writable() {
-                if !self.allows_write_under(&w) {
+                if !self.allows_write_under(&w) && caches.as_ref() != Some(&w) {
                     return Err(CeilingError::exceeded(
                         "writable_roots",
                         format!("`{}` resolved outside the ceiling", w.display()),
@@ -653,5 +678,34 @@ mod tests {
         // Shown in `hello` only when set.
         assert!(c.to_json().to_string().contains("accept_gaps"));
         assert!(!ceiling(dir.path(), Mode::ReadOnly).to_json().to_string().contains("accept_gaps"));
+    }
+
+    #[test]
+    fn the_cache_dir_is_the_servers_for_every_workspace_write_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        let cache = dir.path().join("cache");
+        for d in [&ws, &cache] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        }
+        let policy = PolicyArgs { cwd: Some(ws.clone()), ..PolicyArgs::default() };
+        let c = Ceiling::from_args(&CeilingArgs { policy, cache_dir: Some(cache.clone()), ..CeilingArgs::default() })
+            .unwrap();
+        let cache = cache.canonicalize().unwrap();
+        let clamped = c.clamp(params("true")).unwrap();
+        assert_eq!(clamped.request.cache_dir.as_deref(), Some(cache.as_path()));
+        let ro = c.clamp(RunParams { mode: Some(Mode::ReadOnly), ..params("true") }).unwrap();
+        assert_eq!(ro.request.cache_dir, None, "read-only runs have no cache directory");
+        // Resolved: its `caches` part is a writable root, which the ceiling accepts;
+        // another cache directory it does not.
+        let exec = crate::Executor::new(crate::ExecutorConfig::default()).unwrap();
+        let protected = clamped.protected.clone();
+        let spec = exec.resolve(clamped.request).unwrap();
+        assert!(spec.policy.writable_roots.contains(&cache.join(crate::request::CACHE_DIR_CACHES)), "{spec:?}");
+        c.check_spec(&spec, &protected).unwrap();
+        let mut other = spec;
+        other.cache_dir = Some(dir.path().canonicalize().unwrap());
+        assert_eq!(c.check_spec(&other, &protected).unwrap_err().field().unwrap(), "cache_dir");
     }
 }

@@ -119,14 +119,27 @@ pub struct Request {
     /// off only trades the `file-write` denial reports for speed, never enforcement:
     /// see docs/denials.md).
     pub observe_writes: bool,
-    /// Keep the run's private caches (`XDG_CACHE_HOME`, `GOCACHE`, `PIP_CACHE_DIR`, ...) in this
-    /// directory across runs instead of the run's private `TMPDIR`: an existing
-    /// directory the caller owns, not group- or world-writable, outside the workspace
-    /// and every writable root, and allowed as a writable root (not a system or
-    /// home-configuration directory). It becomes a writable root of the run.
-    /// `workspace-write` only (refused in `read-only`, ignored in `full-access`).
+    /// Keep the run's private caches in this directory across runs instead of
+    /// discarding them: an existing directory the caller owns, not group- or
+    /// world-writable, outside the workspace and every writable root, and allowed as a
+    /// writable root (not a system or home-configuration directory). Its
+    /// [`CACHE_DIR_CACHES`] subdirectory becomes a writable root of the run, where the
+    /// cache variables without a private layer point (`XDG_STATE_HOME`, ...); its
+    /// [`CACHE_DIR_LAYERS`] subdirectory keeps what runs add to the private layers over
+    /// the home's cache and the toolchain homes (Linux, overlayfs), which no run can
+    /// write except through its layers. `workspace-write` only (refused in `read-only`,
+    /// ignored in `full-access`).
     pub cache_dir: Option<PathBuf>,
 }
+
+/// The subdirectory of a cache directory ([`Request::cache_dir`]) that is a writable
+/// root of the run: where cache variables point.
+pub const CACHE_DIR_CACHES: &str = "caches";
+
+/// The subdirectory of a cache directory that holds the kept upper directories of the
+/// private layers (one `ENCODED-PATH/{upper,work,lock}` per layered directory). Never a
+/// writable root: a run changes it only through its layers.
+pub const CACHE_DIR_LAYERS: &str = "layers";
 
 impl Request {
     /// A request with every optional field at its default.
@@ -252,7 +265,7 @@ pub struct Spec {
     pub limits: Limits,
     /// Observe write-intent path syscalls (see [`Request::observe_writes`]).
     pub observe_writes: bool,
-    /// The checked, canonical cache directory (see [`Request::cache_dir`]), also one of
-    /// the policy's writable roots.
+    /// The checked, canonical cache directory (see [`Request::cache_dir`]); its
+    /// [`CACHE_DIR_CACHES`] subdirectory is one of the policy's writable roots.
     pub cache_dir: Option<PathBuf>,
 }

@@ -2715,12 +2715,40 @@ case!(fs_cache_dir_kept_only_where_the_caller_allows, |c| {
     let sent = c.sentinel(&c.outside.join(format!("beside-cache-{tag}")));
     let mut o = c.opts(WORKSPACE_WRITE);
     o.extra_args = vec!["--cache-dir".into(), s(&cache).into()];
-    let out = c.sh(&o, &format!("mkdir -p \"$GOCACHE\" && echo x > \"$GOCACHE/{tag}\" && echo \"$GOCACHE\""))?;
+    let out = c.sh(
+        &o,
+        &format!("mkdir -p \"$XDG_STATE_HOME\" && echo x > \"$XDG_STATE_HOME/{tag}\" && echo \"$XDG_STATE_HOME\""),
+    )?;
     assert_eq!(out.exit_code(), Some(0), "{out:?}");
-    assert!(out.out().trim().starts_with(s(&cache)), "GOCACHE not in the cache dir: {out:?}");
-    assert!(cache.join(".cache/go-build").join(&tag).exists(), "positive control: the cache file persists on the host");
+    assert!(out.out().trim().starts_with(s(&cache)), "XDG_STATE_HOME not in the cache dir: {out:?}");
+    assert!(
+        cache.join("caches/.local/state").join(&tag).exists(),
+        "positive control: the cache file persists on the host"
+    );
     c.probe_with(&o, "write", &[s(&sent.path), "pwned\n"])?.assert_refused("write beside the cache dir");
     sent.assert_unchanged("a file beside the cache directory");
+    // The home's private layers (~/.cache here, where GOCACHE's default lies) keep what
+    // a run adds in DIR/layers: the next run sees it, the host's ~/.cache does not, and
+    // no run writes DIR/layers itself.
+    let home_cache = c.id.home.join(".cache");
+    let before = home_cache.exists().then(|| tree(&home_cache));
+    let out = c.sh(
+        &o,
+        &format!("test -z \"$GOCACHE\" && mkdir -p ~/.cache/go-build && echo kept > ~/.cache/go-build/{tag}"),
+    )?;
+    assert_eq!(out.exit_code(), Some(0), "{out:?}");
+    let out = c.sh(&o, &format!("cat ~/.cache/go-build/{tag}"))?;
+    assert_eq!(out.out(), "kept\n", "the next run did not see the kept layer: {out:?}");
+    if let Some(before) = before {
+        assert_tree_unchanged(&before, &home_cache, "the host's ~/.cache");
+    }
+    assert_absent(&home_cache.join("go-build").join(&tag), "a kept layer wrote the host's ~/.cache");
+    let layers = cache.join("layers");
+    let kept: Vec<PathBuf> = fs::read_dir(&layers).unwrap().flatten().map(|e| e.path().join("upper")).collect();
+    assert!(kept.iter().any(|u| u.join("go-build").join(&tag).is_file()), "nothing kept in {kept:?}");
+    let planted = layers.join(format!("planted-{tag}"));
+    c.probe_with(&o, "create", &[s(&planted)])?.assert_refused("write DIR/layers directly");
+    assert_absent(&planted, "a run wrote DIR/layers directly");
     // Refusals: nothing runs.
     let inside = c.ws.join(format!("cache-{tag}"));
     c.mkdir(&inside);

@@ -95,10 +95,12 @@ pub(crate) struct RunArgs {
     /// had (workspace-write on Linux with overlayfs only).
     #[arg(long, conflicts_with_all = ["ask", "approver", "escalate_to"])]
     preview: bool,
-    /// Keep the private caches (XDG_CACHE_HOME, GOCACHE, PIP_CACHE_DIR, npm_config_cache,
-    /// ...) in DIR across runs instead of discarding them with the run's TMPDIR: a
-    /// directory you own, outside the workspace and writable roots, not a system or
-    /// home-configuration directory; it becomes writable (workspace-write only).
+    /// Keep the private caches in DIR across runs instead of discarding them with the
+    /// run: what runs add to ~/.cache and the toolchain homes (~/.cargo, ~/go, ~/.npm)
+    /// is kept in DIR/layers, and the cache variables without such a home point into
+    /// DIR/caches, which becomes writable. A directory you own, outside the workspace
+    /// and writable roots, not a system or home-configuration directory
+    /// (workspace-write only).
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
     /// Run a shell string with bash -c instead of PROGRAM ARGS.

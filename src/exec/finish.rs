@@ -280,6 +280,9 @@ pub(super) async fn finish(
     if let Some(dir) = &l.run_dir {
         let _ = std::fs::remove_dir_all(dir);
     }
+    // The run's namespace (and with it the overlays on the kept layers) is gone: the
+    // next run may write them.
+    drop(std::mem::take(&mut l.layer_locks));
     // The bwrap stage helper confined itself and executed the command only if it said
     // so before `execve`; anything else (a failed step, bubblewrap dying first) means
     // the command never ran in the complete sandbox.

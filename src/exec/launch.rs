@@ -307,6 +307,9 @@ pub(super) struct Launched {
     pub(super) policy: crate::policy::ExecutionPolicy,
     /// Host directories the command saw empty (see `LaunchPlan::hidden`).
     pub(super) hidden: Vec<PathBuf>,
+    /// The locks of the kept layers this run writes (see `keep_layer`), released when
+    /// the run is over.
+    pub(super) layer_locks: Vec<std::fs::File>,
     #[cfg(target_os = "linux")]
     pub(super) workdir: PathBuf,
     pub(super) exit_watch: ExitWatch,
@@ -363,8 +366,10 @@ impl Executor {
         // runners with a mount layer (see `runner::landlock::private_dirs`).
         let mount_layer = selection.runner == RunnerKind::Bwrap
             || (selection.runner == RunnerKind::Landlock && self.host.namespaces.available());
-        let mut private_dirs = Vec::new();
+        let mut private_dirs: Vec<crate::runner::PrivateDir> = Vec::new();
         let mut missing_homes = Vec::new();
+        // Each kept layer's lock, held for the run (see `keep_layer`).
+        let mut layer_locks: Vec<std::fs::File> = Vec::new();
         if policy.mode.is_confined() {
             let overlay = mount_layer && self.host.overlay.available();
             // Without overlayfs the cache's layer is an empty tmpfs: a variable that
@@ -392,6 +397,12 @@ impl Executor {
                     None => {}
                 }
             }
+            // With a cache directory, what the run adds to each layer is kept there.
+            if let Some(dir) = spec.cache_dir.as_ref().filter(|_| overlay) {
+                for d in &mut private_dirs {
+                    d.keep = keep_layer(dir, &d.path, &mut pins, &mut layer_locks);
+                }
+            }
         }
         // The run's private global git config (see `crate::gitconfig`).
         let git_config = (policy.mode.is_confined() && crate::gitconfig::wanted(&spec.env, &policy.writable()))
@@ -405,7 +416,7 @@ impl Executor {
             run_dir: run_dir_path.clone(),
             new_session: !interactive,
             tmpfs_size: Some(spec.limits.tmpfs_size()),
-            private_dirs,
+            private_dirs: private_dirs.clone(),
             git_config,
             held: match held {
                 Some(h) if selection.runner == RunnerKind::Landlock => {
@@ -486,11 +497,25 @@ impl Executor {
         if policy.mode.is_confined() {
             let tmpdir = plan.env.iter().find(|(k, _)| k == "TMPDIR").map(|(_, v)| PathBuf::from(v));
             // Where the command writes privately: its tmpfs mounts and layers. With a
-            // cache directory every cache variable goes there, to be kept.
-            let layers: Vec<PathBuf> = if spec.cache_dir.is_some() { Vec::new() } else { plan.private_mounts() };
+            // cache directory, only the layers whose changes are kept count: a cache
+            // variable whose default lies in another goes into the cache directory.
+            let not_kept: Vec<&Path> = private_dirs
+                .iter()
+                .filter(|d| spec.cache_dir.is_some() && !matches!(d.keep, crate::runner::Keep::Upper { .. }))
+                .map(|d| d.path.as_path())
+                .collect();
+            let layers: Vec<PathBuf> =
+                plan.private_mounts().into_iter().filter(|p| !not_kept.contains(&p.as_path())).collect();
             let writable = policy.writable();
             let view = crate::env::PrivateView { writable: &writable, layers: &layers, missing_homes: &missing_homes };
-            if let Some(base) = spec.cache_dir.clone().or(tmpdir) {
+            let kept = spec.cache_dir.as_ref().map(|d| d.join(crate::request::CACHE_DIR_CACHES));
+            // npm's debug log, which its error message names, is kept there too.
+            if let Some(k) = &kept {
+                if !env.iter().any(|(name, _)| name == "npm_config_logs_dir") {
+                    env.push(("npm_config_logs_dir".into(), k.join("npm-logs").into_os_string()));
+                }
+            }
+            if let Some(base) = kept.or(tmpdir) {
                 let private = crate::env::private_cache_env(&base, &env, view);
                 for (k, v) in private {
                     env.retain(|(name, _)| *name != k);
@@ -667,6 +692,7 @@ impl Executor {
             exit_watch: started.exit_watch,
             enforcement,
             hidden: plan.hidden.clone(),
+            layer_locks,
             selection,
             stdout,
             stderr,
@@ -875,6 +901,90 @@ fn pin_home_cache(pins: &mut crate::pin::Pins, env: &[(OsString, OsString)], eui
         make_home_cache(&home, euid);
     }
     pin_private_dir(pins, &cache)
+}
+
+/// Where a run keeps what it adds to the private layer over `layered` with the cache
+/// directory `cache_dir` (see [`crate::request::CACHE_DIR_LAYERS`]): the upper and
+/// work directories `LAYERS/NAME/{upper,work}` (made 0700 when missing; `NAME` is the
+/// layered path with `/` and every byte but `[A-Za-z0-9._-]` escaped as `%XX`), pinned,
+/// when this run gets `NAME/lock` (`flock`, held until the run ends); a run that finds
+/// the lock taken reads the kept upper directory as a layer above the host's and keeps
+/// nothing. [`crate::runner::Keep::Discard`] when the cache directory's filesystem is
+/// not one overlayfs takes as an upper layer for certain (a network or FUSE
+/// filesystem), or anything is amiss (a symlink, a name too long).
+fn keep_layer(
+    cache_dir: &Path,
+    layered: &Path,
+    pins: &mut crate::pin::Pins,
+    locks: &mut Vec<std::fs::File>,
+) -> crate::runner::Keep {
+    use crate::runner::Keep;
+    if !upper_capable(cache_dir) {
+        return Keep::Discard;
+    }
+    let mut name = String::new();
+    for b in layered.as_os_str().as_bytes() {
+        match *b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-' => name.push(char::from(*b)),
+            other => name.push_str(&format!("%{other:02X}")),
+        }
+    }
+    if name.len() > KEPT_LAYER_NAME_MAX {
+        return Keep::Discard;
+    }
+    let dir = cache_dir.join(crate::request::CACHE_DIR_LAYERS).join(name);
+    let (upper, work) = (dir.join("upper"), dir.join("work"));
+    let mk = |p: &Path| match std::fs::DirBuilder::new().mode(0o700).create(p) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+        _ => Ok(()),
+    };
+    let made = mk(&cache_dir.join(crate::request::CACHE_DIR_LAYERS))
+        .and_then(|_| mk(&dir))
+        .and_then(|_| mk(&upper))
+        .and_then(|_| mk(&work));
+    if made.is_err() {
+        return Keep::Discard;
+    }
+    // The overlay's root shows its upper directory's mode: the host directory's.
+    if let Ok(m) = std::fs::metadata(layered) {
+        let _ = std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(m.mode() & 0o7777));
+    }
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(dir.join("lock"));
+    let Ok(lock) = lock else { return Keep::Discard };
+    #[allow(deprecated, reason = "nix 0.32's Flock guard type takes the file by value; this one is kept for the run")]
+    let held = nix::fcntl::flock(lock.as_raw_fd(), nix::fcntl::FlockArg::LockExclusiveNonblock).is_ok();
+    if held && pins.add(&upper).is_ok() && pins.add(&work).is_ok() {
+        locks.push(lock);
+        return Keep::Upper { upper, work };
+    }
+    if !held && pins.add(&upper).is_ok() {
+        return Keep::ReadUpper { upper };
+    }
+    Keep::Discard
+}
+
+/// The longest name of a kept layer's directory (below `NAME_MAX`).
+const KEPT_LAYER_NAME_MAX: usize = 200;
+
+/// Whether the filesystem holding `dir` is one overlayfs takes as an upper layer
+/// (xattrs, whiteouts, `O_TMPFILE`, rename): ext2/3/4, XFS, Btrfs, F2FS, tmpfs.
+fn upper_capable(dir: &Path) -> bool {
+    const EXT: i64 = 0xEF53;
+    const XFS: i64 = 0x5846_5342;
+    const BTRFS: i64 = 0x9123_683E;
+    const F2FS: i64 = 0xF2F5_2010;
+    const TMPFS: i64 = 0x0102_1994;
+    nix::sys::statfs::statfs(dir).is_ok_and(|s| {
+        #[allow(clippy::useless_conversion, reason = "the field's type differs between architectures")]
+        let kind = i64::from(s.filesystem_type().0);
+        [EXT, XFS, BTRFS, F2FS, TMPFS].contains(&kind)
+    })
 }
 
 /// Create `HOME/.cache` (0700) when `HOME` (canonical, opened without following

@@ -434,6 +434,23 @@ fn runner_failed_is_an_error(result: RunResult) -> Result<RunResult, CordonError
     Err(CordonError::runner_failed(result.sandbox.runner, crate::runner::RunnerFailure::Helper { stderr }))
 }
 
+/// The subdirectory `name` of a checked cache directory, made (0700) when missing; a
+/// symlink or anything but a directory there is refused.
+fn cache_subdir(dir: &Path, name: &str) -> Result<PathBuf, CordonError> {
+    let sub = dir.join(name);
+    let refuse = |why: String| crate::error::PolicyError::CacheDir { path: sub.clone(), why };
+    match std::fs::DirBuilder::new().mode(0o700).create(&sub) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(refuse(e.to_string()).into()),
+    }
+    match std::fs::symlink_metadata(&sub) {
+        Ok(m) if m.is_dir() => Ok(sub),
+        Ok(_) => Err(refuse("not a directory (a symlink or a file)".into()).into()),
+        Err(e) => Err(refuse(e.to_string()).into()),
+    }
+}
+
 /// A request value above the executor's cap (`INVALID_REQUEST`, naming both).
 fn over_cap(field: &'static str, asked: String, cap: String) -> CordonError {
     CordonError::InvalidRequest { field, why: format!("{asked} is over the cap of {cap}") }
@@ -538,7 +555,9 @@ impl Executor {
             _ => None,
         };
         let mut policy_req = req.policy.clone();
-        policy_req.writable_roots.extend(cache_dir.iter().cloned());
+        if let Some(dir) = &cache_dir {
+            policy_req.writable_roots.push(cache_subdir(dir, crate::request::CACHE_DIR_CACHES)?);
+        }
         let policy = resolve_policy(&policy_req, &workdir)?;
         let timeout = match req.timeout {
             Some(t) if t.is_zero() => {

@@ -239,19 +239,22 @@ pub fn stage_mounts(input: &PlanInput<'_>) -> Vec<MountStep> {
     steps.push(MountStep::Proc { required: true });
     // The private layers bubblewrap binds (`--bind`), as the landlock runner makes
     // them: `/tmp` and `/dev/shm` before the exposed paths are attached (one may live
-    // there, and the stage's own `chdir` checks it), writable again below; the home's
-    // directories after the tree went read-only, so they stay writable (bubblewrap,
-    // in a user namespace of its own, could not make a read-only mount of this
-    // namespace writable again).
+    // there, and the stage's own `chdir` checks it), the home's directories after;
+    // all writable again once the tree went read-only (bubblewrap, in a user
+    // namespace of its own, could not make a read-only mount of this namespace
+    // writable again).
     if overlay {
         let paths: Vec<PathBuf> = exposed.iter().map(|(p, _)| p.clone()).collect();
         steps.extend(private_tmp_steps(input, &paths));
     }
     steps.extend(attach);
+    let (layers, layers_after) =
+        if overlay { private_dir_steps(input, &private_dirs(input)) } else { (Vec::new(), Vec::new()) };
+    steps.extend(layers);
     steps.push(MountStep::ReadOnlyRecursive);
     steps.push(MountStep::Writable { target: PathBuf::from("/proc") });
     if overlay {
-        steps.extend(private_dir_steps(input, &private_dirs(input)));
+        steps.extend(layers_after);
         for t in PRIVATE_TMPFS {
             steps.push(MountStep::Writable { target: PathBuf::from(t) });
         }

@@ -210,18 +210,20 @@ pub fn private_dirs(input: &PlanInput<'_>) -> Vec<PrivateDir> {
 }
 
 /// The mount steps that put the private layers over `dirs` (pure; see
-/// [`private_dirs`]): with overlayfs, one staging tmpfs ([`STAGING_HOME`]) holding
-/// the changes of every layer not kept elsewhere, and an overlay per directory; without, a fresh
-/// tmpfs on the home's cache. Mounted after the tree went read-only, so they stay
-/// writable.
-pub fn private_dir_steps(input: &PlanInput<'_>, dirs: &[PrivateDir]) -> Vec<MountStep> {
-    let mut steps = Vec::new();
+/// [`private_dirs`]), in two parts: what goes before the tree is made read-only, and
+/// what goes after. With overlayfs, one staging tmpfs ([`STAGING_HOME`]) holding the
+/// changes of every layer not kept elsewhere and an overlay per directory, all before
+/// (a kept upper directory must still be on a writable mount when its overlay is
+/// made), then each overlay writable again (through its mount's descriptor); without,
+/// a fresh tmpfs on the home's cache, after (a new mount stays writable).
+pub fn private_dir_steps(input: &PlanInput<'_>, dirs: &[PrivateDir]) -> (Vec<MountStep>, Vec<MountStep>) {
     if !input.host.overlay.available() {
-        steps.extend(dirs.iter().map(|d| MountStep::HostTmpfs { target: d.path.clone(), size: input.tmpfs_size }));
-        return steps;
+        let after = dirs.iter().map(|d| MountStep::HostTmpfs { target: d.path.clone(), size: input.tmpfs_size });
+        return (Vec::new(), after.collect());
     }
+    let mut before = Vec::new();
     if dirs.iter().any(|d| !matches!(d.keep, Keep::Upper { .. })) {
-        steps.push(MountStep::Staging { staging: STAGING_HOME, size: input.tmpfs_size });
+        before.push(MountStep::Staging { staging: STAGING_HOME, size: input.tmpfs_size });
     }
     for d in dirs {
         let (upper, above) = match &d.keep {
@@ -229,7 +231,7 @@ pub fn private_dir_steps(input: &PlanInput<'_>, dirs: &[PrivateDir]) -> Vec<Moun
             Keep::Upper { upper, work } => (LayerUpper::Kept { upper: upper.clone(), work: work.clone() }, Vec::new()),
             Keep::ReadUpper { upper } => (LayerUpper::Staged { staging: STAGING_HOME }, vec![upper.clone()]),
         };
-        steps.push(MountStep::Overlay {
+        before.push(MountStep::Overlay {
             target: d.path.clone(),
             pinned: true,
             above,
@@ -238,7 +240,8 @@ pub fn private_dir_steps(input: &PlanInput<'_>, dirs: &[PrivateDir]) -> Vec<Moun
             mountpoint_files: Vec::new(),
         });
     }
-    steps
+    let after = dirs.iter().map(|d| MountStep::Writable { target: d.path.clone() }).collect();
+    (before, after)
 }
 
 /// The staging tmpfs numbers: one for `/tmp`, one for `/dev/shm` (each with its own
@@ -471,11 +474,12 @@ pub const PRIVATE_TMPFS: [&str; 2] = ["/tmp", "/dev/shm"];
 ///    taken before anything is hidden; 3. a fresh `/proc`; 4. `/tmp` and `/dev/shm`
 ///    made private ([`private_tmp_steps`]: a private layer over the host's, or a fresh
 ///    tmpfs), with mount points for exposed paths that live there; 5. the exposed
-///    paths (shallow first), then protected paths on top; 6. everything read-only,
-///    then the private layers over the home's directories ([`private_dir_steps`];
-///    mounted after, so they stay writable), and every exposed tree `nodev,nosuid`
-///    (the private mounts are mounted so); 7. `/tmp`, `/dev/shm` and the writable
-///    roots writable again.
+///    paths (shallow first), then protected paths on top, then the private layers
+///    over the home's directories ([`private_dir_steps`]); 6. everything read-only,
+///    then the home's layers writable again (without overlayfs: the tmpfs on the
+///    home's cache, mounted now so that it stays writable), and every exposed tree
+///    `nodev,nosuid` (the private mounts are mounted so); 7. `/tmp`, `/dev/shm` and
+///    the writable roots writable again.
 ///
 /// Note: Landlock grants the private `/tmp` write access beneath it, and Landlock
 /// rules accumulate across mount points, so a read-only workspace attached under
@@ -516,8 +520,9 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
     }
     steps.extend(private_tmp_steps(input, &exposed));
     steps.extend(attach);
+    let (layers, layers_after) = private_dir_steps(input, &private_dirs(input));
+    steps.extend(layers);
     steps.push(MountStep::ReadOnlyRecursive);
-    steps.extend(private_dir_steps(input, &private_dirs(input)));
     if let Some(h) = input.held.as_ref().filter(|_| !held.is_empty()) {
         for (i, root) in held.iter().enumerate() {
             let (upper, work) = super::plan::held_dirs(i);
@@ -551,6 +556,7 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
             steps.push(MountStep::ReadOnly { target });
         }
     }
+    steps.extend(layers_after);
     // The attached trees keep their host mounts' flags: a host filesystem mounted
     // without nodev would let a device node in a writable root be opened (Landlock
     // grants writes there, and mknod's refusal does not cover nodes that already exist).
@@ -902,7 +908,11 @@ mod tests {
                 mountpoint_files: Vec::new(),
             }
         });
-        assert!(layer.is_some_and(|t| t > ro), "mounted after the tree went read-only: {:?}", plan.mounts);
+        // Mounted before the tree goes read-only (a kept upper must be on a writable
+        // mount then), and made writable again after, through its descriptor.
+        assert!(layer.is_some_and(|t| t < ro), "mounted before the tree went read-only: {:?}", plan.mounts);
+        let writable = plan.mounts.iter().position(|m| *m == MountStep::Writable { target: cache.clone() });
+        assert!(writable.is_some_and(|w| w > ro), "{:?}", plan.mounts);
         assert!(plan.mounts.contains(&MountStep::Staging { staging: STAGING_HOME, size: Some(1 << 20) }));
         assert_eq!(plan.landlock.as_ref().unwrap().write_in_child_tmpfs, std::slice::from_ref(&cache));
         assert!(plan.hidden.is_empty());

@@ -81,12 +81,17 @@ pub fn tmpfs_data(mode: &str, size: Option<u64>) -> String {
 /// hard link); plus `userxattr` in a user namespace (overlayfs then keeps its own
 /// attributes in `user.overlay.*`, the only namespace an unprivileged mounter may
 /// write).
-pub fn overlay_options(user_namespace: bool) -> &'static str {
+pub fn overlay_options(user_namespace: bool) -> Vec<(&'static str, Option<&'static str>)> {
+    let mut o = vec![
+        ("redirect_dir", Some("nofollow")),
+        ("index", Some("off")),
+        ("metacopy", Some("off")),
+        ("xino", Some("on")),
+    ];
     if user_namespace {
-        "redirect_dir=nofollow,index=off,metacopy=off,xino=on,userxattr"
-    } else {
-        "redirect_dir=nofollow,index=off,metacopy=off,xino=on"
+        o.push(("userxattr", None));
     }
+    o
 }
 
 /// Everything beneath a writable root except creating device nodes.
@@ -279,7 +284,32 @@ pub fn materialize(
         .filter_map(|m| if let MountStep::Clone { slot, .. } = m { Some(slot + 1) } else { None })
         .max()
         .unwrap_or(0);
-    let options = cstr(overlay_options(ns.user).as_bytes(), || "overlay options".into())?;
+    let options: Vec<(CString, Option<CString>)> = overlay_options(ns.user)
+        .into_iter()
+        .map(|(k, v)| {
+            let c = |t: &str| cstr(t.as_bytes(), || "overlay option".into());
+            Ok((c(k)?, v.map(c).transpose()?))
+        })
+        .collect::<Result<_, MaterializeError>>()?;
+    // Every overlay keeps its mount's descriptor in a slot after the staging tmpfs
+    // mounts', so that it is made writable again through it, never through a path.
+    let staging_slots = plan
+        .mounts
+        .iter()
+        .filter_map(|m| if let MountStep::Staging { staging, .. } = m { Some(staging + 1) } else { None })
+        .max()
+        .unwrap_or(0);
+    let overlay_slot = |index: usize| {
+        clone_slots
+            + staging_slots
+            + plan.mounts[..index].iter().filter(|m| matches!(m, MountStep::Overlay { .. })).count()
+    };
+    let layer_slot = |target: &Path| {
+        plan.mounts.iter().enumerate().find_map(|(i, m)| match m {
+            MountStep::Overlay { target: t, .. } if t == target => Some(overlay_slot(i)),
+            _ => None,
+        })
+    };
     let mut mounts = Vec::new();
     let mut slots = 0usize;
     for (index, m) in plan.mounts.iter().enumerate() {
@@ -349,6 +379,10 @@ pub fn materialize(
                 mountpoints: mountpoints.iter().map(|m| cpath(m)).collect::<Result<_, _>>()?,
                 mountpoint_files: mountpoint_files.iter().map(|m| cpath(m)).collect::<Result<_, _>>()?,
                 options: options.clone(),
+                slot: {
+                    slots = slots.max(overlay_slot(index) + 1);
+                    overlay_slot(index)
+                },
             },
             MountStep::Mkdir { path } => MountOp::Mkdir { path: cpath(path)? },
             MountStep::ReadOnlyRecursive => {
@@ -368,7 +402,7 @@ pub fn materialize(
                 Some(slot) => MountOp::SetAttrSlot { slot, recursive: true, set: MOUNT_ATTR_RDONLY, clear: 0 },
                 None => return Err(MaterializeError::Unpinned { path: target.clone() }),
             },
-            MountStep::Writable { target } => match attached_slot(target) {
+            MountStep::Writable { target } => match attached_slot(target).or_else(|| layer_slot(target)) {
                 Some(slot) => MountOp::SetAttrSlot { slot, recursive: false, set: 0, clear: MOUNT_ATTR_RDONLY },
                 // The private tmpfs mounts (already nodev, nosuid), in this fresh
                 // namespace before anything else runs there.

@@ -580,17 +580,17 @@ fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
                 i > ro
                     && (target == Path::new("/proc")
                         || binds.iter().any(|(_, f, b)| b == target && *f == "--bind")
-                        || (overlay && ["/tmp", "/dev/shm"].iter().any(|t| target == Path::new(t)))),
+                        || (overlay && tmpfs.iter().any(|t| opts[*t].1[0] == target.as_os_str()))),
                 "{name}: only /proc, writable binds and private layers are writable again: {target:?}"
             ),
-            // Private layers, each bound by bubblewrap: `/tmp` and `/dev/shm` before
-            // the exposed paths are attached (made writable again above), the home's
-            // after the tree went read-only (so they stay writable).
-            MountStep::Staging { .. } => assert!(overlay, "{name}: staging tmpfs"),
+            // Private layers, each bound by bubblewrap and made before the tree goes
+            // read-only (each is writable again after, above).
+            MountStep::Staging { .. } => assert!(overlay && i < ro, "{name}: staging tmpfs"),
             MountStep::Overlay { target, .. } => assert!(
                 overlay
+                    && i < ro
                     && tmpfs.iter().any(|t| opts[*t].1[0] == target.as_os_str())
-                    && (i > ro || target.starts_with("/tmp") || target.starts_with("/dev/shm")),
+                    && plan.mounts[ro..].contains(&MountStep::Writable { target: target.clone() }),
                 "{name}: a private layer {target:?} that bubblewrap binds"
             ),
             _ => {}

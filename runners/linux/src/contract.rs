@@ -91,11 +91,13 @@ pub enum MountOp {
     /// the overlay is the overlay inode's own pipe, and a unix socket file there
     /// accepts no `connect()` (overlayfs looks sockets up by the overlay's inode).
     ///
-    /// The mount data is `lowerdir=[ABOVE:...:]TARGET,upperdir=U,workdir=W[,options]`,
-    /// each directory named as `/proc/self/fd/N` of a descriptor the child opened (so
-    /// nothing is resolved by name twice), and the overlay is mounted through
-    /// `/proc/self/fd/N` of the target: on top of whatever is mounted there (the
-    /// staging tmpfs).
+    /// Made with the mount API (`fsopen("overlay")`, `fsconfig`, `fsmount`):
+    /// `lowerdir=[ABOVE:...:]TARGET`, `upperdir=U`, `workdir=W` and the options, each
+    /// directory named as `/proc/self/fd/N` of a descriptor the child opened (so
+    /// nothing is resolved by name twice); then attached (`move_mount`) onto the
+    /// target's open descriptor: on top of whatever is mounted there (the staging
+    /// tmpfs). The mount's descriptor is kept in `slot`, so a later
+    /// [`MountOp::SetAttrSlot`] sets its attributes without a path.
     Overlay {
         /// The directory covered; also the lowest layer.
         target: CString,
@@ -117,9 +119,11 @@ pub enum MountOp {
         /// directories (mount points for file trees attached later: a protected
         /// gitfile).
         mountpoint_files: Vec<CString>,
-        /// Extra mount options appended to the data, comma-separated (`userxattr` in a
-        /// user namespace, `index=off`, ...); empty for none.
-        options: CString,
+        /// Mount options: `(key, value)` (`fsconfig` string parameters such as
+        /// `index=off`) or `(key, None)` (flags such as `userxattr`).
+        options: Vec<(CString, Option<CString>)>,
+        /// Slot the overlay's mount descriptor is kept in.
+        slot: usize,
     },
     /// Create the file `path` (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0600) holding
     /// `content`: a per-run file seeded into a fresh private tmpfs (the command's

@@ -21,12 +21,13 @@ const PROC_FD_PATH_LEN: usize = 32;
 /// `FSOPEN_CLOEXEC`, `FSMOUNT_CLOEXEC` from `<linux/mount.h>`.
 const FSOPEN_CLOEXEC: libc::c_uint = 1;
 const FSMOUNT_CLOEXEC: libc::c_uint = 1;
-/// `FSCONFIG_SET_STRING`, `FSCONFIG_CMD_CREATE` from `<linux/mount.h>`.
+/// `FSCONFIG_SET_FLAG`, `FSCONFIG_SET_STRING`, `FSCONFIG_CMD_CREATE` from `<linux/mount.h>`.
+const FSCONFIG_SET_FLAG: libc::c_uint = 0;
 const FSCONFIG_SET_STRING: libc::c_uint = 1;
 const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
 
-/// Room for an overlay's mount data: three or four `/proc/self/fd/N` names and the
-/// plan's options (the parent keeps those short); longer data fails with `E2BIG`.
+/// Room for an overlay's `lowerdir`: a few `/proc/self/fd/N` names joined by `:`
+/// (longer fails with `E2BIG`).
 const OVERLAY_DATA_LEN: usize = 512;
 
 /// A NUL-terminated string built in a fixed buffer (no allocation in the child).
@@ -138,19 +139,8 @@ fn staging_tmpfs(p: &mut Prepared<'_>, slot: usize, params: &[(std::ffi::CString
             fail(p, Step::Mount, errno(), detail);
         }
     }
-    // SAFETY: fsconfig's create command takes no key or value.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_fsconfig,
-            fs.as_raw_fd(),
-            FSCONFIG_CMD_CREATE,
-            std::ptr::null::<libc::c_char>(),
-            std::ptr::null::<libc::c_void>(),
-            0,
-        )
-    };
-    if r != 0 {
-        fail(p, Step::Mount, errno(), detail);
+    if let Err(e) = fs_config(fs.as_raw_fd(), FSCONFIG_CMD_CREATE, std::ptr::null(), std::ptr::null()) {
+        fail(p, Step::Mount, e, detail);
     }
     let attrs = crate::contract::MOUNT_ATTR_NOSUID | crate::contract::MOUNT_ATTR_NODEV;
     // SAFETY: fsmount on the configured context above.
@@ -233,16 +223,28 @@ fn staged_dirs(
     (u, w)
 }
 
+/// `fsconfig(fs, cmd, key, value)` with raw pointers (null for none).
+fn fs_config(fs: RawFd, cmd: libc::c_uint, key: *const libc::c_char, value: *const libc::c_char) -> Result<(), i32> {
+    // SAFETY: fsconfig with an fd the child owns and NUL-terminated strings (or null)
+    // that outlive the call.
+    let r = unsafe { libc::syscall(libc::SYS_fsconfig, fs, cmd, key, value, 0) };
+    if r != 0 {
+        return Err(errno());
+    }
+    Ok(())
+}
+
 /// [`MountOp::Overlay`].
-fn overlay(p: &Prepared<'_>, op: &MountOp, detail: u32) {
-    let MountOp::Overlay { target, expect, lower_above, upper, mountpoints, mountpoint_files, options } = op else {
+fn overlay(p: &mut Prepared<'_>, op: &MountOp, detail: u32) {
+    let MountOp::Overlay { target, expect, lower_above, upper, mountpoints, mountpoint_files, options, slot } = op
+    else {
         return;
     };
-    let lower = open_target(p, target, expect.as_ref(), detail);
-    let mut above: [Option<OwnedFd>; MAX_LOWER_ABOVE] = [const { None }; MAX_LOWER_ABOVE];
-    if lower_above.len() > MAX_LOWER_ABOVE {
+    if *slot >= p.slots.len() || lower_above.len() > MAX_LOWER_ABOVE {
         fail(p, Step::Mount, libc::E2BIG, detail);
     }
+    let lower = open_target(p, target, expect.as_ref(), detail);
+    let mut above: [Option<OwnedFd>; MAX_LOWER_ABOVE] = [const { None }; MAX_LOWER_ABOVE];
     for (i, (path, want)) in lower_above.iter().enumerate() {
         above[i] = Some(open_checked(p, path, want, detail));
     }
@@ -278,41 +280,49 @@ fn overlay(p: &Prepared<'_>, op: &MountOp, detail: u32) {
         // SAFETY: the kernel returned a new fd that nothing else owns.
         drop(unsafe { OwnedFd::from_raw_fd(fd) });
     }
-    let mut data = DataBuf::new();
-    let built = (|| {
-        data.push(b"lowerdir=")?;
+    // SAFETY: fsopen with a static NUL-terminated name.
+    let fs = unsafe { libc::syscall(libc::SYS_fsopen, c"overlay".as_ptr(), FSOPEN_CLOEXEC) };
+    if fs < 0 {
+        fail(p, Step::Mount, errno(), detail);
+    }
+    #[allow(clippy::cast_possible_truncation, reason = "the kernel returns an fd (an int) widened to long")]
+    // SAFETY: the kernel returned a new fd that nothing else owns.
+    let fs = unsafe { OwnedFd::from_raw_fd(fs as RawFd) };
+    let configured = (|| {
+        let mut lowers = DataBuf::new();
         for fd in above.iter().flatten() {
-            data.push_fd(fd.as_raw_fd())?;
-            data.push(b":")?;
+            lowers.push_fd(fd.as_raw_fd())?;
+            lowers.push(b":")?;
         }
-        data.push_fd(lower.as_raw_fd())?;
-        data.push(b",upperdir=")?;
-        data.push_fd(u.as_raw_fd())?;
-        data.push(b",workdir=")?;
-        data.push_fd(w.as_raw_fd())?;
-        if !options.is_empty() {
-            data.push(b",")?;
-            data.push(options.as_bytes())?;
+        lowers.push_fd(lower.as_raw_fd())?;
+        fs_config(fs.as_raw_fd(), FSCONFIG_SET_STRING, c"lowerdir".as_ptr(), lowers.as_ptr())?;
+        for (key, fd) in [(c"upperdir", &u), (c"workdir", &w)] {
+            let mut dir = DataBuf::new();
+            dir.push_fd(fd.as_raw_fd())?;
+            fs_config(fs.as_raw_fd(), FSCONFIG_SET_STRING, key.as_ptr(), dir.as_ptr())?;
         }
-        Ok(())
+        for (key, value) in options {
+            match value {
+                Some(v) => fs_config(fs.as_raw_fd(), FSCONFIG_SET_STRING, key.as_ptr(), v.as_ptr())?,
+                None => fs_config(fs.as_raw_fd(), FSCONFIG_SET_FLAG, key.as_ptr(), std::ptr::null())?,
+            }
+        }
+        fs_config(fs.as_raw_fd(), FSCONFIG_CMD_CREATE, std::ptr::null(), std::ptr::null())
     })();
-    if let Err(e) = built {
+    if let Err(e) = configured {
         fail(p, Step::Mount, e, detail);
     }
-    let mut at = [0u8; PROC_FD_PATH_LEN];
-    proc_fd_path(lower.as_raw_fd(), &mut at);
-    // SAFETY: mount with static strings, the local NUL-terminated buffers above.
-    let r = unsafe {
-        libc::mount(
-            c"overlay".as_ptr(),
-            at.as_ptr() as *const libc::c_char,
-            c"overlay".as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV,
-            data.as_ptr() as *const libc::c_void,
-        )
-    };
-    if r != 0 {
+    let attrs = crate::contract::MOUNT_ATTR_NOSUID | crate::contract::MOUNT_ATTR_NODEV;
+    // SAFETY: fsmount on the configured context above.
+    let m = unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) };
+    if m < 0 {
         fail(p, Step::Mount, errno(), detail);
+    }
+    #[allow(clippy::cast_possible_truncation, reason = "the kernel returns an fd (an int) widened to long")]
+    let m = m as RawFd;
+    p.slots[*slot] = m;
+    if let Err(e) = attach_onto(m, &lower) {
+        fail(p, Step::Mount, e, detail);
     }
 }
 
