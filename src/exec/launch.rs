@@ -973,7 +973,15 @@ fn keep_layer(
 const KEPT_LAYER_NAME_MAX: usize = 200;
 
 /// Whether the filesystem holding `dir` is one overlayfs takes as an upper layer
-/// (xattrs, whiteouts, `O_TMPFILE`, rename): ext2/3/4, XFS, Btrfs, F2FS, tmpfs.
+/// (xattrs, whiteouts, `O_TMPFILE`, rename): ext2/3/4, XFS, Btrfs, F2FS, tmpfs. Never
+/// off Linux (no overlayfs).
+#[cfg(not(target_os = "linux"))]
+fn upper_capable(_dir: &Path) -> bool {
+    false
+}
+
+/// See the other-OS version above.
+#[cfg(target_os = "linux")]
 fn upper_capable(dir: &Path) -> bool {
     const EXT: i64 = 0xEF53;
     const XFS: i64 = 0x5846_5342;
