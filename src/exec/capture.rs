@@ -21,8 +21,10 @@
 //! written more than [`SPILL_RETENTION`] ago is removed. Nothing else is touched: only
 //! regular files (never a symlink, never followed) owned by this euid whose names have
 //! exactly the spill shape `out-<pid>-<run>-<12 letters or digits>` (or `err-`), and
-//! per-run directories a killed cordon left (`run-<pid>-<run>-<8 hex digits>`, real
-//! directories of this euid, by the same age and writer rule).
+//! per-run directories a killed cordon left (`run-<pid>-<run>-<8 hex digits>`, and the
+//! held-writes storage `held-<pid>-<run>-<8 hex digits>`: real directories of this
+//! euid, by the same age and writer rule; removed without following symlinks, however
+//! deep, and through the mode-0 work directories overlayfs leaves).
 //!
 //! What it does not do: it does not read pipes itself (the executor drains them).
 
@@ -59,9 +61,10 @@ pub fn spill_writer_pid(name: &str) -> Option<u32> {
 }
 
 /// The pid of the cordon process that made a per-run directory named `name`, if the
-/// name has exactly the shape the executor gives them: `run-<pid>-<run>-<8 hex digits>`.
+/// name has exactly the shape the executor gives them: `run-<pid>-<run>-<8 hex digits>`
+/// (or `held-`: a run's held-writes storage, see `crate::exec::Held`).
 pub fn run_dir_writer_pid(name: &str) -> Option<u32> {
-    let rest = name.strip_prefix("run-")?;
+    let rest = name.strip_prefix("run-").or_else(|| name.strip_prefix("held-"))?;
     let mut parts = rest.split('-');
     let (pid, run, rand) = (parts.next()?, parts.next()?, parts.next()?);
     let digits = |s: &str| !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit());
@@ -107,15 +110,25 @@ pub fn sweep_stale_spills(
         if !old || alive(pid) {
             continue;
         }
-        // unlink removes the name itself; it never follows a symlink. `remove_dir_all`
-        // does not follow symlinks either (it works relative to opened directories).
+        // unlink removes the name itself; it never follows a symlink. Nor does the
+        // directory removal (it works relative to opened directories).
         let path = dir.join(&name);
-        let gone = if is_dir { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+        let gone = if is_dir { remove_private_dir(&path) } else { std::fs::remove_file(&path) };
         if gone.is_ok() {
             removed.push(path);
         }
     }
     removed
+}
+
+/// Remove a directory of cordon's state directory with everything in it, without
+/// following symlinks: on Linux also through unreadable directories (overlayfs's mode-0
+/// work directory in a held-writes storage) and trees of any depth.
+fn remove_private_dir(path: &Path) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    return crate::layer::apply::remove_storage(path);
+    #[cfg(not(target_os = "linux"))]
+    std::fs::remove_dir_all(path)
 }
 
 /// One stream's capture state.
@@ -532,9 +545,15 @@ mod tests {
             assert_eq!(spill_writer_pid(foreign), None, "{foreign}");
         }
         assert_eq!(run_dir_writer_pid("run-42-3-0badf00d"), Some(42));
-        for foreign in
-            ["run-42-3-0badf00", "run-42-3-0badf00g", "run-42-0badf00d", "out-42-3-0badf00d", "run-42-3-0badf00d-x"]
-        {
+        assert_eq!(run_dir_writer_pid("held-42-3-0badf00d"), Some(42));
+        for foreign in [
+            "run-42-3-0badf00",
+            "run-42-3-0badf00g",
+            "run-42-0badf00d",
+            "out-42-3-0badf00d",
+            "run-42-3-0badf00d-x",
+            "held-42-3-0badf0",
+        ] {
             assert_eq!(run_dir_writer_pid(foreign), None, "{foreign}");
         }
     }

@@ -233,6 +233,43 @@ impl Executor {
         if roots.iter().any(|r| self.state_dir.starts_with(r) || r.starts_with(&self.state_dir)) {
             return Err(format!("cordon's state directory {} is inside a writable root", self.state_dir.display()));
         }
+        // A layer over a root shows the directory beneath a host mount inside it, not
+        // what is mounted there (and an unprivileged overlay refuses such a root).
+        #[cfg(target_os = "linux")]
+        if let Some(m) = mount_inside(&std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default(), &roots) {
+            return Err(format!(
+                "a host mount ({}) lies inside a writable root: a layer would hide what is mounted there",
+                m.display()
+            ));
+        }
         Ok(())
+    }
+}
+
+/// The first mount point in `mountinfo` (the text of `/proc/self/mountinfo`) that lies
+/// strictly inside one of `roots` (pure).
+#[cfg(target_os = "linux")]
+fn mount_inside(mountinfo: &str, roots: &[PathBuf]) -> Option<PathBuf> {
+    mountinfo
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(|point| PathBuf::from(crate::limits::unescape_mountinfo(point)))
+        .find(|point| roots.iter().any(|r| point != r && point.starts_with(r)))
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mounts_inside_a_root_are_found() {
+        let mi = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n\
+                  30 22 8:1 /vol /home/u/ws\\040x/data rw shared:2 - ext4 /dev/sda1 rw\n\
+                  31 22 0:5 / /home/u/ws rw - tmpfs t rw\n\
+                  32 22 0:6 / /home/u/wsother rw - tmpfs t rw\n";
+        let roots = |r: &str| vec![PathBuf::from(r)];
+        assert_eq!(mount_inside(mi, &roots("/home/u/ws x")), Some(PathBuf::from("/home/u/ws x/data")));
+        assert_eq!(mount_inside(mi, &roots("/home/u/ws")), None, "the root's own mount and a sibling are not inside");
+        assert_eq!(mount_inside(mi, &roots("/srv")), None);
     }
 }

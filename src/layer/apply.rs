@@ -19,8 +19,12 @@
 //! 1. The host root is opened without following symlinks and must still be the
 //!    directory the run was given (device and inode).
 //! 2. Every host directory is reached from there one component at a time, opened
-//!    with `O_NOFOLLOW | O_DIRECTORY`: a symlink planted on the host meanwhile is never
-//!    followed, so nothing lands outside the root.
+//!    without following a symlink and without crossing a mount point
+//!    (`RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV`): a symlink planted on the host
+//!    meanwhile is never followed, so nothing lands outside the root; and a host
+//!    mount inside the root (a bind mount, a volume) is never entered: the layer
+//!    showed the directory beneath it, and the run's view of the root keeps such a
+//!    mount read-only.
 //! 3. A file, symlink or FIFO is made under a fresh temporary name in its host
 //!    directory (`O_CREAT | O_EXCL | O_NOFOLLOW`), given the upper entry's mode (less
 //!    setuid and setgid) and times, then renamed over the name: a reader sees the old
@@ -33,6 +37,9 @@
 //! 5. Device nodes and sockets are never made on the host (`skipped`); nothing is ever
 //!    done at or under a protected path or another root's mount point, nor is an
 //!    ancestor of one removed.
+//! 6. Nothing deeper than [`MAX_DEPTH`] directories below the root is applied or
+//!    listed (`skipped`): the walk is recursive, and a command can make a tree deep
+//!    enough to exhaust cordon's stack or descriptors.
 //!
 //! Extended attributes are not carried over, and owners are the caller's (cordon's own
 //! identity creates every file).
@@ -60,6 +67,13 @@ const XATTR_TRUSTED: &str = "trusted.overlay.";
 const XATTR_USER: &str = "user.overlay.";
 /// Temporary names of files being applied start with this.
 const TEMP_PREFIX: &str = ".cordon-held-";
+/// The deepest directory level below a root that is listed, applied or removed: each
+/// level costs a few stack frames and two descriptors while the walk is in it (on a
+/// 2 MiB thread stack in a debug build, about 600 levels fit), and real trees stay far
+/// shallower (a path of 256 one-letter directories is already 512 bytes long).
+pub(crate) const MAX_DEPTH: usize = 256;
+/// Why an entry below [`MAX_DEPTH`] is skipped.
+const TOO_DEEP: &str = "more than 256 directories below the root; not applied";
 
 /// One writable root's layer: where the host root is, where its upper directory is,
 /// and what under it is never touched.
@@ -127,13 +141,28 @@ fn errno_io(e: Errno) -> std::io::Error {
     std::io::Error::from_raw_os_error(e.raw_os_error())
 }
 
+/// Open the directory `name` in `dir`: never through a symlink, never across a mount
+/// point (`EXDEV`: a host mount inside a root is not the root's, see step 2).
 fn open_dir_at(dir: BorrowedFd<'_>, name: &OsStr) -> Result<OwnedFd, Errno> {
-    rustix::fs::openat(
-        dir,
-        name,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
+    open_beneath(dir, name)
+}
+
+/// Open the directory `rel` (relative, `.` for `dir` itself) beneath `dir` without
+/// following a symlink, leaving `dir` or crossing a mount point.
+fn open_beneath(dir: BorrowedFd<'_>, rel: impl rustix::path::Arg) -> Result<OwnedFd, Errno> {
+    let how = rustix::fs::ResolveFlags::BENEATH
+        | rustix::fs::ResolveFlags::NO_SYMLINKS
+        | rustix::fs::ResolveFlags::NO_MAGICLINKS
+        | rustix::fs::ResolveFlags::NO_XDEV;
+    rustix::fs::openat2(dir, rel, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty(), how)
+}
+
+/// A failure to reach a host directory, in words (a mount point is named as one).
+fn host_dir_error(e: Errno) -> String {
+    match e {
+        Errno::XDEV => "a mount point on the host (the layer showed the directory beneath it); not applied".into(),
+        e => format!("opening the host directory: {e}"),
+    }
 }
 
 /// The value of overlayfs attribute `name` (without prefix) on `fd`, under the prefix
@@ -248,7 +277,7 @@ pub(crate) fn scan(layer: &Layer) -> std::io::Result<Applied> {
     let upper = open_upper(layer)?;
     let host = open_root(layer).ok();
     let mut out = Applied::default();
-    scan_dir(layer, upper.as_fd(), host.as_ref().map(|h| h.as_fd()), Path::new(""), false, &mut out)
+    scan_dir(layer, upper.as_fd(), host.as_ref().map(|h| h.as_fd()), Path::new(""), false, 0, &mut out)
         .map_err(errno_io)?;
     Ok(out)
 }
@@ -259,14 +288,19 @@ fn scan_dir(
     host: Option<BorrowedFd<'_>>,
     rel: &Path,
     opaque: bool,
+    depth: usize,
     out: &mut Applied,
 ) -> Result<(), Errno> {
+    if depth > MAX_DEPTH {
+        out.skip(layer.root.join(rel), TOO_DEEP);
+        return Ok(());
+    }
     let upper_names = names(upper)?;
     if opaque {
         // Everything the host has here that the layer does not was removed.
         if let Some(h) = host {
             for name in names(h)? {
-                if !upper_names.contains(&name) {
+                if upper_names.binary_search(&name).is_err() {
                     let st = rustix::fs::statat(h, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)?;
                     out.push(layer.root.join(rel).join(&name), ChangeKind::Removed, entry_kind(&st));
                 }
@@ -287,6 +321,7 @@ fn scan_dir(
                     out.push(path, ChangeKind::Removed, entry_kind(&e));
                 }
             }
+            Upper::Dir { .. } if depth + 1 > MAX_DEPTH => out.skip(path, TOO_DEEP),
             Upper::Dir { opaque: o } => {
                 let host_is_dir = existing.is_some_and(|e| FileType::from_raw_mode(e.st_mode) == FileType::Directory);
                 if !host_is_dir {
@@ -295,7 +330,8 @@ fn scan_dir(
                 }
                 let sub_upper = open_dir_at(upper, &name)?;
                 let sub_host = if host_is_dir { host.and_then(|h| open_dir_at(h, &name).ok()) } else { None };
-                scan_dir(layer, sub_upper.as_fd(), sub_host.as_ref().map(|h| h.as_fd()), &child_rel, opaque || o, out)?;
+                let sub_host = sub_host.as_ref().map(|h| h.as_fd());
+                scan_dir(layer, sub_upper.as_fd(), sub_host, &child_rel, opaque || o, depth + 1, out)?;
             }
             Upper::Unsupported(why) => out.skip(path, why),
             _ => {
@@ -307,12 +343,14 @@ fn scan_dir(
     Ok(())
 }
 
-/// State kept while applying: temporary-name counter and the files already applied by
-/// their inode in the layer, to link hard links again.
+/// State kept while applying: the host root, and the files already applied by their
+/// inode in the layer (with their path under the root), to link hard links again.
+/// Paths, not descriptors: a command can make any number of hard-linked files.
 struct Applier<'a> {
     layer: &'a Layer,
+    root: OwnedFd,
     out: Applied,
-    linked: HashMap<(u64, u64), (OwnedFd, OsString)>,
+    linked: HashMap<(u64, u64), PathBuf>,
 }
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -326,8 +364,9 @@ fn temp_name() -> OsString {
 pub(crate) fn apply(layer: &Layer) -> std::io::Result<Applied> {
     let upper = open_upper(layer)?;
     let host = open_root(layer)?;
-    let mut a = Applier { layer, out: Applied::default(), linked: HashMap::new() };
-    a.dir(upper.as_fd(), host.as_fd(), Path::new(""), false);
+    let root = rustix::io::fcntl_dupfd_cloexec(&host, 0).map_err(errno_io)?;
+    let mut a = Applier { layer, root, out: Applied::default(), linked: HashMap::new() };
+    a.dir(upper.as_fd(), host.as_fd(), Path::new(""), false, 0);
     Ok(a.out)
 }
 
@@ -338,7 +377,10 @@ impl Applier<'_> {
 
     /// Apply the upper directory `upper` onto the host directory `host` (`rel` under
     /// the root). Failures are recorded per entry; the rest goes on.
-    fn dir(&mut self, upper: BorrowedFd<'_>, host: BorrowedFd<'_>, rel: &Path, opaque: bool) {
+    fn dir(&mut self, upper: BorrowedFd<'_>, host: BorrowedFd<'_>, rel: &Path, opaque: bool, depth: usize) {
+        if depth > MAX_DEPTH {
+            return self.out.skip(self.path(rel), TOO_DEEP);
+        }
         let upper_names = match names(upper) {
             Ok(n) => n,
             Err(e) => return self.out.skip(self.path(rel), format!("reading the layer: {e}")),
@@ -346,7 +388,7 @@ impl Applier<'_> {
         if opaque {
             match names(host) {
                 Ok(host_names) => {
-                    for name in host_names.iter().filter(|n| !upper_names.contains(n)) {
+                    for name in host_names.iter().filter(|n| upper_names.binary_search(n).is_err()) {
                         self.remove(host, name, &rel.join(name));
                     }
                 }
@@ -360,7 +402,7 @@ impl Applier<'_> {
             }
             match classify(upper, name, self.layer.userxattr) {
                 Err(e) => self.out.skip(self.path(&child_rel), format!("reading the layer: {e}")),
-                Ok((kind, st)) => self.entry(upper, host, name, &child_rel, kind, &st, opaque),
+                Ok((kind, st)) => self.entry(upper, host, name, &child_rel, kind, &st, opaque, depth),
             }
         }
     }
@@ -375,16 +417,17 @@ impl Applier<'_> {
         kind: Upper,
         st: &rustix::fs::Stat,
         opaque: bool,
+        depth: usize,
     ) {
         let path = self.path(rel);
         match kind {
             Upper::Whiteout => self.remove(host, name, rel),
             Upper::Unsupported(why) => self.out.skip(path, why),
             Upper::Special => self.out.skip(path, "a device node or socket is never made on the host"),
-            Upper::Dir { opaque: o } => self.subdir(upper, host, name, rel, st, opaque || o),
+            Upper::Dir { opaque: o } => self.subdir(upper, host, name, rel, st, opaque || o, depth + 1),
             Upper::File | Upper::Symlink | Upper::Fifo => {
                 let existed = rustix::fs::statat(host, name, AtFlags::SYMLINK_NOFOLLOW).is_ok();
-                match self.place(upper, host, name, kind, st) {
+                match self.place(upper, host, name, rel, kind, st) {
                     Ok(()) => {
                         let change = if existed { ChangeKind::Modified } else { ChangeKind::Created };
                         self.out.push(path, change, entry_kind(st));
@@ -396,6 +439,7 @@ impl Applier<'_> {
     }
 
     /// A directory of the layer: the host directory made (or kept), then its contents.
+    #[allow(clippy::too_many_arguments)]
     fn subdir(
         &mut self,
         upper: BorrowedFd<'_>,
@@ -404,7 +448,11 @@ impl Applier<'_> {
         rel: &Path,
         st: &rustix::fs::Stat,
         opaque: bool,
+        depth: usize,
     ) {
+        if depth > MAX_DEPTH {
+            return self.out.skip(self.path(rel), TOO_DEEP);
+        }
         let path = self.path(rel);
         let sub_upper = match open_dir_at(upper, name) {
             Ok(fd) => fd,
@@ -435,13 +483,14 @@ impl Applier<'_> {
             Err(Errno::NOTDIR | Errno::LOOP) => {
                 return self.out.skip(path, "no longer a directory on the host (changed while the run went on)")
             }
-            Err(e) => return self.out.skip(path, format!("opening the host directory: {e}")),
+            Err(e) => return self.out.skip(path, host_dir_error(e)),
         };
-        self.dir(sub_upper.as_fd(), sub_host.as_fd(), rel, opaque);
+        self.dir(sub_upper.as_fd(), sub_host.as_fd(), rel, opaque, depth);
         // The directory's own mode and times, unless it only holds a mount point (its
-        // copy in the layer was made for the mount, not by the run).
+        // copy in the layer was made for the mount, not by the run). A setgid bit the
+        // host directory has stays (a shared group's directory; `mode` never sets it).
         if !skip_state(&self.layer.skip, rel).1 {
-            let _ = rustix::fs::fchmod(&sub_host, mode);
+            let _ = rustix::fs::fchmod(&sub_host, with_host_setgid(&sub_host, mode));
             let _ = rustix::fs::futimens(&sub_host, &times(st));
         }
     }
@@ -449,7 +498,8 @@ impl Applier<'_> {
     fn make_dir(&self, host: BorrowedFd<'_>, name: &OsStr, mode: Mode) -> Result<OwnedFd, Errno> {
         rustix::fs::mkdirat(host, name, Mode::from_raw_mode(0o700))?;
         let fd = open_dir_at(host, name)?;
-        rustix::fs::fchmod(&fd, mode)?;
+        // Inherited from a setgid parent, as without the layer.
+        rustix::fs::fchmod(&fd, with_host_setgid(&fd, mode))?;
         Ok(fd)
     }
 
@@ -460,6 +510,7 @@ impl Applier<'_> {
         upper: BorrowedFd<'_>,
         host: BorrowedFd<'_>,
         name: &OsStr,
+        rel: &Path,
         kind: Upper,
         st: &rustix::fs::Stat,
     ) -> Result<(), String> {
@@ -468,8 +519,11 @@ impl Applier<'_> {
         let id = (st.st_dev as u64, st.st_ino as u64);
         let made = match kind {
             Upper::File if st.st_nlink > 1 && self.linked.contains_key(&id) => {
-                let (dir, first) = &self.linked[&id];
-                rustix::fs::linkat(dir, first.as_os_str(), host, tmp.as_os_str(), AtFlags::empty())
+                let first = &self.linked[&id];
+                let (parent, file) = (first.parent().unwrap_or(Path::new("")), first.file_name().unwrap_or_default());
+                let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
+                open_beneath(self.root.as_fd(), parent)
+                    .and_then(|dir| rustix::fs::linkat(&dir, file, host, tmp.as_os_str(), AtFlags::empty()))
                     .map_err(|e| format!("linking it again: {e}"))
             }
             Upper::File => self.copy_file(upper, host, name, &tmp, st),
@@ -488,8 +542,7 @@ impl Applier<'_> {
             // A directory is there (the run removed it and made a file), or the host
             // made one meanwhile: the run's file replaces it.
             Err(Errno::ISDIR | Errno::NOTEMPTY | Errno::EXIST) => {
-                let rel = PathBuf::from(name);
-                if self.remove_quiet(host, name, &rel) {
+                if self.remove_quiet(host, name, rel) {
                     rustix::fs::renameat(host, tmp.as_os_str(), host, name)
                 } else {
                     Err(Errno::NOTEMPTY)
@@ -502,9 +555,7 @@ impl Applier<'_> {
             return Err(format!("putting it in place: {e}"));
         }
         if kind == Upper::File && st.st_nlink > 1 && !self.linked.contains_key(&id) {
-            if let Ok(dup) = rustix::io::fcntl_dupfd_cloexec(host, 0) {
-                self.linked.insert(id, (dup, name.to_os_string()));
-            }
+            self.linked.insert(id, rel.to_path_buf());
         }
         Ok(())
     }
@@ -547,8 +598,9 @@ impl Applier<'_> {
         if inside || ancestor {
             return self.out.skip(path, "holds a protected path or another root; not removed");
         }
-        match remove_tree(host, name) {
+        match remove_tree(host, name, rel.components().count()) {
             Ok(()) => self.out.push(path, ChangeKind::Removed, entry_kind(&st)),
+            Err(Errno::XDEV | Errno::BUSY) => self.out.skip(path, "holds a mount point on the host; not removed"),
             Err(e) => self.out.skip(path, format!("removing it: {e}")),
         }
     }
@@ -556,8 +608,14 @@ impl Applier<'_> {
     /// [`Self::remove`] without recording a removal (the name is replaced next).
     fn remove_quiet(&mut self, host: BorrowedFd<'_>, name: &OsStr, rel: &Path) -> bool {
         let (inside, ancestor) = skip_state(&self.layer.skip, rel);
-        !inside && !ancestor && remove_tree(host, name).is_ok()
+        !inside && !ancestor && remove_tree(host, name, rel.components().count()).is_ok()
     }
+}
+
+/// `mode` with the setgid bit the host directory `dir` has now, if any.
+fn with_host_setgid(dir: &OwnedFd, mode: Mode) -> Mode {
+    let setgid = rustix::fs::fstat(dir).map_or(0, |st| st.st_mode & 0o2000);
+    Mode::from_raw_mode(mode.as_raw_mode() | setgid)
 }
 
 fn times(st: &rustix::fs::Stat) -> Timestamps {
@@ -570,35 +628,102 @@ fn times(st: &rustix::fs::Stat) -> Timestamps {
 
 /// Remove `name` in `dir`: a directory with everything in it, through directory
 /// descriptors opened without following symlinks (a symlink is removed, never
-/// followed).
-pub(crate) fn remove_tree(dir: BorrowedFd<'_>, name: &OsStr) -> Result<(), Errno> {
+/// followed) or crossing a mount point (`EXDEV`). `depth` is how deep `name` lies
+/// below the root: a tree reaching past [`MAX_DEPTH`] is not removed (`ELOOP`; what
+/// was removed before stays removed).
+pub(crate) fn remove_tree(dir: BorrowedFd<'_>, name: &OsStr, depth: usize) -> Result<(), Errno> {
     match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
         Err(Errno::ISDIR) => {}
         other => return other,
     }
+    if depth > MAX_DEPTH {
+        return Err(Errno::LOOP);
+    }
     let sub = open_dir_at(dir, name)?;
-    // Make it searchable and writable first (overlayfs leaves its work directory mode 0).
+    // Make it searchable and writable first (the command may have left it read-only).
     let _ = rustix::fs::fchmod(&sub, Mode::from_raw_mode(0o700));
     for child in names(sub.as_fd())? {
-        remove_tree(sub.as_fd(), &child)?;
+        remove_tree(sub.as_fd(), &child, depth + 1)?;
     }
     rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)
 }
 
 /// Remove the directory `path` and everything in it, without following symlinks (the
-/// layer's private storage when it is no longer needed).
+/// layer's private storage when it is no longer needed, or one a killed cordon left).
+/// However deep the tree (the command made it), with two descriptors at a time and no
+/// recursion: the walk goes down to a directory it can empty and back up through
+/// `..` (the storage is cordon's private directory: nothing else moves it meanwhile).
+/// A directory is made searchable and writable before it is opened (overlayfs leaves
+/// its work directory mode 0, which its owner cannot open without privilege).
 pub(crate) fn remove_storage(path: &Path) -> std::io::Result<()> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(std::io::Error::other("not a removable path"));
     };
-    let dir = rustix::fs::openat(
+    let top = rustix::fs::openat(
         rustix::fs::CWD,
         parent,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )
     .map_err(errno_io)?;
-    remove_tree(dir.as_fd(), name).map_err(errno_io)
+    remove_deep(top.as_fd(), name).map_err(errno_io)
+}
+
+/// See [`remove_storage`].
+fn remove_deep(top: BorrowedFd<'_>, name: &OsStr) -> Result<(), Errno> {
+    let enter = |dir: BorrowedFd<'_>, name: &OsStr| {
+        // `name` was a directory a moment ago (unlink said so), in private storage.
+        let _ = rustix::fs::chmodat(dir, name, Mode::from_raw_mode(0o700), AtFlags::empty());
+        rustix::fs::openat(
+            dir,
+            name,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+    };
+    match rustix::fs::unlinkat(top, name, AtFlags::empty()) {
+        Err(Errno::ISDIR) => {}
+        other => return other,
+    }
+    let mut cur = enter(top, name)?;
+    let mut depth = 0usize;
+    loop {
+        let mut down = None;
+        for child in names(cur.as_fd())? {
+            match rustix::fs::unlinkat(&cur, child.as_os_str(), AtFlags::empty()) {
+                Err(Errno::ISDIR) => {}
+                other => {
+                    other?;
+                    continue;
+                }
+            }
+            match rustix::fs::unlinkat(&cur, child.as_os_str(), AtFlags::REMOVEDIR) {
+                Ok(()) => {}
+                Err(Errno::NOTEMPTY | Errno::EXIST) => {
+                    down = Some(child);
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        match down {
+            Some(child) => {
+                cur = enter(cur.as_fd(), &child)?;
+                depth += 1;
+            }
+            // `cur` is empty: back up; its parent removes it on the next pass.
+            None if depth > 0 => {
+                cur = rustix::fs::openat(
+                    &cur,
+                    "..",
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )?;
+                depth -= 1;
+            }
+            None => return rustix::fs::unlinkat(top, name, AtFlags::REMOVEDIR),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -801,5 +926,65 @@ mod tests {
         let mut l = layer(&t, !root());
         l.root_id.1 += 1;
         assert!(apply(&l).is_err());
+    }
+
+    #[test]
+    fn applying_never_enters_a_host_mount_inside_the_root() {
+        // The run wrote into keep/ and removed and remade sub/ in its layer; on the host
+        // both are mount points of a directory outside (a volume): applying must
+        // neither write into it nor empty it.
+        if !root() {
+            return eprintln!("SKIP applying_never_enters_a_host_mount_inside_the_root: needs root (a host mount)");
+        }
+        let t = tree();
+        if in_overlay(&t, "echo in > keep/in && rm -rf sub && mkdir sub && echo n > sub/n", false).is_none() {
+            return;
+        }
+        std::fs::write(t.outside.join("kept"), "kept\n").unwrap();
+        let mounted: Vec<PathBuf> = ["keep", "sub"].iter().map(|d| t.lower.join(d)).collect();
+        for m in &mounted {
+            let ok = std::process::Command::new("mount").arg("--bind").arg(&t.outside).arg(m).status();
+            assert!(ok.is_ok_and(|s| s.success()), "mount --bind");
+        }
+        let done = apply(&layer(&t, false));
+        for m in &mounted {
+            let _ = std::process::Command::new("umount").arg("-l").arg(m).status();
+        }
+        let done = done.unwrap();
+        let mut names: Vec<_> = std::fs::read_dir(&t.outside).unwrap().map(|e| e.unwrap().file_name()).collect();
+        names.sort();
+        assert_eq!(names, ["kept", "victim"], "the layer's changes reached the mounted directory: {done:#?}");
+        for m in &mounted {
+            assert!(done.skipped.iter().any(|s| &s.path == m), "{} not skipped: {:#?}", m.display(), done.skipped);
+        }
+    }
+
+    #[test]
+    fn a_tree_deeper_than_the_bound_is_skipped_and_its_storage_removed() {
+        // A command's tree thousands of levels deep: listing and applying stop at
+        // MAX_DEPTH (they exhausted the stack: cordon aborted), say so, and the storage
+        // is removed however deep it is (on a thread with a small stack, as a serve
+        // worker's).
+        let t = tree();
+        let script = "python3 -c 'import os\nfor i in range(3000):\n    os.mkdir(\"d\"); os.chdir(\"d\")'";
+        if in_overlay(&t, script, !root()).is_none() {
+            return;
+        }
+        let l = layer(&t, !root());
+        let (listed, done, removed) = std::thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(move || {
+                let listed = scan(&l).unwrap();
+                let done = apply(&l).unwrap();
+                (listed, done, remove_storage(&l.upper).is_ok() && remove_storage(&t.work).is_ok() && !l.upper.exists())
+            })
+            .unwrap()
+            .join()
+            .expect("no stack overflow");
+        for a in [&listed, &done] {
+            assert!(a.skipped.iter().any(|s| s.why.contains("more than 256")), "{:?}", a.skipped);
+            assert_eq!(a.changes.len(), MAX_DEPTH, "d/ .. d/(256 levels)");
+        }
+        assert!(removed, "the storage was not removed");
     }
 }

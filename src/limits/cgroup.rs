@@ -141,7 +141,7 @@ fn read_proc(path: &str, hint: usize) -> String {
     }
 }
 
-pub(super) fn unescape_mountinfo(s: &str) -> String {
+pub(crate) fn unescape_mountinfo(s: &str) -> String {
     s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
 }
 

@@ -242,6 +242,22 @@ fn startup_sweep_removes_only_stale_spills_of_gone_writers() {
     dir_age(&run_dir);
     let fresh_run_dir = dir.join(format!("run-{dead}-9-0badf00d"));
     std::fs::create_dir(&fresh_run_dir).unwrap();
+    // The held-writes storage of a killed cordon: an upper directory with a copy the
+    // command made setuid, and overlayfs's work directory, left mode 0 (its owner
+    // cannot open it without privilege).
+    let held = dir.join(format!("held-{dead}-10-0badf00d"));
+    std::fs::create_dir_all(held.join("r0-upper/deep/er")).unwrap();
+    std::fs::write(held.join("r0-upper/deep/er/tool"), b"#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(held.join("r0-upper/deep/er/tool"), std::os::unix::fs::PermissionsExt::from_mode(0o4755))
+        .unwrap();
+    std::os::unix::fs::symlink(&outside, held.join("r0-upper/escape")).unwrap();
+    std::fs::create_dir_all(held.join("r0-work/work")).unwrap();
+    std::fs::set_permissions(held.join("r0-work/work"), std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
+    // A tree the command made deeper than a path can name and than cordon has
+    // descriptors (a left storage made every later run whose writable root held it
+    // fail): removed all the same.
+    deep_chain(&held.join("r0-upper"), 3000);
+    dir_age(&held);
 
     // Starting cordon sweeps (any command; full-access needs no sandbox).
     let mut child = cordon(tmp.path(), &["run", "--mode", "full-access", "--", "true"]).spawn().unwrap();
@@ -249,6 +265,7 @@ fn startup_sweep_removes_only_stale_spills_of_gone_writers() {
 
     assert!(!stale.exists() && !stale_err.exists(), "the stale spills of a gone writer were not swept");
     assert!(!run_dir.exists(), "the stale per-run directory of a gone cordon was not swept");
+    assert!(!held.exists(), "the held-writes storage of a gone cordon was not swept");
     assert_eq!(std::fs::read(outside.join("keep")).unwrap(), b"keep", "the sweep followed a symlink");
     assert!(fresh_run_dir.exists(), "the sweep removed a per-run directory younger than the retention");
     for (p, why) in [
@@ -263,4 +280,31 @@ fn startup_sweep_removes_only_stale_spills_of_gone_writers() {
     }
     assert!(std::fs::symlink_metadata(&link).is_ok(), "the sweep removed a symlink");
     assert_eq!(std::fs::read(&victim).unwrap(), b"not cordon's");
+}
+
+/// Make `levels` nested directories `d/d/.../d` in `dir`, one at a time relative to
+/// the last (the whole path is longer than `PATH_MAX`), with a file at the bottom.
+fn deep_chain(dir: &Path, levels: usize) {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let open = |at: libc::c_int, name: &std::ffi::CStr| {
+        // SAFETY: openat with a NUL-terminated name; the result is checked and owned.
+        let fd = unsafe { libc::openat(at, name.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+        assert!(fd >= 0, "openat: {}", std::io::Error::last_os_error());
+        // SAFETY: a fresh descriptor nothing else owns.
+        unsafe { OwnedFd::from_raw_fd(fd) }
+    };
+    let start = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    let mut cur = open(libc::AT_FDCWD, &start);
+    for _ in 0..levels {
+        // SAFETY: mkdirat relative to a directory descriptor we own.
+        assert_eq!(unsafe { libc::mkdirat(cur.as_raw_fd(), c"d".as_ptr(), 0o755) }, 0, "mkdirat");
+        cur = open(cur.as_raw_fd(), c"d");
+    }
+    // SAFETY: as above.
+    let fd = unsafe {
+        libc::openat(cur.as_raw_fd(), c"leaf".as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC, 0o644)
+    };
+    assert!(fd >= 0, "leaf");
+    // SAFETY: a fresh descriptor nothing else owns.
+    drop(unsafe { OwnedFd::from_raw_fd(fd) });
 }

@@ -114,3 +114,123 @@ case!(held_writes_cannot_reach_the_host, |c| {
     assert!(read_fifo().is_empty(), "the host's FIFO received a write");
     assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO is still one");
 });
+
+/// Whether this test process can make host mounts (the suite runs as root in CI).
+fn can_mount() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A host bind mount, unmounted (lazily) when dropped.
+struct BindMount(PathBuf);
+impl Drop for BindMount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// An approver that refuses every request (nothing a run provokes is granted).
+fn refusing_approver(c: &Ctx) -> Vec<String> {
+    let approver = c.outside.join(format!("refuse-{}.sh", c.unique()));
+    c.file(&approver, "#!/bin/sh\ncat > /dev/null\nexit 1\n");
+    set_mode(&approver, 0o755);
+    vec!["--approver".into(), s(&approver).into(), "--audit-log".into(), s(&c.outside.join("audit.jsonl")).into()]
+}
+
+case!(held_writes_never_enter_a_host_mount_in_the_root, |c| {
+    // A host mount inside the workspace (a bind mount of a directory outside, as a
+    // volume would be) is read-only in a run. A held layer showed the directory beneath
+    // it, not its contents, and applying it wrote into the mounted directory and
+    // emptied it (`rm -rf data; mkdir data`). Such a root is not held (the run writes
+    // directly, `--preview` is refused) and the apply engine never crosses a mount:
+    // the files outside stay as they were. Control: the identity can write there on
+    // the host.
+    if !can_mount() {
+        skip_regardless("held_writes_never_enter_a_host_mount_in_the_root", "needs root to make a host mount");
+        return Ok(());
+    }
+    let vol = c.outside.join("vol");
+    c.mkdir(&vol);
+    let keep = c.sentinel(&vol.join("keep.txt"));
+    let data = c.ws.join("data");
+    c.mkdir(&data);
+    let ok = std::process::Command::new("mount").arg("--bind").arg(&vol).arg(&data).status();
+    assert!(ok.is_ok_and(|s| s.success()), "mount --bind");
+    let _mount = BindMount(data.clone());
+    c.host_sh("echo c > data/control && rm data/control");
+    let before = tree(&vol);
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.extra_args = refusing_approver(c);
+    let out = c.sh(&o, "echo new > data/new; rm -rf data; mkdir data; echo in > data/in; echo ok > ordinary")?;
+    keep.assert_unchanged("the mounted directory's file");
+    assert_tree_unchanged(&before, &vol, "a held layer's changes reached a host mount inside the root");
+    assert_eq!(fs::read_to_string(c.ws.join("ordinary")).unwrap(), "ok\n", "control: the run's change: {out:?}");
+    // Held or not, a mount point is never entered.
+    if !out.j()["held"].is_null() {
+        let skipped = out.j()["held"]["skipped"].to_string();
+        assert!(skipped.contains("mount point"), "the mount point is named as skipped: {out:?}");
+    }
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.extra_args = vec!["--preview".into()];
+    o.expect_error = true;
+    let out = c.sh(&o, "echo new > data/new")?;
+    assert_eq!(out.j()["error"]["code"], "PREVIEW_UNAVAILABLE", "{out:?}");
+    assert_tree_unchanged(&before, &vol, "a refused preview");
+});
+
+case!(held_writes_of_a_deep_tree_are_bounded, |c| {
+    // A command makes a directory tree thousands of levels deep in its layer: cordon
+    // lists and applies it without exhausting its stack (it aborted, leaving no result,
+    // part of the tree and the layer's storage behind), applies what lies within the
+    // bound, says what it skipped, and removes the storage however deep it is.
+    if c.runner == "bwrap" {
+        // Nothing is held under bubblewrap (see `held_writes_cannot_reach_the_host`).
+        return Ok(());
+    }
+    let base = c.outside.join(format!("state-{}", c.unique()));
+    c.mkdir(&base);
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.env.push(("TMPDIR".into(), s(&base).into()));
+    o.extra_args = refusing_approver(c);
+    o.extra_args.extend(["--observe-writes".into(), "off".into()]);
+    let script = "echo top > top.txt && python3 -c '
+import os
+for i in range(5000):
+    os.mkdir(\"d\"); os.chdir(\"d\")
+open(\"leaf\", \"w\").write(\"leaf\")
+'";
+    let out = c.sh(&o, script)?;
+    assert_eq!(out.exit_code(), Some(0), "{out:?}");
+    assert_eq!(out.j()["held"]["fate"], "applied", "{out:?}");
+    assert_eq!(fs::read_to_string(c.ws.join("top.txt")).unwrap(), "top\n", "control: a shallow change applied");
+    let skipped = out.j()["held"]["skipped"].to_string();
+    assert!(skipped.contains("more than 256 directories"), "the deep part is skipped and said so: {skipped}");
+    let state = base.join(format!("cordon-{}", c.id.uid));
+    assert!(
+        names_in(&state).iter().all(|n| !n.starts_with("held-")),
+        "the held storage was left: {:?}",
+        names_in(&state)
+    );
+});
+
+case!(held_writes_leave_no_storage_behind, |c| {
+    // Every held run's storage (an upper and a work directory per root, in cordon's
+    // state directory) is removed when the run is settled, for an unprivileged caller
+    // too: overlayfs leaves its work directory mode 0, which its owner cannot open.
+    let base = c.outside.join(format!("state-{}", c.unique()));
+    c.mkdir(&base);
+    let state = base.join(format!("cordon-{}", c.id.uid));
+    for preview in [true, false] {
+        let mut o = c.opts(WORKSPACE_WRITE);
+        o.env.push(("TMPDIR".into(), s(&base).into()));
+        o.extra_args = if preview { vec!["--preview".into()] } else { refusing_approver(c) };
+        o.expect_error = preview && c.runner == "bwrap";
+        let out = c.sh(&o, "mkdir -p a/b && echo x > a/b/c && echo y > y")?;
+        if !o.expect_error {
+            assert_eq!(out.exit_code(), Some(0), "{out:?}");
+        }
+        let left: Vec<String> = names_in(&state).into_iter().filter(|n| n.starts_with("held-")).collect();
+        assert!(left.is_empty(), "preview {preview}: the held storage was left: {left:?}");
+    }
+    assert_eq!(fs::read_to_string(c.ws.join("a/b/c")).unwrap(), "x\n", "control: the applied run's change");
+});
