@@ -234,3 +234,28 @@ case!(held_writes_leave_no_storage_behind, |c| {
     }
     assert_eq!(fs::read_to_string(c.ws.join("a/b/c")).unwrap(), "x\n", "control: the applied run's change");
 });
+
+case!(held_writes_keep_the_host_owner_of_a_nested_repositorys_parent, |c| {
+    // A nested repository's `.git` is protected, so its parent directories are mount
+    // points in the layer. Made with the mounter's owner and mode, they let a command
+    // running as root (without capabilities) write into and delete from another user's
+    // directory it cannot change on the host; applied as root, those changes landed.
+    if !can_mount() {
+        skip_regardless("held_writes_keep_the_host_owner_of_a_nested_repositorys_parent", "needs root to chown");
+        return Ok(());
+    }
+    if find_in_path("git").is_none() {
+        return Err(Skip("git is not installed".into()));
+    }
+    let other: u32 = if c.id.is_root() { 65534 } else { 0 };
+    c.git_init();
+    c.host_sh("mkdir sub && git -C sub init -q && echo theirs > sub/file");
+    let sub = c.ws.join("sub");
+    std::process::Command::new("chown").args(["-R", &format!("{other}:{other}")]).arg(&sub).status().unwrap();
+    let before = tree(&sub);
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.extra_args = refusing_approver(c);
+    let out = c.sh(&o, "echo x > sub/new; rm -f sub/file; echo ok > ordinary; true")?;
+    assert_tree_unchanged(&before, &sub, "another user's directory above a nested repository changed");
+    assert_eq!(fs::read_to_string(c.ws.join("ordinary")).unwrap(), "ok\n", "control: the run's change: {out:?}");
+});

@@ -314,3 +314,37 @@ case!(ctl_layer_toolchain_homes_are_warm_and_writable, |c| {
     assert_eq!(meta.uid(), c.id.uid);
     assert_eq!(fs::read_dir(&cache).unwrap().count(), 0, "something inside reached the host's ~/.cache");
 });
+
+case!(layer_mount_points_read_no_wider_than_the_host, |c| {
+    // A workspace under another user's directory in /tmp (mode 0711: the way through
+    // is open, the listing is not): the layer over /tmp makes that directory a mount
+    // point in its upper directory, and there it must keep the host's owner and mode.
+    // Made by a privileged mounter with its own (0755, root), it let a command running
+    // as root without capabilities list the directory and reach what the host keeps
+    // from it.
+    let other: u32 = if c.id.is_root() { 65534 } else { 0 };
+    let d = host_path(c, "/tmp", "outer");
+    fs::create_dir(&d.0).unwrap();
+    let secret = d.0.join("secret-dir");
+    fs::create_dir(&secret).unwrap();
+    fs::write(secret.join("inner"), "x").unwrap();
+    set_mode(&secret, 0o700);
+    chown(&secret, other, other);
+    let ws = d.0.join("ws");
+    c.mkdir(&ws);
+    chown(&d.0, other, other);
+    set_mode(&d.0, 0o711);
+    if !c.id.is_root() {
+        // The host's answer to the same identity (root's would bypass the modes).
+        c.host_probe("ls", &[s(&d.0)]).assert_refused_with(&["EACCES"], "control: listing the 0711 directory");
+    }
+    for mode in CONFINED {
+        let o = opts_at(c, mode, &ws);
+        c.probe_with(&o, "ls", &[s(&d.0)])?
+            .assert_refused_with(&["EACCES"], &format!("{mode}: listing the 0711 parent"));
+        c.probe_with(&o, "ls", &[s(&secret)])?
+            .assert_refused_with(&["EACCES"], &format!("{mode}: listing another user's 0700 directory beside it"));
+        let out = c.sh(&o, "stat -c %a \"$PWD/..\" && ls > \"$TMPDIR/f\" && echo ok")?;
+        assert_eq!(out.out(), "711\nok\n", "{mode}: the parent keeps its mode; the workspace works: {out:?}");
+    }
+});

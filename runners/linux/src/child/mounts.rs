@@ -234,6 +234,38 @@ fn fs_config(fs: RawFd, cmd: libc::c_uint, key: *const libc::c_char, value: *con
     Ok(())
 }
 
+/// Give the mount-point directory `m` just made in the upper directory `u` the owner
+/// and mode of the lower layer's directory of that name, when there is one: a
+/// directory of the upper layer is what the overlay shows (its owner, its mode), and
+/// the overlay's mounter reads the lower layer with its own credentials. A mount point
+/// made `0755` by a privileged mounter would let the command list, enter and write
+/// a directory the host keeps from it (another user's `0700` directory on the way to
+/// the workspace in `/tmp`, another user's directory above a nested repository in a
+/// held root). An owner this user namespace does not map stays the mounter (there the
+/// mounter's own reads of the lower layer are held to the host's permissions).
+fn like_lower(p: &Prepared<'_>, lower: &OwnedFd, u: &OwnedFd, m: &std::ffi::CStr, detail: u32) {
+    // SAFETY: fstatat fills a zeroed, properly sized local struct; `lower` is an fd the
+    // child owns and `m` a NUL-terminated relative path owned by the plan.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: see above.
+    if unsafe { libc::fstatat(lower.as_raw_fd(), m.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } != 0
+        || st.st_mode & libc::S_IFMT != libc::S_IFDIR
+    {
+        return;
+    }
+    // SAFETY: fchownat/fchmodat on the directory the child just made in its private
+    // upper directory (nothing else can reach it yet, so no symlink can be there).
+    unsafe {
+        let r = libc::fchownat(u.as_raw_fd(), m.as_ptr(), st.st_uid, st.st_gid, libc::AT_SYMLINK_NOFOLLOW);
+        if r != 0 && errno() != libc::EINVAL && errno() != libc::EPERM {
+            fail(p, Step::Mount, errno(), detail);
+        }
+        if libc::fchmodat(u.as_raw_fd(), m.as_ptr(), st.st_mode & 0o7777, 0) != 0 {
+            fail(p, Step::Mount, errno(), detail);
+        }
+    }
+}
+
 /// [`MountOp::Overlay`].
 fn overlay(p: &mut Prepared<'_>, op: &MountOp, detail: u32) {
     let MountOp::Overlay { target, expect, lower_above, upper, mountpoints, mountpoint_files, options, slot } = op
@@ -268,6 +300,7 @@ fn overlay(p: &mut Prepared<'_>, op: &MountOp, detail: u32) {
         if unsafe { libc::mkdirat(u.as_raw_fd(), m.as_ptr(), 0o755) } != 0 && errno() != libc::EEXIST {
             fail(p, Step::Mount, errno(), detail);
         }
+        like_lower(p, &lower, &u, m, detail);
     }
     for m in mountpoint_files {
         let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
