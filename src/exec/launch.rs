@@ -425,6 +425,7 @@ impl Executor {
                 }
                 _ => None,
             },
+            state_dir: Some(self.state_dir.clone()),
         };
         crate::phases::mark("pins_program");
         let plan = selection.plan(&input).map_err(|e| CordonError::runner_failed(selection.runner, e))?;

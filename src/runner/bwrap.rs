@@ -65,7 +65,8 @@
 
 use super::error::PlanError;
 use super::landlock::{
-    hidden_dirs, landlock_plan, private_dir_steps, private_dirs, private_tmp_steps, sandbox_tmpdir, PrivateTmp,
+    hidden_dirs, hide_steps, landlock_plan, private_dir_steps, private_dirs, private_tmp_steps, sandbox_tmpdir,
+    PrivateTmp,
 };
 use super::plan::{
     enforcement_from_gaps, EnvFd, EnvFdFormat, LaunchPlan, MountStep, NamespacePlan, PlanInput, Runner,
@@ -251,6 +252,8 @@ pub fn stage_mounts(input: &PlanInput<'_>) -> Vec<MountStep> {
     let (layers, layers_after) =
         if overlay { private_dir_steps(input, &private_dirs(input)) } else { (Vec::new(), Vec::new()) };
     steps.extend(layers);
+    // cordon's state directory, hidden as the landlock runner hides it.
+    steps.extend(hide_steps(input));
     steps.push(MountStep::ReadOnlyRecursive);
     steps.push(MountStep::Writable { target: PathBuf::from("/proc") });
     if overlay {
@@ -711,6 +714,7 @@ mod tests {
             private_dirs: Vec::new(),
             git_config: None,
             held: None,
+            state_dir: None,
         };
         let args = bwrap_args(&input).unwrap();
         let at = args.iter().position(|a| a == STAGE_HELPER_ARG).unwrap();

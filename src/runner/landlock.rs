@@ -298,6 +298,35 @@ pub fn private_tmp_steps(input: &PlanInput<'_>, exposed: &[PathBuf]) -> Vec<Moun
     steps
 }
 
+/// The step that hides cordon's state directory ([`PlanInput::state_dir`]: other runs'
+/// spill files, the held-writes storage of runs in flight) from a confined run with a
+/// mount layer (pure), for both Linux runners' stages, after the exposed paths are
+/// attached and before the tree goes read-only: an empty tmpfs over it
+/// ([`MountStep::Hide`]). None where nothing shows it (under `/tmp` or `/dev/shm`
+/// without overlayfs: their fresh tmpfs hides it), and none where it overlaps a path
+/// the run must see as the host has it (a workspace or writable root holding it, which
+/// then shows it read-only as a protected path; a protected path, the working
+/// directory, an allowed socket, or a private layer, whose overlay would show it again).
+pub fn hide_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
+    let policy = input.policy;
+    let Some(state) = input.state_dir.as_ref().filter(|_| policy.mode.is_confined()) else { return Vec::new() };
+    if PRIVATE_TMPFS.iter().any(|t| state.starts_with(t)) && !input.host.overlay.available() {
+        return Vec::new();
+    }
+    let overlaps = |p: &Path| p.starts_with(state) || state.starts_with(p);
+    let layers = private_dirs(input).into_iter().map(|d| d.path);
+    let seen = std::iter::once(policy.workspace.clone())
+        .chain(policy.writable_roots.iter().cloned())
+        .chain(policy.protected.iter().cloned())
+        .chain(policy.allow_unix_sockets.iter().cloned())
+        .chain(std::iter::once(input.cwd.clone()))
+        .chain(layers);
+    if !state.is_absolute() || seen.into_iter().any(|p| overlaps(&p)) {
+        return Vec::new();
+    }
+    vec![MountStep::Hide { target: state.clone() }]
+}
+
 /// The host directories a run with a mount layer sees empty (pure): without
 /// overlayfs, `/tmp`, `/dev/shm` and the home's cache are fresh tmpfs mounts that
 /// hide the host's files (a path the policy exposes there excepted).
@@ -475,7 +504,8 @@ pub const PRIVATE_TMPFS: [&str; 2] = ["/tmp", "/dev/shm"];
 ///    made private ([`private_tmp_steps`]: a private layer over the host's, or a fresh
 ///    tmpfs), with mount points for exposed paths that live there; 5. the exposed
 ///    paths (shallow first), then protected paths on top, then the private layers
-///    over the home's directories ([`private_dir_steps`]); 6. everything read-only,
+///    over the home's directories ([`private_dir_steps`]), and cordon's state
+///    directory hidden ([`hide_steps`]); 6. everything read-only,
 ///    then the home's layers writable again (without overlayfs: the tmpfs on the
 ///    home's cache, mounted now so that it stays writable), and every exposed tree
 ///    `nodev,nosuid` (the private mounts are mounted so); 7. `/tmp`, `/dev/shm` and
@@ -522,6 +552,7 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
     steps.extend(attach);
     let (layers, layers_after) = private_dir_steps(input, &private_dirs(input));
     steps.extend(layers);
+    steps.extend(hide_steps(input));
     steps.push(MountStep::ReadOnlyRecursive);
     if let Some(h) = input.held.as_ref().filter(|_| !held.is_empty()) {
         for (i, root) in held.iter().enumerate() {
@@ -749,6 +780,7 @@ mod tests {
             private_dirs: Vec::new(),
             git_config: None,
             held: None,
+            state_dir: None,
         };
         let plan = LandlockRunner.plan(&input).unwrap();
         assert!(plan.namespaces.mount && plan.namespaces.ipc && !plan.namespaces.pid, "{:?}", plan.namespaces);
@@ -780,6 +812,7 @@ mod tests {
             private_dirs: Vec::new(),
             git_config: None,
             held: Some(held),
+            state_dir: None,
         };
         assert_eq!(held_roots(&input), vec![PathBuf::from("/tmp/ws"), PathBuf::from("/srv/out")]);
         let steps = mount_steps(&input);
@@ -826,6 +859,7 @@ mod tests {
             private_dirs: Vec::new(),
             git_config: None,
             held: None,
+            state_dir: None,
         };
         let steps = mount_steps(&PlanInput { host: &without_overlay(h.clone()), ..input.clone() });
         let attach_targets: Vec<_> = steps
@@ -890,6 +924,7 @@ mod tests {
                 private_dirs: vec![PrivateDir { path: cache, keep: Keep::Discard, home_cache: true }],
                 git_config: Some(b"[user]\n".to_vec()),
                 held: None,
+                state_dir: None,
             };
             let got = private_dirs(&input).into_iter().map(|d| d.path).next();
             (got, LandlockRunner.plan(&input).unwrap())
@@ -988,6 +1023,7 @@ mod tests {
             ],
             git_config: None,
             held: None,
+            state_dir: None,
         };
         let got: Vec<PathBuf> = private_dirs(&input).into_iter().map(|d| d.path).collect();
         assert_eq!(got, [PathBuf::from("/home/u/.cache"), PathBuf::from("/home/u/.npm")]);
@@ -1025,6 +1061,7 @@ mod tests {
             private_dirs: Vec::new(),
             git_config: None,
             held: None,
+            state_dir: None,
         };
         let plan = selection.plan(&input(&h)).unwrap();
         assert_eq!(plan.enforcement, selection.enforcement);

@@ -93,6 +93,12 @@ pub struct PlanInput<'a> {
     /// executor, that receives an upper and a work directory per root. Only the
     /// landlock runner with overlayfs takes it (`landlock::held_roots`).
     pub held: Option<HeldInput>,
+    /// cordon's private state directory (other runs' spill files, the held-writes
+    /// storage of runs in flight), which a run with a mount layer must not read: where
+    /// the command would see it (a private layer over the host's `/tmp`, or a host
+    /// directory outside the private mounts) an empty read-only tmpfs covers it
+    /// ([`MountStep::Hide`]). `None` hides nothing.
+    pub state_dir: Option<PathBuf>,
 }
 
 /// What a planner needs to hold a run's writes back ([`PlanInput::held`]).
@@ -315,6 +321,15 @@ pub enum MountStep {
         /// protected gitfile).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         mountpoint_files: Vec<PathBuf>,
+    },
+    /// An empty tmpfs (mode 0, nosuid, nodev, read-only with the rest of the tree)
+    /// over `target`, cordon's private state directory ([`PlanInput::state_dir`]), so
+    /// the command cannot read what is there. Mounted by path before the tree goes
+    /// read-only: the directory is cordon's own (owned by its uid, mode 0700, in a
+    /// sticky `/tmp` when there), no other user can swap it.
+    Hide {
+        /// cordon's state directory.
+        target: PathBuf,
     },
     /// A fresh private tmpfs (mode 0700, nosuid, nodev) on the host directory
     /// `target`, which the executor pinned: the child mounts onto the directory it

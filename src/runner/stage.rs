@@ -62,9 +62,14 @@ pub fn program_bytes(program: &[libc::sock_filter]) -> Vec<u8> {
     out
 }
 
+/// The size of the empty tmpfs hiding cordon's state directory ([`MountStep::Hide`]):
+/// one page (it is read-only and holds nothing).
+const HIDE_TMPFS_SIZE: u64 = 4096;
+
 /// The mount data of a private tmpfs with permissions `mode` (octal text), bounded
 /// when a size is given: `/tmp` and `/dev/shm` are world-writable with the sticky bit
-/// (`1777`), like the host's; the home's cache is its owner's only (`0700`).
+/// (`1777`), like the host's; the home's cache is its owner's only (`0700`); the one
+/// hiding cordon's state directory nobody's (`0000`).
 pub fn tmpfs_data(mode: &str, size: Option<u64>) -> String {
     match size {
         Some(n) => format!("mode={mode},size={n}"),
@@ -328,6 +333,12 @@ pub fn materialize(
             MountStep::Tmpfs { target, size } => MountOp::Tmpfs {
                 target: cpath(target)?,
                 data: cstr(tmpfs_data("1777", *size).as_bytes(), || "tmpfs data".into())?,
+                expect: None,
+            },
+            // cordon's own state directory, by path (see `MountStep::Hide`).
+            MountStep::Hide { target } => MountOp::Tmpfs {
+                target: cpath(target)?,
+                data: cstr(tmpfs_data("0000", Some(HIDE_TMPFS_SIZE)).as_bytes(), || "tmpfs data".into())?,
                 expect: None,
             },
             // A host directory: mounted onto the pinned directory only.

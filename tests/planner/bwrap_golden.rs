@@ -129,6 +129,7 @@ impl Case {
                 .collect(),
             git_config: self.git_config.clone(),
             held: None,
+            state_dir: Some("/tmp/cordon-1000".into()),
         }
     }
 }

@@ -348,3 +348,28 @@ case!(layer_mount_points_read_no_wider_than_the_host, |c| {
         assert_eq!(out.out(), "711\nok\n", "{mode}: the parent keeps its mode; the workspace works: {out:?}");
     }
 });
+
+case!(layer_hides_cordons_state_directory, |c| {
+    // cordon's state directory holds other runs' complete output (spill files) and the
+    // held changes of runs in flight. In /tmp it was hidden by the fresh tmpfs; with a
+    // private layer over the host's /tmp (and anywhere else) it must stay out of
+    // reach. Control: the identity reads it on the host.
+    let in_tmp = host_tmp_dir(c, "state");
+    for base in [in_tmp.0.clone(), c.outside.join(format!("state-{}", c.unique()))] {
+        c.mkdir(&base);
+        let state = base.join(format!("cordon-{}", c.id.uid));
+        c.mkdir(&state);
+        set_mode(&state, 0o700);
+        let spill = c.file(&state.join(format!("out-1-1-{}", "secretSpill1")), "another run's output\n");
+        c.host_probe("read", &[s(&spill)]).assert_ok("control: the identity reads its state directory");
+        for mode in CONFINED {
+            let mut o = c.opts(mode);
+            o.env.push(("TMPDIR".into(), s(&base).into()));
+            let r = c.probe_with(&o, "read", &[s(&spill)])?;
+            assert!(!r.detail.contains("another run"), "{mode}: a spill file read: {r:?}");
+            r.assert_refused_with(&["EACCES", "ENOENT"], &format!("{mode}: {}", state.display()));
+            c.probe_with(&o, "ls", &[s(&state)])?
+                .assert_refused_with(&["EACCES", "ENOENT"], &format!("{mode}: listing"));
+        }
+    }
+});

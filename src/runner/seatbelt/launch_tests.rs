@@ -145,6 +145,7 @@ async fn launch_passes_the_planned_argv_profile_and_parameters_to_sandbox_exec()
             private_dirs: Vec::new(),
             git_config: None,
             held: None,
+            state_dir: None,
         };
         sel.plan(&input).unwrap()
     };
