@@ -891,14 +891,17 @@ impl Executor {
 /// directory on the host, and return its canonical path; `None` otherwise (no `HOME`,
 /// a relative one, no such directory, or `.cache` itself a symlink). A home that is the
 /// caller's own directory and has none gets one first (mode 0700, as XDG tools make
-/// it): `mkdir -p ~/.cache/x` then works inside, in the run's private layer.
+/// it): `mkdir -p ~/.cache/x` then works inside, in the run's private layer. Only
+/// cordon's own `HOME`: a request's environment (`--env HOME=/etc`, a serve client's
+/// `env`) names any directory, and must not make cordon write there.
 fn pin_home_cache(pins: &mut crate::pin::Pins, env: &[(OsString, OsString)], euid: u32) -> Option<PathBuf> {
     let home = env.iter().find(|(k, _)| k == "HOME").map(|(_, v)| PathBuf::from(v))?;
     if !home.is_absolute() {
         return None;
     }
     let cache = home.join(".cache");
-    if std::fs::symlink_metadata(&cache).is_err() {
+    if std::fs::symlink_metadata(&cache).is_err() && std::env::var_os("HOME").is_some_and(|own| home == Path::new(&own))
+    {
         make_home_cache(&home, euid);
     }
     pin_private_dir(pins, &cache)

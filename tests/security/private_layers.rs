@@ -373,3 +373,18 @@ case!(layer_hides_cordons_state_directory, |c| {
         }
     }
 });
+
+case!(layer_home_cache_made_only_in_cordons_own_home, |c| {
+    // A missing `~/.cache` is made (for a private layer over it) only in cordon's own
+    // home: a request naming another `HOME` (`--env HOME=...`, a serve client's `env`)
+    // made cordon create `.cache` there, in any directory its uid owns (as root: /etc).
+    let home = c.outside.join(format!("not-cordons-home-{}", c.unique()));
+    c.mkdir(&home);
+    for mode in CONFINED {
+        let mut o = c.opts(mode);
+        o.extra_args = vec!["--env".into(), format!("HOME={}", home.display())];
+        let out = c.sh(&o, "echo \"$HOME\"")?;
+        assert_eq!(out.out().trim(), s(&home), "{mode}: {out:?}");
+        assert_absent(&home.join(".cache"), &format!("{mode}: cordon made .cache in a home the request named"));
+    }
+});
