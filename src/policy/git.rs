@@ -2,6 +2,7 @@
 //! repository under a writable root, by a bounded walk (see `resolve_policy`).
 
 use super::*;
+use std::ffi::OsString;
 
 /// The git directory `path` (canonical) is or lies inside, if any: an ancestor named
 /// `.git` or one holding `HEAD`, `objects/` and `refs/`.
@@ -59,8 +60,8 @@ pub(super) fn discover_git_dirs(root: &Path, budget: &mut usize, out: &mut Vec<P
         |path: &Path, source| PolicyError::Discovery { root: root.to_path_buf(), path: path.to_path_buf(), source };
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(rd) => rd,
+        let entries = match list_dir(&dir) {
+            Ok(entries) => entries,
             Err(e) if vanished(&e) => continue,
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && !searchable(&dir) => continue,
             // Searchable but not listable: what lies inside is reachable by a name the
@@ -74,7 +75,7 @@ pub(super) fn discover_git_dirs(root: &Path, budget: &mut usize, out: &mut Vec<P
         let mut subdirs = Vec::new();
         let (mut head, mut objects, mut refs) = (false, false, false);
         for entry in entries {
-            let entry = match entry {
+            let (name, file_type) = match entry {
                 Ok(e) => e,
                 Err(e) if vanished(&e) => continue,
                 Err(e) => return Err(fail(&dir, e)),
@@ -83,13 +84,15 @@ pub(super) fn discover_git_dirs(root: &Path, budget: &mut usize, out: &mut Vec<P
                 return Err(PolicyError::DiscoveryLimit { root: root.to_path_buf(), limit: MAX_DISCOVERY_ENTRIES });
             }
             *budget -= 1;
-            let name = entry.file_name();
-            let file_type = match entry.file_type() {
+            let file_type = match file_type {
                 Ok(t) => t,
                 Err(e) if vanished(&e) => continue,
                 Err(e) => return Err(fail(&dir.join(&name), e)),
             };
             match name.as_bytes() {
+                // A repository no path can name cannot be protected (a protected path
+                // is mounted by name): refused, as before any search reached it.
+                b".git" if too_long(&dir.join(&name)) => return Err(fail(&dir.join(&name), name_too_long())),
                 b".git" => {
                     collect_protected(&dir.join(&name), out)?;
                     continue;
@@ -103,6 +106,9 @@ pub(super) fn discover_git_dirs(root: &Path, budget: &mut usize, out: &mut Vec<P
                 subdirs.push(name);
             }
         }
+        if head && objects && refs && too_long(&dir) {
+            return Err(fail(&dir, name_too_long()));
+        }
         if head && objects && refs {
             // A bare repository (or a git directory under another name): keep it whole.
             out.push(dir);
@@ -111,4 +117,147 @@ pub(super) fn discover_git_dirs(root: &Path, budget: &mut usize, out: &mut Vec<P
         stack.extend(subdirs.into_iter().map(|n| dir.join(n)));
     }
     Ok(())
+}
+
+/// One directory entry read by [`list_dir`]: its name and type (not following a
+/// symlink), or why the type could not be read.
+type Entry = std::io::Result<(OsString, std::io::Result<DirKind>)>;
+
+/// What the search needs to know of an entry's type.
+#[derive(Clone, Copy)]
+pub(super) struct DirKind(bool);
+
+impl DirKind {
+    pub(super) fn is_dir(self) -> bool {
+        self.0
+    }
+}
+
+/// Whether `path` is too long for a system call to take whole (`PATH_MAX`, the
+/// terminating NUL included).
+fn too_long(path: &Path) -> bool {
+    path.as_os_str().len() >= libc::PATH_MAX as usize
+}
+
+fn name_too_long() -> std::io::Error {
+    std::io::Error::from_raw_os_error(libc::ENAMETOOLONG)
+}
+
+/// The entries of the directory `dir`. On Linux, a directory whose path is longer than
+/// a system call takes (a tree a few thousand levels deep, which anyone can make in
+/// `/tmp`) is opened a part of the path at a time, each relative to the last (the same
+/// walk the kernel does for a shorter path), and read through its descriptor;
+/// elsewhere it fails the search like any directory that cannot be read.
+fn list_dir(dir: &Path) -> std::io::Result<Box<dyn Iterator<Item = Entry>>> {
+    if !too_long(dir) || cfg!(not(target_os = "linux")) {
+        let rd = std::fs::read_dir(dir)?;
+        return Ok(Box::new(rd.map(|e| e.map(|e| (e.file_name(), e.file_type().map(|t| DirKind(t.is_dir())))))));
+    }
+    #[cfg(target_os = "linux")]
+    return list_long(dir);
+    #[cfg(not(target_os = "linux"))]
+    unreachable!()
+}
+
+/// [`list_dir`] for a path longer than `PATH_MAX`.
+#[cfg(target_os = "linux")]
+fn list_long(dir: &Path) -> std::io::Result<Box<dyn Iterator<Item = Entry>>> {
+    let fd = open_long(dir)?;
+    let entries = rustix::fs::Dir::read_from(&fd)?;
+    Ok(Box::new(entries.filter_map(move |entry| {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => return Some(Err(e.into())),
+        };
+        let name = std::ffi::OsStr::from_bytes(entry.file_name().to_bytes());
+        if name == "." || name == ".." {
+            return None;
+        }
+        let kind = match entry.file_type() {
+            rustix::fs::FileType::Unknown => rustix::fs::statat(&fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                .map(|st| DirKind(rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory))
+                .map_err(Into::into),
+            t => Ok(DirKind(t == rustix::fs::FileType::Directory)),
+        };
+        Some(Ok((name.to_os_string(), kind)))
+    })))
+}
+
+/// Open the directory `path` (absolute, however long) in parts shorter than
+/// `PATH_MAX`, each relative to the directory the last one reached.
+#[cfg(target_os = "linux")]
+fn open_long(path: &Path) -> std::io::Result<rustix::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let open = |at: Option<&rustix::fd::OwnedFd>, part: &Path| {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        match at {
+            Some(fd) => rustix::fs::openat(fd, part, flags, Mode::empty()),
+            None => rustix::fs::openat(rustix::fs::CWD, part, flags, Mode::empty()),
+        }
+    };
+    let limit = libc::PATH_MAX as usize / 2;
+    let (mut at, mut part) = (None, PathBuf::new());
+    for c in path.components() {
+        let c = c.as_os_str();
+        if !part.as_os_str().is_empty() && part.as_os_str().len() + 1 + c.len() >= limit {
+            at = Some(open(at.as_ref(), &part)?);
+            part = PathBuf::new();
+        }
+        part.push(c);
+    }
+    Ok(open(at.as_ref(), &part)?)
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use rustix::fs::{Mode, OFlags};
+
+    /// `levels` nested directories `dd` under `dir`, made one at a time relative to the
+    /// last (the whole path is longer than `PATH_MAX`); the bottom one's descriptor.
+    fn deep_chain(dir: &Path, levels: usize) -> rustix::fd::OwnedFd {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let mut cur = rustix::fs::open(dir, flags, Mode::empty()).unwrap();
+        for _ in 0..levels {
+            rustix::fs::mkdirat(&cur, "dd", Mode::from_raw_mode(0o755)).unwrap();
+            cur = rustix::fs::openat(&cur, "dd", flags, Mode::empty()).unwrap();
+        }
+        cur
+    }
+
+    /// Removes the deep tree however deep (a temporary directory's own removal might
+    /// not, and would leave it in the host's /tmp).
+    struct Deep(PathBuf);
+    impl Drop for Deep {
+        fn drop(&mut self) {
+            let _ = crate::layer::apply::remove_storage(&self.0);
+        }
+    }
+
+    #[test]
+    fn a_tree_deeper_than_a_path_is_searched_and_a_repository_there_refused() {
+        // A tree thousands of levels deep in a writable root (anyone can make one in
+        // /tmp) failed every run with INVALID_POLICY ("File name too long"): it is
+        // searched by descriptor; only a repository no path can name is refused.
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let _deep = Deep(root.join("dd"));
+        std::fs::create_dir_all(root.join("a/.git")).unwrap();
+        let bottom = deep_chain(&root, 1600);
+        rustix::fs::mkdirat(&bottom, "plain", Mode::from_raw_mode(0o755)).unwrap();
+        let mut out = Vec::new();
+        let mut budget = MAX_DISCOVERY_ENTRIES;
+        discover_git_dirs(&root, &mut budget, &mut out).unwrap();
+        assert_eq!(out, vec![root.join("a/.git")]);
+        assert!(MAX_DISCOVERY_ENTRIES - budget > 1600, "the deep tree was searched");
+
+        rustix::fs::mkdirat(&bottom, ".git", Mode::from_raw_mode(0o755)).unwrap();
+        let mut budget = MAX_DISCOVERY_ENTRIES;
+        let err = discover_git_dirs(&root, &mut budget, &mut Vec::new()).unwrap_err();
+        assert!(
+            matches!(&err, PolicyError::Discovery { path, source, .. }
+                if path.ends_with("dd/.git") && source.raw_os_error() == Some(libc::ENAMETOOLONG)),
+            "{err}"
+        );
+    }
 }

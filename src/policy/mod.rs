@@ -49,8 +49,10 @@
 //!   directory the caller cannot search (nothing under it is reachable by the command,
 //!   which runs as the same user without capabilities), protects whole a directory it
 //!   may search but not list (a git directory could hide under a name it cannot see;
-//!   `/tmp` often holds such directories of other users) and fails closed on any other
-//!   error. A protected path that is a symlink is refused (the link itself could be
+//!   `/tmp` often holds such directories of other users), skips an entry that vanishes
+//!   while it is read, reads a directory deeper than `PATH_MAX` by descriptor (a
+//!   repository there, which no protected path could name, is refused) and fails closed
+//!   on any other error. A protected path that is a symlink is refused (the link itself could be
 //!   replaced). Each path in [`PolicyRequest::unprotected`] (a session's standing
 //!   `write` grant) is then taken out of the set, exactly.
 //! - A writable root (or the workspace, in `workspace-write`) that is or lies inside a

@@ -1,7 +1,8 @@
 //! Regressions for findings of the security review, judged by effect:
 //! - a datagram `socketpair()` must not reach a unix socket outside (network off);
 //! - a flood of refused syscalls must not starve cordon's deadline;
-//! - the command must not change the limits of pid 1 (its init).
+//! - the command must not change the limits of pid 1 (its init);
+//! - a tree deeper than a path can name in a writable root must not refuse the run.
 
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
@@ -106,4 +107,37 @@ fn the_command_cannot_limit_its_init() {
     let j = cordon(&d.root, &["--mode", "workspace-write", "--", "python3", "-c", script]);
     assert_eq!(j["stdout"]["text"], "refused 1\n", "{j}");
     assert_eq!(j["exit_code"], 0, "{j}");
+}
+
+#[test]
+fn a_tree_deeper_than_a_path_does_not_refuse_the_run() {
+    // A leftover tree thousands of levels deep (a crashed cordon's held storage in
+    // /tmp, or anyone's) made every workspace-write run whose writable roots held it
+    // fail with INVALID_POLICY: the git-directory search could not name its bottom.
+    // It is searched by descriptor; a repository down there, which no protected path
+    // could name, still refuses the run.
+    let test = "a_tree_deeper_than_a_path_does_not_refuse_the_run";
+    let d = scratch("deep");
+    if !confined_available(test, &d.root) {
+        return;
+    }
+    struct Rm(std::path::PathBuf);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            // GNU rm removes a tree of any depth.
+            let _ = Command::new("rm").arg("-rf").arg(&self.0).status();
+        }
+    }
+    let _rm = Rm(d.root.join("d"));
+    let bottom = crate::spill::deep_chain(&d.root, 3000);
+    let j = cordon(&d.root, &["--mode", "workspace-write", "--", "sh", "-c", "echo ok > made"]);
+    assert_eq!(j["exit_code"], 0, "{j}");
+    assert_eq!(std::fs::read_to_string(d.root.join("made")).unwrap(), "ok\n", "control: the run wrote: {j}");
+    // SAFETY: mkdirat relative to a directory descriptor we own.
+    let made = unsafe { libc::mkdirat(std::os::fd::AsRawFd::as_raw_fd(&bottom), c".git".as_ptr(), 0o755) };
+    assert_eq!(made, 0, "mkdirat .git");
+    std::fs::remove_file(d.root.join("made")).unwrap();
+    let j = cordon(&d.root, &["--mode", "workspace-write", "--", "sh", "-c", "echo ok > made"]);
+    assert_eq!(j["error"]["code"], "INVALID_POLICY", "{j}");
+    assert!(!d.root.join("made").exists(), "the refused run ran");
 }

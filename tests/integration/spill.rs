@@ -256,7 +256,7 @@ fn startup_sweep_removes_only_stale_spills_of_gone_writers() {
     // A tree the command made deeper than a path can name and than cordon has
     // descriptors (a left storage made every later run whose writable root held it
     // fail): removed all the same.
-    deep_chain(&held.join("r0-upper"), 3000);
+    drop(deep_chain(&held.join("r0-upper"), 3000));
     dir_age(&held);
 
     // Starting cordon sweeps (any command; full-access needs no sandbox).
@@ -283,8 +283,9 @@ fn startup_sweep_removes_only_stale_spills_of_gone_writers() {
 }
 
 /// Make `levels` nested directories `d/d/.../d` in `dir`, one at a time relative to
-/// the last (the whole path is longer than `PATH_MAX`), with a file at the bottom.
-fn deep_chain(dir: &Path, levels: usize) {
+/// the last (the whole path is longer than `PATH_MAX`), with a file at the bottom; the
+/// bottom directory's descriptor.
+pub(crate) fn deep_chain(dir: &Path, levels: usize) -> std::os::fd::OwnedFd {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     let open = |at: libc::c_int, name: &std::ffi::CStr| {
         // SAFETY: openat with a NUL-terminated name; the result is checked and owned.
@@ -307,4 +308,5 @@ fn deep_chain(dir: &Path, levels: usize) {
     assert!(fd >= 0, "leaf");
     // SAFETY: a fresh descriptor nothing else owns.
     drop(unsafe { OwnedFd::from_raw_fd(fd) });
+    cur
 }
