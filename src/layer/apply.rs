@@ -671,15 +671,24 @@ pub(crate) fn remove_storage(path: &Path) -> std::io::Result<()> {
 
 /// See [`remove_storage`].
 fn remove_deep(top: BorrowedFd<'_>, name: &OsStr) -> Result<(), Errno> {
-    let enter = |dir: BorrowedFd<'_>, name: &OsStr| {
-        // `name` was a directory a moment ago (unlink said so), in private storage.
-        let _ = rustix::fs::chmodat(dir, name, Mode::from_raw_mode(0o700), AtFlags::empty());
-        rustix::fs::openat(
-            dir,
-            name,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
+    // Open the directory `name` in `dir` (never through a symlink) and make it writable
+    // for its owner (the command may have left it read-only). One nobody may read
+    // (overlayfs's mode-0 work directory) is reached by an `O_PATH` descriptor first and
+    // made readable through it: never by name, which could be a symlink by then.
+    let enter = |dir: BorrowedFd<'_>, name: &OsStr| -> Result<OwnedFd, Errno> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = match rustix::fs::openat(dir, name, flags, Mode::empty()) {
+            Err(Errno::ACCESS) => {
+                let flags_path = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                let path = rustix::fs::openat(dir, name, flags_path, Mode::empty())?;
+                let magic = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&path));
+                rustix::fs::chmodat(rustix::fs::CWD, magic.as_str(), Mode::from_raw_mode(0o700), AtFlags::empty())?;
+                rustix::fs::openat(rustix::fs::CWD, magic.as_str(), flags & !OFlags::NOFOLLOW, Mode::empty())?
+            }
+            other => other?,
+        };
+        let _ = rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o700));
+        Ok(fd)
     };
     match rustix::fs::unlinkat(top, name, AtFlags::empty()) {
         Err(Errno::ISDIR) => {}
