@@ -107,6 +107,27 @@ pub enum PolicyError {
         /// The bound.
         limit: usize,
     },
+    /// A file host git reads to know where to look (a repository's index) could not
+    /// be read, so what it registers could not be protected. Nothing ran.
+    #[error("cannot read `{path}`, which host git reads to find submodules: {why}")]
+    GitFile {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        why: GitFileError,
+    },
+    /// A path host git's configuration names (an included file, `core.hooksPath`, a
+    /// program) reaches into a writable root through a symlink that a command could
+    /// re-point there.
+    #[error("`{path}` ({what}) resolves through a symlink inside a writable root to `{resolved}`; name the real path")]
+    GitConfigLink {
+        /// The path as configured (made absolute).
+        path: PathBuf,
+        /// Where it resolves to.
+        resolved: PathBuf,
+        /// What names it.
+        what: &'static str,
+    },
     /// A writable root lies inside a protected subpath.
     #[error("writable root `{root}` lies inside protected path `{protected}`")]
     RootInsideProtected {
@@ -178,6 +199,19 @@ pub enum PolicyError {
         /// The symlink.
         path: PathBuf,
     },
+}
+
+/// Why a file host git reads could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GitFileError {
+    /// Reading it failed.
+    #[error("{0}")]
+    Io(std::io::Error),
+    /// Its contents are not an index cordon can read (an unknown version or a
+    /// truncated entry); host git would refuse it too, or cordon is older than it.
+    #[error("not a git index cordon can read ({0:?})")]
+    Index(crate::policy::IndexError),
 }
 
 /// Why a path cannot be a writable root (see `crate::policy` for the rules).

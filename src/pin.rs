@@ -39,10 +39,12 @@ use std::path::{Path, PathBuf};
 #[derive(Debug)]
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub struct Pin {
-    /// The canonical path that was checked.
-    pub path: PathBuf,
-    /// An `O_PATH` fd for it, opened without following symlinks.
-    pub fd: OwnedFd,
+    /// An `O_PATH` fd for it, opened without following symlinks; kept open for the
+    /// paths whose grants are built on it (the workspace, writable roots, working
+    /// directory), closed once the identity is read for the protected layout (the
+    /// child checks those by identity only: thousands of repositories must not
+    /// exhaust cordon's descriptors).
+    pub fd: Option<OwnedFd>,
     /// Its identity while `fd` is open.
     pub id: FileIdentity,
 }
@@ -51,6 +53,7 @@ pub struct Pin {
 #[derive(Debug, Default)]
 pub struct Pins {
     pins: Vec<Pin>,
+    index: std::collections::HashMap<PathBuf, usize>,
 }
 
 /// Open `path` (absolute) without following a symlink in any component.
@@ -102,35 +105,59 @@ mod portable {
 pub use portable::FileIdentity;
 
 impl Pins {
-    /// Pin the workspace, the writable roots, the protected paths and `workdir`.
+    /// Pin the workspace, the writable roots, `workdir` and the protected layout
+    /// (protected paths, reopened ones and the directories on the way to them:
+    /// [`ExecutionPolicy::self_binds`], by identity only).
     pub fn take(policy: &ExecutionPolicy, workdir: &Path) -> Result<Pins, PolicyError> {
         let mut pins = Pins::default();
         let paths = std::iter::once(&policy.workspace)
             .chain(policy.writable_roots.iter())
-            .chain(policy.protected.iter())
             .chain(std::iter::once(&workdir.to_path_buf()))
             .cloned()
             .collect::<Vec<_>>();
         for path in paths {
             pins.add(&path)?;
         }
+        for path in policy.protected.iter().cloned().chain(policy.self_binds().into_iter().map(|(p, _)| p)) {
+            pins.add_identity(&path)?;
+        }
         Ok(pins)
     }
 
     /// Pin one more path (a no-op if it is pinned already).
     pub fn add(&mut self, path: &Path) -> Result<(), PolicyError> {
-        if self.get(path).is_some() {
+        self.add_with(path, true)
+    }
+
+    /// Pin one more path by identity only (its fd is closed once the identity is read).
+    pub fn add_identity(&mut self, path: &Path) -> Result<(), PolicyError> {
+        self.add_with(path, false)
+    }
+
+    fn add_with(&mut self, path: &Path, keep_fd: bool) -> Result<(), PolicyError> {
+        let known = self.index.get(path).copied();
+        if known.is_some_and(|i| self.pins[i].fd.is_some() || !keep_fd) {
             return Ok(());
         }
         let changed = |source| PolicyError::Changed { path: path.to_path_buf(), source };
         let fd = open_no_symlinks(path).map_err(changed)?;
         let id = FileIdentity::of_fd(fd.as_raw_fd()).map_err(changed)?;
-        self.pins.push(Pin { path: path.to_path_buf(), fd, id });
+        match known {
+            // Pinned by identity before, now needed open: the same file, or a change.
+            Some(i) if self.pins[i].id != id => {
+                return Err(changed(std::io::Error::from_raw_os_error(libc::ESTALE)));
+            }
+            Some(i) => self.pins[i].fd = Some(fd),
+            None => {
+                self.index.insert(path.to_path_buf(), self.pins.len());
+                self.pins.push(Pin { fd: keep_fd.then_some(fd), id });
+            }
+        }
         Ok(())
     }
 
     fn get(&self, path: &Path) -> Option<&Pin> {
-        self.pins.iter().find(|p| p.path == path)
+        self.index.get(path).map(|i| &self.pins[*i])
     }
 
     /// The pinned identity of `path`.
@@ -142,7 +169,7 @@ impl Pins {
     /// The pinned fd of `path`.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub fn fd(&self, path: &Path) -> Option<BorrowedFd<'_>> {
-        self.get(path).map(|p| p.fd.as_fd())
+        self.get(path).and_then(|p| p.fd.as_ref()).map(|fd| fd.as_fd())
     }
 }
 
@@ -162,6 +189,7 @@ mod tests {
             accept_gaps: Vec::new(),
             allow_unix_sockets: Vec::new(),
             allow_hosts: Default::default(),
+            git: Default::default(),
         }
     }
 

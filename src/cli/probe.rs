@@ -51,6 +51,7 @@ pub(crate) fn sample_policy(mode: Mode) -> ExecutionPolicy {
         accept_gaps: Vec::new(),
         allow_unix_sockets: Vec::new(),
         allow_hosts: Default::default(),
+        git: Default::default(),
     }
 }
 

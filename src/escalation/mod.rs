@@ -273,7 +273,8 @@ pub fn narrow_grant(first: &RunResult, spec: &Spec) -> Option<(Grant, Spec)> {
     let mut wide = spec.clone();
     match &grant {
         Grant::Network => wide.policy.network = true,
-        Grant::Write { path } => wide.policy.protected.retain(|p| p != path),
+        // As narrow as git's own write commands when `path` is a git directory.
+        Grant::Write { path } => wide.policy.grant_write(path),
         Grant::Host { host } => {
             // Exactly that host and port: never a wildcard, a range or another port.
             let pattern = host.parse::<crate::proxy::HostPort>().ok()?.pattern();
@@ -285,12 +286,17 @@ pub fn narrow_grant(first: &RunResult, spec: &Spec) -> Option<(Grant, Spec)> {
     Some((grant, wide))
 }
 
-/// The one grant that covers every one of `denials` under `policy` (pure): every
-/// denial a refused write inside the same protected path (that path may then be
-/// written; the mode, the network and every other path stay as they were), every
-/// denial a refusal of cordon's proxy that listing one exact host and port would have
-/// let through (that host and port, as the proxy parsed them), or every denial a
-/// refused network operation in a confined policy with the network off.
+/// The one grant that covers every one of `denials` under `policy`: every denial a
+/// refused write inside one protected path (the innermost that holds them all: that
+/// path may then be written, see [`ExecutionPolicy::grant_write`]; the mode, the
+/// network and every other path stay as they were), every denial a refusal of
+/// cordon's proxy that listing one exact host and port would have let through (that
+/// host and port, as the proxy parsed them), or every denial a refused network
+/// operation in a confined policy with the network off. When that path is a git
+/// directory and every write went to one entry host git takes commands from (`hooks`,
+/// `config`: [`crate::policy::GIT_COMMAND_SOURCES`]), the grant is that entry, whose
+/// prompt says so; a mix of both is granted git's own files only. (It looks at the
+/// filesystem only to tell a git directory.)
 pub fn grant_for(denials: &[Denial], policy: &ExecutionPolicy) -> Option<Grant> {
     use crate::result::DenialKind;
     if denials.is_empty() || !policy.mode.is_confined() {
@@ -312,12 +318,28 @@ pub fn grant_for(denials: &[Denial], policy: &ExecutionPolicy) -> Option<Grant> 
     if denials.iter().all(|d| d.kind == DenialKind::Network) {
         return (!policy.network).then_some(Grant::Network);
     }
-    let protected_of = |d: &Denial| {
-        let target = Path::new(d.target.as_deref()?);
-        (d.kind == DenialKind::FileWrite).then(|| policy.protected.iter().find(|p| target.starts_with(p))).flatten()
-    };
-    let path = protected_of(&denials[0])?;
-    denials.iter().all(|d| protected_of(d) == Some(path)).then(|| Grant::Write { path: path.clone() })
+    let targets: Vec<&Path> = denials
+        .iter()
+        .map(|d| (d.kind == DenialKind::FileWrite).then_some(d.target.as_deref()).flatten().map(Path::new))
+        .collect::<Option<_>>()?;
+    let path = policy
+        .protected
+        .iter()
+        .filter(|p| targets.iter().all(|t| t.starts_with(p)))
+        .max_by_key(|p| p.components().count())?;
+    if crate::policy::is_git_dir(path) {
+        let entry = |t: &Path| t.strip_prefix(path).ok().and_then(|r| r.iter().next()).map(|c| path.join(c));
+        let first = entry(targets[0]);
+        let source = first.filter(|e| {
+            e.symlink_metadata().is_ok()
+                && e.file_name().is_some_and(|n| crate::policy::GIT_COMMAND_SOURCES.iter().any(|s| n == *s))
+                && targets.iter().all(|t| entry(t).as_ref() == Some(e))
+        });
+        if let Some(source) = source {
+            return Some(Grant::Write { path: source });
+        }
+    }
+    Some(Grant::Write { path: path.clone() })
 }
 
 /// Why a denied run that succeeded leads to no request: a grant could not change its
@@ -458,12 +480,44 @@ mod tests {
                 accept_gaps: Vec::new(),
                 allow_unix_sockets: Vec::new(),
                 allow_hosts: Default::default(),
+                git: Default::default(),
             },
             runner: RunnerChoice::Auto,
             limits: crate::limits::Limits { memory: 1 << 30, pids: 64, cpu: None, explicit: vec![] },
             observe_writes: true,
             cache_dir: None,
         }
+    }
+
+    #[test]
+    fn a_write_to_hooks_alone_is_granted_as_hooks() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().canonicalize().unwrap();
+        let git = ws.join(".git");
+        for d in ["objects", "refs", "hooks"] {
+            std::fs::create_dir_all(git.join(d)).unwrap();
+        }
+        std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let mut policy = spec().policy;
+        policy.mode = Mode::WorkspaceWrite;
+        policy.workspace = ws.clone();
+        policy.protected = vec![git.clone()];
+        let d = |p: &str| Denial {
+            kind: crate::result::DenialKind::FileWrite,
+            target: Some(git.join(p).display().to_string()),
+            evidence: String::new(),
+            line: None,
+            proxy: None,
+        };
+        let hooks = vec![d("hooks/post-commit"), d("hooks/pre-push")];
+        assert_eq!(grant_for(&hooks, &policy), Some(Grant::Write { path: git.join("hooks") }));
+        // A commit that also plants a hook: git's own files only.
+        let mixed = vec![d("index.lock"), d("hooks/post-commit")];
+        assert_eq!(grant_for(&mixed, &policy), Some(Grant::Write { path: git.clone() }));
+        // The innermost protected path holding every denial: a submodule's git dir.
+        policy.protected.push(git.join("modules/sub"));
+        let sub = vec![d("modules/sub/index.lock"), d("modules/sub/objects/x")];
+        assert_eq!(grant_for(&sub, &policy), Some(Grant::Write { path: git.join("modules/sub") }));
     }
 
     #[test]

@@ -48,13 +48,30 @@ fn describe(p: &PolicyView) -> String {
     }
 }
 
+/// What a write grant of `path` opens, for a person: a git directory opens git's own
+/// files only; an entry host git runs commands from says so.
+pub fn write_grant_text(path: &Path) -> String {
+    let shown = clip(&printable(&path.display().to_string()), PROMPT_LINE);
+    let source = path.file_name().is_some_and(|n| crate::policy::GIT_COMMAND_SOURCES.iter().any(|s| n == *s))
+        && path.parent().is_some_and(crate::policy::is_git_dir);
+    if crate::policy::is_git_dir(path) {
+        format!(
+            "write git's own files in {shown} (objects, refs, index, logs, HEAD), not its config or hooks, which \
+             host git runs"
+        )
+    } else if source {
+        format!("write {shown}, WHICH HOST GIT RUNS: your next git command in this repository executes what it holds")
+    } else {
+        format!("write {shown}")
+    }
+}
+
 /// What a narrow grant allows, in one line, for the prompt: the thing granted first.
 fn describe_grant(grant: &Grant, mode: Mode) -> String {
     match grant {
-        Grant::Write { path } => format!(
-            "write {} for one retry, nothing else (still {mode}, network unchanged)",
-            clip(&printable(&path.display().to_string()), PROMPT_LINE)
-        ),
+        Grant::Write { path } => {
+            format!("{} for one retry, nothing else (still {mode}, network unchanged)", write_grant_text(path))
+        }
         Grant::Network => format!("the network for one retry, nothing else (still {mode}, files unchanged)"),
         Grant::Host { host } => format!(
             "reach {} through cordon's proxy for one retry, nothing else (still {mode})",
@@ -147,8 +164,8 @@ fn prompt_facts(req: &EscalationRequest) -> String {
 fn question(req: &EscalationRequest) -> String {
     match &req.grant {
         Some(Grant::Write { path }) => format!(
-            "Run this exact command once more, allowed to write {} (still {}, network unchanged)?",
-            clip(&printable(&path.display().to_string()), PROMPT_LINE),
+            "Run this exact command once more, allowed to {} (still {}, network unchanged)?",
+            write_grant_text(path),
             req.to
         ),
         Some(Grant::Network) => {

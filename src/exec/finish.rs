@@ -283,6 +283,23 @@ pub(super) async fn finish(
     // The run's namespace (and with it the overlays on the kept layers) is gone: the
     // next run may write them.
     drop(std::mem::take(&mut l.layer_locks));
+    // Nothing of the run is left: what it planted where host git would read it (a
+    // sentinel of the policy) is moved aside now, and reported.
+    for q in crate::policy::seal(&l.policy) {
+        let evidence = match &q.moved_to {
+            Some(to) => {
+                format!("found after the run where host git reads it (moved aside to {}: {})", to.display(), q.kind)
+            }
+            None => format!("found after the run where host git reads it (NOT moved aside, review it: {})", q.kind),
+        };
+        denials.push(Denial {
+            kind: crate::result::DenialKind::FileWrite,
+            target: Some(q.path.display().to_string()),
+            evidence,
+            line: None,
+            proxy: None,
+        });
+    }
     // The bwrap stage helper confined itself and executed the command only if it said
     // so before `execve`; anything else (a failed step, bubblewrap dying first) means
     // the command never ran in the complete sandbox.

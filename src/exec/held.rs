@@ -180,8 +180,16 @@ impl Executor {
         for (i, root) in roots.iter().enumerate() {
             let m = std::fs::symlink_metadata(root)
                 .map_err(|source| CordonError::Io { what: format!("reading {}", root.display()), source })?;
-            let skip =
-                spec.policy.protected.iter().filter_map(|p| p.strip_prefix(root).ok().map(Path::to_path_buf)).collect();
+            // Never applied: protected paths, and where host git would read what does not
+            // exist yet (a sentinel: a repository planted at a registered submodule path
+            // would reach the host here, after the check at the run's end).
+            let skip = spec
+                .policy
+                .protected
+                .iter()
+                .chain(spec.policy.git.sentinels.iter().map(|s| &s.path))
+                .filter_map(|p| p.strip_prefix(root).ok().map(Path::to_path_buf))
+                .collect();
             layers.push(crate::layer::apply::Layer {
                 root: root.clone(),
                 root_id: (m.dev(), m.ino()),

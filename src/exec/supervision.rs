@@ -15,6 +15,13 @@ pub(super) fn write_rules(
     let mut rules = crate::writes::WriteRules {
         landlock_abi: landlock.map(|l| l.abi),
         protected: policy.protected.clone(),
+        reopened: policy.git.reopened.clone(),
+        holders: policy
+            .self_binds()
+            .into_iter()
+            .filter(|(_, a)| *a == crate::policy::BindAccess::Same)
+            .map(|(p, _)| p)
+            .collect(),
         // bubblewrap always builds a mount namespace, read-only outside the binds.
         mount_layer: plan.namespaces.mount || plan.runner == RunnerKind::Bwrap,
         read_only_mode: policy.mode == Mode::ReadOnly,

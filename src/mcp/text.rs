@@ -115,6 +115,7 @@ fn sandbox_guidance(result: &RunResult, ceiling: &Ceiling, hint: GrantHint<'_>) 
         accept_gaps: ceiling.accept_gaps.clone(),
         allow_unix_sockets: Vec::new(),
         allow_hosts: Default::default(),
+        git: Default::default(),
     };
     if let Some(grant) = crate::escalation::grant_for(&s.denials, &policy) {
         let what = match &grant {

@@ -1,6 +1,7 @@
 //! Finding what to protect: every git directory, gitfile (and its target) and bare
 //! repository under a writable root, by a bounded walk (see `resolve_policy`).
 
+use super::gitrepo::Repo;
 use super::*;
 use std::ffi::OsString;
 
@@ -16,13 +17,19 @@ pub(super) fn is_bare_git_dir(dir: &Path) -> bool {
         && dir.join("refs").is_dir()
 }
 
-/// Add `path` (and, for a gitdir pointer file, its targets) to `out` if it exists.
-pub(super) fn collect_protected(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), PolicyError> {
+/// Add `path` (and, for a gitdir pointer file, its targets) to `out` if it exists, and
+/// the repository it is (a `.git` directory or gitfile) to `repos`.
+pub(super) fn collect_protected(path: &Path, out: &mut Vec<PathBuf>, repos: &mut Vec<Repo>) -> Result<(), PolicyError> {
     let Ok(meta) = std::fs::symlink_metadata(path) else { return Ok(()) };
     if meta.file_type().is_symlink() {
         return Err(PolicyError::ProtectedSymlink { path: path.to_path_buf() });
     }
     out.push(path.to_path_buf());
+    let is_dot_git = path.file_name().is_some_and(|n| n == ".git");
+    let work_tree = path.parent().filter(|_| is_dot_git).map(Path::to_path_buf);
+    if meta.is_dir() && is_dot_git {
+        repos.push(Repo { git_dir: path.to_path_buf(), work_tree: work_tree.clone() });
+    }
     if meta.is_file() {
         // A `.git` pointer file: "gitdir: <path>".
         if let Ok(text) = std::fs::read_to_string(path) {
@@ -33,6 +40,9 @@ pub(super) fn collect_protected(path: &Path, out: &mut Vec<PathBuf>) -> Result<(
                         if let Ok(c) = gitdir.join(common.trim()).canonicalize() {
                             out.push(c);
                         }
+                    }
+                    if is_dot_git {
+                        repos.push(Repo { git_dir: gitdir.clone(), work_tree });
                     }
                     out.push(gitdir);
                 }
@@ -55,7 +65,12 @@ pub(super) fn searchable(dir: &Path) -> bool {
 
 /// Walk `root` for git directories and gitfiles (what counts: the module docs), adding
 /// them to `out`. Every directory entry read costs one unit of `budget`.
-pub(super) fn discover_git_dirs(root: &Path, budget: &mut usize, out: &mut Vec<PathBuf>) -> Result<(), PolicyError> {
+pub(super) fn discover_git_dirs(
+    root: &Path,
+    budget: &mut usize,
+    out: &mut Vec<PathBuf>,
+    repos: &mut Vec<Repo>,
+) -> Result<(), PolicyError> {
     let fail =
         |path: &Path, source| PolicyError::Discovery { root: root.to_path_buf(), path: path.to_path_buf(), source };
     let mut stack = vec![root.to_path_buf()];
@@ -94,7 +109,7 @@ pub(super) fn discover_git_dirs(root: &Path, budget: &mut usize, out: &mut Vec<P
                 // is mounted by name): refused, as before any search reached it.
                 b".git" if too_long(&dir.join(&name)) => return Err(fail(&dir.join(&name), name_too_long())),
                 b".git" => {
-                    collect_protected(&dir.join(&name), out)?;
+                    collect_protected(&dir.join(&name), out, repos)?;
                     continue;
                 }
                 b"HEAD" => head = !file_type.is_dir(),
@@ -111,6 +126,7 @@ pub(super) fn discover_git_dirs(root: &Path, budget: &mut usize, out: &mut Vec<P
         }
         if head && objects && refs {
             // A bare repository (or a git directory under another name): keep it whole.
+            repos.push(Repo { git_dir: dir.clone(), work_tree: None });
             out.push(dir);
             continue;
         }
@@ -247,13 +263,13 @@ mod tests {
         rustix::fs::mkdirat(&bottom, "plain", Mode::from_raw_mode(0o755)).unwrap();
         let mut out = Vec::new();
         let mut budget = MAX_DISCOVERY_ENTRIES;
-        discover_git_dirs(&root, &mut budget, &mut out).unwrap();
+        discover_git_dirs(&root, &mut budget, &mut out, &mut Vec::new()).unwrap();
         assert_eq!(out, vec![root.join("a/.git")]);
         assert!(MAX_DISCOVERY_ENTRIES - budget > 1600, "the deep tree was searched");
 
         rustix::fs::mkdirat(&bottom, ".git", Mode::from_raw_mode(0o755)).unwrap();
         let mut budget = MAX_DISCOVERY_ENTRIES;
-        let err = discover_git_dirs(&root, &mut budget, &mut Vec::new()).unwrap_err();
+        let err = discover_git_dirs(&root, &mut budget, &mut Vec::new(), &mut Vec::new()).unwrap_err();
         assert!(
             matches!(&err, PolicyError::Discovery { path, source, .. }
                 if path.ends_with("dd/.git") && source.raw_os_error() == Some(libc::ENAMETOOLONG)),

@@ -52,25 +52,39 @@
 //!   `/tmp` often holds such directories of other users), skips an entry that vanishes
 //!   while it is read, reads a directory deeper than `PATH_MAX` by descriptor (a
 //!   repository there, which no protected path could name, is refused) and fails closed
-//!   on any other error. A protected path that is a symlink is refused (the link itself could be
-//!   replaced). Each path in [`PolicyRequest::unprotected`] (a session's standing
-//!   `write` grant) is then taken out of the set, exactly.
+//!   on any other error. A protected path that is a symlink is refused (the link itself
+//!   could be replaced). Then every place host git will look from those repositories
+//!   (and from one enclosing a writable root) is added: registered submodule paths,
+//!   linked worktrees, a writable root's own `.git` inside a repository, the files and
+//!   directories its configuration names (`gitrepo`). What exists is protected; what
+//!   does not is a [`Sentinel`], checked when the run ends ([`seal`]). Each path in
+//!   [`PolicyRequest::unprotected`] (a session's standing `write` grant) is then
+//!   opened as [`ExecutionPolicy::grant_write`] says (a git directory: git's own files
+//!   only).
 //! - A writable root (or the workspace, in `workspace-write`) that is or lies inside a
 //!   protected path or a git directory is refused, as is a policy with more than
 //!   [`MAX_PROTECTED`] protected paths.
 //!
-//! What it does not do: it does not decide how a runner enforces the policy, and it
-//! cannot protect a repository the command creates during the run (that is the
-//! command's own content; `git` run later in such a directory reads its config).
+//! What it does not do: it does not decide how a runner enforces the policy (the
+//! runners attach [`ExecutionPolicy::self_binds`]), and it cannot protect a repository
+//! the command creates where host git does not look from a protected repository (that
+//! is the command's own content; `git` run later in such a directory reads its config).
 
-use crate::error::{PolicyError, WidthReason};
+use crate::error::{GitFileError, PolicyError, WidthReason};
 use crate::mode::Mode;
 use serde::{Deserialize, Serialize};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 mod git;
+mod gitfmt;
+mod gitrepo;
+mod guard;
 use git::*;
+pub use gitfmt::IndexError;
+pub use guard::{
+    is_git_dir, seal, BindAccess, GitGuard, IndexSeal, Quarantined, Sentinel, SentinelKind, GIT_COMMAND_SOURCES,
+};
 
 /// The default protected subpaths of a workspace.
 pub const DEFAULT_PROTECTED: [&str; 1] = [".git"];
@@ -81,10 +95,12 @@ pub const DEFAULT_PROTECTED: [&str; 1] = [".git"];
 /// [`PolicyError::DiscoveryLimit`] naming the root.
 pub const MAX_DISCOVERY_ENTRIES: usize = 1_000_000;
 
-/// Protected paths per policy. The landlock runner holds one detached mount (an open
-/// file descriptor) per protected path until it attaches them all, so the bound keeps
-/// well under the common 1024-descriptor soft limit.
-pub const MAX_PROTECTED: usize = 256;
+/// Protected paths per policy: each is one mount (plus, at most, one for each
+/// directory on the way to it) that the child attaches one at a time, holding no
+/// descriptor per path, so the bound is about time, not descriptors: a workspace of
+/// 1 000 clones costs about 2 000 mounts (docs/performance.md has the figures). Past
+/// it the call fails closed (`TooManyProtected`): pass a narrower directory.
+pub const MAX_PROTECTED: usize = 10_000;
 
 /// Directories of a home that configure programs the user runs later (besides every
 /// top-level dot-directory): `bin` is on `PATH` in the default shell profiles,
@@ -214,6 +230,10 @@ pub struct ExecutionPolicy {
     /// empty otherwise; see [`PolicyRequest::allow_hosts`]).
     #[serde(skip_serializing_if = "crate::proxy::AllowList::is_empty")]
     pub allow_hosts: crate::proxy::AllowList,
+    /// Where else host git would read what a command plants: paths reopened by a
+    /// grant, sentinels checked when the run ends ([`GitGuard`]).
+    #[serde(skip_serializing_if = "GitGuard::is_empty")]
+    pub git: GitGuard,
 }
 
 impl ExecutionPolicy {
@@ -222,6 +242,23 @@ impl ExecutionPolicy {
         match self.mode {
             Mode::ReadOnly => Vec::new(),
             _ => std::iter::once(self.workspace.clone()).chain(self.writable_roots.iter().cloned()).collect(),
+        }
+    }
+
+    /// A workspace-write policy on `ws` that protects nothing (tests).
+    #[cfg(test)]
+    pub(crate) fn for_tests(ws: &Path) -> ExecutionPolicy {
+        ExecutionPolicy {
+            mode: Mode::WorkspaceWrite,
+            workspace: ws.to_path_buf(),
+            writable_roots: Vec::new(),
+            protected: Vec::new(),
+            network: false,
+            best_effort: false,
+            allow_unix_sockets: Vec::new(),
+            allow_hosts: Default::default(),
+            accept_gaps: Vec::new(),
+            git: GitGuard::default(),
         }
     }
 
@@ -461,6 +498,7 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
     roots.sort();
 
     let mut protected = Vec::new();
+    let mut guard = GitGuard::default();
     if writes && req.mode.is_confined() {
         let writable: Vec<&Path> = std::iter::once(ws.as_path()).chain(roots.iter().map(|r| r.as_path())).collect();
         for w in &writable {
@@ -468,14 +506,15 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
                 return Err(PolicyError::RootInsideProtected { root: w.to_path_buf(), protected: git });
             }
         }
+        let mut repos = Vec::new();
         for base in &writable {
             for rel in &req.protected {
-                collect_protected(&base.join(rel), &mut protected)?;
+                collect_protected(&base.join(rel), &mut protected, &mut repos)?;
             }
         }
         let mut budget = MAX_DISCOVERY_ENTRIES;
         for base in writable.iter().filter(|b| !writable.iter().any(|o| o != *b && b.starts_with(o))) {
-            discover_git_dirs(base, &mut budget, &mut protected)?;
+            discover_git_dirs(base, &mut budget, &mut protected, &mut repos)?;
             protected.sort();
             protected.dedup();
             if protected.len() > MAX_PROTECTED {
@@ -483,7 +522,17 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
             }
         }
         protected.retain(|p: &PathBuf| writable.iter().any(|w| p.starts_with(w)));
-        protected.retain(|p| !req.unprotected.contains(p));
+        repos.sort_by(|a, b| a.git_dir.cmp(&b.git_dir));
+        repos.dedup();
+        // Where host git looks besides (docs/architecture.md, "What is protected").
+        let registered = gitrepo::registered(&repos, &writable, &protected, &gitrepo::HostGit::detect())?;
+        protected.extend(registered.protect);
+        protected.sort();
+        protected.dedup();
+        if protected.len() > MAX_PROTECTED {
+            return Err(PolicyError::TooManyProtected { root: ws.clone(), limit: MAX_PROTECTED });
+        }
+        guard.sentinels = registered.sentinels;
         for w in &writable {
             if let Some(p) = protected.iter().find(|p| w.starts_with(p)) {
                 return Err(PolicyError::RootInsideProtected { root: w.to_path_buf(), protected: p.clone() });
@@ -523,7 +572,7 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
         crate::proxy::AllowList::default()
     };
 
-    Ok(ExecutionPolicy {
+    let mut policy = ExecutionPolicy {
         mode: req.mode,
         workspace: ws,
         writable_roots: if writes { roots } else { Vec::new() },
@@ -538,7 +587,14 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
         },
         allow_unix_sockets: if req.mode.is_confined() { allow_unix_sockets } else { Vec::new() },
         allow_hosts,
-    })
+        git: guard,
+    };
+    // Standing grants (a session's `write`): each taken out of the protected set, as
+    // narrowly as [`ExecutionPolicy::grant_write`] says.
+    for path in &req.unprotected {
+        policy.grant_write(path);
+    }
+    Ok(policy)
 }
 
 #[cfg(test)]
@@ -881,10 +937,10 @@ mod tests {
         // root: a, b; a: .git; b: 10 files. The 50 objects are never visited.
         let mut budget = 13;
         let mut out = Vec::new();
-        discover_git_dirs(&root, &mut budget, &mut out).unwrap();
+        discover_git_dirs(&root, &mut budget, &mut out, &mut Vec::new()).unwrap();
         assert_eq!((budget, out), (0, vec![root.join("a/.git")]));
         let mut budget = 12;
-        let err = discover_git_dirs(&root, &mut budget, &mut Vec::new()).unwrap_err();
+        let err = discover_git_dirs(&root, &mut budget, &mut Vec::new(), &mut Vec::new()).unwrap_err();
         assert!(matches!(&err, PolicyError::DiscoveryLimit { root: r, .. } if *r == root), "{err}");
     }
 

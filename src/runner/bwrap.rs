@@ -32,7 +32,8 @@
 //!   read-only (`--ro-bind / /`, every bind `nodev`), a minimal `/dev`, a fresh
 //!   read-only `/proc`, private tmpfs on `/tmp`, `/dev/shm` and the home's cache
 //!   directory, the private global git config (`--file`), the workspace and writable roots
-//!   bound writable on top (shallow first), protected paths re-bound read-only last,
+//!   bound writable on top (shallow first) from cordon's stage's view, with the
+//!   protected paths (read-only) and the directories on the way to them beneath,
 //!   `--cap-drop ALL`, `--die-with-parent`, `--new-session`; then it executes
 //!   `/proc/self/fd/6` (the cordon executable, so it need not be visible inside).
 //! - **the stage helper** (`cordon_stage::helper`): the landlock runner's Landlock
@@ -144,6 +145,12 @@ fn stage_helper_plan(input: &PlanInput<'_>) -> Option<StageHelperPlan> {
             private_dirs(input).into_iter().map(|d| d.path).collect(),
         ),
         supervised: true,
+        checks: input
+            .policy
+            .self_binds()
+            .into_iter()
+            .map(|(p, a)| (p, a == crate::policy::BindAccess::ReadOnly))
+            .collect(),
     })
 }
 
@@ -212,10 +219,15 @@ pub fn exposed(policy: &ExecutionPolicy) -> Vec<(PathBuf, bool)> {
 }
 
 /// What cordon's stage mounts before it executes bubblewrap (pure), in its private
-/// mount namespace: private propagation; identity-checked clones of every exposed
-/// and protected path attached over themselves (shallow first, protected last);
-/// then the whole tree read-only except `/proc` (bubblewrap writes its user
-/// namespace's id maps there) and the writable roots (nodev, nosuid).
+/// mount namespace: private propagation; identity-checked clones of every exposed path
+/// attached over themselves (shallow first), with the private layers over `/tmp`,
+/// `/dev/shm` and the home's directories where overlayfs works; then the whole tree
+/// read-only except `/proc` (bubblewrap writes its user namespace's id maps there),
+/// the private layers and the writable roots (nodev, nosuid); then the protected layout (protected paths read-only, paths
+/// a grant reopened writable, directories on the way to them made mount points:
+/// [`ExecutionPolicy::self_binds`]). The materializer then reopens each bind source
+/// in this view, so bubblewrap's `--bind-fd` carries these mounts beneath it (it keeps
+/// a read-only submount read-only).
 ///
 /// bubblewrap resolves its bind destinations itself, following symlinks, and creates
 /// the missing ones (a directory, or an empty file for a file bind) through its view
@@ -226,10 +238,8 @@ pub fn exposed(policy: &ExecutionPolicy) -> Vec<(PathBuf, bool)> {
 /// runs; inside the writable roots it can only create what the command could.
 pub fn stage_mounts(input: &PlanInput<'_>) -> Vec<MountStep> {
     let policy = input.policy;
-    let mut protected = policy.protected.clone();
-    protected.sort_by_key(|p| p.components().count());
     let exposed = exposed(policy);
-    let (clones, attach) = super::plan::clone_and_attach(exposed.iter().map(|(p, _)| p).chain(protected.iter()));
+    let (clones, attach) = super::plan::clone_and_attach(exposed.iter().map(|(p, _)| p));
     let overlay = input.host.overlay.available();
     let mut steps = vec![MountStep::MakeRootPrivate];
     steps.extend(clones);
@@ -266,10 +276,11 @@ pub fn stage_mounts(input: &PlanInput<'_>) -> Vec<MountStep> {
         steps.push(MountStep::NoDevNoSuid { target: p.clone() });
     }
     for (p, writable) in &exposed {
-        if *writable && !protected.iter().any(|q| p.starts_with(q)) {
+        if *writable {
             steps.push(MountStep::Writable { target: p.clone() });
         }
     }
+    steps.extend(super::plan::self_bind_steps(policy));
     steps
 }
 
@@ -305,19 +316,13 @@ fn push(args: &mut Vec<OsString>, items: &[&str]) {
 pub const BIND_FD_BASE: i32 = cordon_stage::helper::CHECKS_FD + 1;
 
 /// Every bind on top of the read-only root, in bubblewrap's order, with the fd number
-/// its source has in the child and whether it is writable (pure): the exposed paths
-/// (shallow first), then the protected paths read-only (shallow first). The sources
-/// are the parent's pinned fds (`crate::pin`), so bubblewrap binds exactly the
-/// directories that were checked (`--bind-fd`), never a path re-resolved later.
+/// its source has in the child and whether it is writable (pure): the exposed paths,
+/// shallow first. The sources are the parent's pinned fds (`crate::pin`), reopened by
+/// cordon's stage in its own view after its mounts (so the protected layout beneath
+/// comes along, read-only where it is), so bubblewrap binds exactly the directories
+/// that were checked (`--bind-fd`), never a path re-resolved later.
 pub fn binds(policy: &ExecutionPolicy) -> Vec<(PathBuf, i32, bool)> {
-    let mut protected = policy.protected.clone();
-    protected.sort_by_key(|p| p.components().count());
-    exposed(policy)
-        .into_iter()
-        .chain(protected.into_iter().map(|p| (p, false)))
-        .zip(BIND_FD_BASE..)
-        .map(|((p, writable), fd)| (p, fd, writable))
-        .collect()
+    exposed(policy).into_iter().zip(BIND_FD_BASE..).map(|((p, writable), fd)| (p, fd, writable)).collect()
 }
 
 /// bubblewrap's arguments for `input` (pure): everything after `argv[0]`, ending
@@ -334,10 +339,11 @@ pub fn binds(policy: &ExecutionPolicy) -> Vec<(PathBuf, i32, bool)> {
 ///    --tmpfs` on the home's cache directory when it gets one
 ///    (`landlock::private_dirs`);
 /// 4. the exposed paths ([`exposed`]), shallow first: after the tmpfs, so one that
-///    lives under `/tmp` is bound onto a mount point bubblewrap creates there;
-/// 5. protected paths read-only, shallow first, after every writable bind (4 and 5
-///    bind the parent's pinned fds, `--bind-fd N P` / `--ro-bind-fd N P`: see [`binds`]),
-///    then the seeded files (`--perms 0600 --file FD DEST`: the private global git
+///    lives under `/tmp` is bound onto a mount point bubblewrap creates there
+///    (`--bind-fd N P`, or `--ro-bind-fd N P` for a read-only workspace: the pinned
+///    sources, reopened by cordon's stage with the protected layout attached beneath
+///    them, which bubblewrap keeps: see [`binds`] and [`stage_mounts`]);
+/// 5. the seeded files (`--perms 0600 --file FD DEST`: the private global git
 ///    config, see [`PlanInput::git_config`]);
 /// 6. `--chdir`, `--setenv TMPDIR /tmp`, `--`, then with the helper
 ///    `/proc/self/fd/6 __stage --abi N --restrict-flags F --write-in-child /tmp
@@ -701,6 +707,7 @@ mod tests {
             accept_gaps: Vec::new(),
             allow_unix_sockets: Vec::new(),
             allow_hosts: Default::default(),
+            git: Default::default(),
         };
         let input = PlanInput {
             policy: &policy,

@@ -90,7 +90,9 @@ pub fn landlock_gaps(policy: &ExecutionPolicy, host: &HostFacts) -> Vec<(Restric
                 "Landlock does not cover chmod/chown/utimes/xattrs and the read-only mount layer is unavailable: {why_ns}"
             )),
             ProtectedPaths if !ns => Some(format!(
-                "Landlock cannot keep a subpath of a writable root read-only and the mount layer is unavailable: {why_ns}"
+                "Landlock cannot keep a subpath of a writable root read-only and the mount layer is unavailable, so \
+                 git directories, registered submodule paths and the directories holding them stay writable (what \
+                 appears where host git looks is still moved aside when the run ends): {why_ns}"
             )),
             PrivateTmp if !ns => Some(format!(
                 "/tmp and /dev/shm stay readable and shared (not writable) without a mount namespace: {why_ns}"
@@ -499,17 +501,23 @@ pub fn landlock_plan(policy: &ExecutionPolicy, abi: u32, private: PrivateTmp, la
 pub const PRIVATE_TMPFS: [&str; 2] = ["/tmp", "/dev/shm"];
 
 /// The mount steps of a confined run (pure). Order matters:
-/// 1. private propagation; 2. detached clones of every exposed and protected path,
-///    taken before anything is hidden; 3. a fresh `/proc`; 4. `/tmp` and `/dev/shm`
-///    made private ([`private_tmp_steps`]: a private layer over the host's, or a fresh
-///    tmpfs), with mount points for exposed paths that live there; 5. the exposed
-///    paths (shallow first), then protected paths on top, then the private layers
-///    over the home's directories ([`private_dir_steps`]), and cordon's state
-///    directory hidden ([`hide_steps`]); 6. everything read-only,
-///    then the home's layers writable again (without overlayfs: the tmpfs on the
-///    home's cache, mounted now so that it stays writable), and every exposed tree
-///    `nodev,nosuid` (the private mounts are mounted so); 7. `/tmp`, `/dev/shm` and
-///    the writable roots writable again.
+/// 1. private propagation; 2. detached clones of every exposed path (and of a held
+///    run's storage), taken before anything is hidden; 3. a fresh `/proc`; 4. `/tmp`
+///    and `/dev/shm` made private ([`private_tmp_steps`]: a private layer over the
+///    host's, or a fresh tmpfs), with mount points for exposed paths that live there;
+///    5. the exposed paths (shallow first), then the private layers over the home's
+///    directories ([`private_dir_steps`]), and cordon's state directory hidden
+///    ([`hide_steps`]); 6. everything read-only, then the layers holding a held run's
+///    writes ([`held_roots`]), the home's layers writable again (without overlayfs: the
+///    tmpfs on the home's cache, mounted now so that it stays writable), and every
+///    exposed tree `nodev,nosuid` (the private mounts are mounted so); 7. `/tmp`,
+///    `/dev/shm` and the writable roots writable again (a held root's layer is); 8. the
+///    protected layout
+///    ([`ExecutionPolicy::self_binds`](crate::policy::ExecutionPolicy::self_binds)),
+///    shallow first, each path attached over itself: protected paths read-only (cloned
+///    from the host's tree), paths a grant reopened writable and every directory on the
+///    way to one made a mount point (so none can be renamed away), cloned from the host's
+///    tree too, or from a held root's layer so that their writes stay held.
 ///
 /// Note: Landlock grants the private `/tmp` write access beneath it, and Landlock
 /// rules accumulate across mount points, so a read-only workspace attached under
@@ -520,24 +528,13 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
     let mut exposed = exposed_paths(policy);
     // Shallow first, so nested roots are attached on top of their parents.
     exposed.sort_by_key(|p| p.components().count());
-    let mut protected = policy.protected.clone();
-    protected.sort_by_key(|p| p.components().count());
-
-    let (mut clones, mut attach) = super::plan::clone_and_attach(exposed.iter().chain(protected.iter()));
-    // Held writes: the storage is cloned with the rest (before anything hides it), the
-    // protected paths are attached later, on top of the layers.
+    let (mut clones, attach) = super::plan::clone_and_attach(exposed.iter());
+    // Held writes: the storage is cloned with the rest (before anything hides it); the
+    // protected layout is attached last, on top of the layers.
     let held = held_roots(input);
     let storage_slot = clones.len();
-    let mut late = Vec::new();
     if let (false, Some(h)) = (held.is_empty(), &input.held) {
         clones.push(MountStep::Clone { source: h.storage.clone(), slot: storage_slot });
-        attach.retain(|a| match a {
-            MountStep::Attach { slot, target } if protected.contains(target) => {
-                late.push((*slot, target.clone()));
-                false
-            }
-            _ => true,
-        });
     }
     let mut steps = vec![MountStep::MakeRootPrivate];
     steps.extend(clones);
@@ -555,10 +552,11 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
     steps.extend(hide_steps(input));
     steps.push(MountStep::ReadOnlyRecursive);
     if let Some(h) = input.held.as_ref().filter(|_| !held.is_empty()) {
+        let layout = policy.self_binds();
         for (i, root) in held.iter().enumerate() {
             let (upper, work) = super::plan::held_dirs(i);
             let (mut mountpoints, mut mountpoint_files) = (Vec::new(), Vec::new());
-            for p in protected.iter().filter(|p| p.starts_with(root)) {
+            for (p, _) in layout.iter().filter(|(p, _)| p.starts_with(root)) {
                 let rel = p.strip_prefix(root).unwrap_or(p);
                 let mut cur = PathBuf::new();
                 let parts: Vec<_> = rel.components().collect();
@@ -581,11 +579,6 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
                 mountpoint_files,
             });
         }
-        // The protected paths, read-only, on top of the layers (shallow first).
-        for (slot, target) in late {
-            steps.push(MountStep::Attach { slot, target: target.clone() });
-            steps.push(MountStep::ReadOnly { target });
-        }
     }
     steps.extend(layers_after);
     // The attached trees keep their host mounts' flags: a host filesystem mounted
@@ -599,10 +592,12 @@ pub fn mount_steps(input: &PlanInput<'_>) -> Vec<MountStep> {
     }
     for w in policy.writable() {
         // A held root's clone stays read-only under its layer (the layer is writable).
-        if !protected.iter().any(|p| w.starts_with(p)) && !held.contains(&w) {
+        if !held.contains(&w) {
             steps.push(MountStep::Writable { target: w });
         }
     }
+    // The protected layout last, over everything (a held root's layer included).
+    steps.extend(super::plan::self_bind_steps(policy));
     steps
 }
 
@@ -692,6 +687,7 @@ mod tests {
             accept_gaps: Vec::new(),
             allow_unix_sockets: Vec::new(),
             allow_hosts: Default::default(),
+            git: Default::default(),
         }
     }
 
@@ -825,13 +821,16 @@ mod tests {
             matches!(s, MountStep::Overlay { target, upper: LayerUpper::InClone { upper, .. }, mountpoints, .. }
                 if target == Path::new("/tmp/ws") && upper == "r0-upper" && *mountpoints == [PathBuf::from(".git")])
         });
-        let git = pos(&|s| matches!(s, MountStep::Attach { target, .. } if target == Path::new("/tmp/ws/.git")));
-        let git_ro = pos(&|s| *s == MountStep::ReadOnly { target: "/tmp/ws/.git".into() });
+        let git = pos(&|s| {
+            *s == MountStep::BindOver { target: "/tmp/ws/.git".into(), access: crate::policy::BindAccess::ReadOnly }
+        });
         // The storage is cloned before /tmp is replaced; the layer comes after the tree
-        // went read-only; .git is attached once, on top of it, then made read-only.
-        assert!(storage < tmp && ro < layer && layer < git && git < git_ro, "{steps:#?}");
-        let git_attaches =
-            steps.iter().filter(|s| matches!(s, MountStep::Attach { target, .. } if target.ends_with(".git")));
+        // went read-only; .git is attached once, read-only, on top of it.
+        assert!(storage < tmp && ro < layer && layer < git, "{steps:#?}");
+        let git_attaches = steps.iter().filter(|s| match s {
+            MountStep::Attach { target, .. } | MountStep::BindOver { target, .. } => target.ends_with(".git"),
+            _ => false,
+        });
         assert_eq!(git_attaches.count(), 1);
         // The clone under the layer stays read-only; Landlock's rule is on the layer.
         assert!(!steps.contains(&MountStep::Writable { target: "/tmp/ws".into() }));
@@ -866,9 +865,16 @@ mod tests {
             .iter()
             .filter_map(|s| if let MountStep::Attach { target, .. } = s { Some(target.clone()) } else { None })
             .collect();
-        let ws = attach_targets.iter().position(|t| t == Path::new("/tmp/ws")).unwrap();
-        let git = attach_targets.iter().position(|t| t == Path::new("/tmp/ws/.git")).unwrap();
-        assert!(ws < git);
+        assert!(attach_targets.contains(&PathBuf::from("/tmp/ws")));
+        // The protected layout comes last, over the finished view, read-only.
+        let git = steps
+            .iter()
+            .position(|s| {
+                *s == MountStep::BindOver { target: "/tmp/ws/.git".into(), access: crate::policy::BindAccess::ReadOnly }
+            })
+            .unwrap();
+        let writable = steps.iter().position(|s| *s == MountStep::Writable { target: "/tmp/ws".into() }).unwrap();
+        assert!(writable < git);
         let tmpfs = steps
             .iter()
             .position(|s| matches!(s, MountStep::Tmpfs { target, .. } if target == Path::new("/tmp")))

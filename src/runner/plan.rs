@@ -24,7 +24,7 @@ impl Restriction {
             return Vec::new();
         }
         let mut r = vec![FsWrite, FsTruncate, FsMetadata];
-        if !policy.protected.is_empty() {
+        if !policy.protected.is_empty() || !policy.git.reopened.is_empty() {
             r.push(ProtectedPaths);
         }
         r.push(PrivateTmp);
@@ -331,6 +331,14 @@ pub enum MountStep {
         /// cordon's state directory.
         target: PathBuf,
     },
+    /// Attach `target` over itself, as the tree looks at that point (after every
+    /// writable root is in place): see [`crate::policy::ExecutionPolicy::self_binds`].
+    BindOver {
+        /// The pinned path.
+        target: PathBuf,
+        /// Read-only, writable, or as the tree around it.
+        access: crate::policy::BindAccess,
+    },
     /// A fresh private tmpfs (mode 0700, nosuid, nodev) on the host directory
     /// `target`, which the executor pinned: the child mounts onto the directory it
     /// opened without following symlinks and checked against the pin. Mounted after
@@ -370,6 +378,11 @@ pub enum LayerUpper {
         /// Name of the work directory in it.
         work: String,
     },
+}
+
+/// The [`MountStep::BindOver`] steps of `policy`, shallow first (pure).
+pub fn self_bind_steps(policy: &ExecutionPolicy) -> Vec<MountStep> {
+    policy.self_binds().into_iter().map(|(target, access)| MountStep::BindOver { target, access }).collect()
 }
 
 /// Detached clones of `paths` (slot `i` for the `i`-th) and the steps attaching each
@@ -499,6 +512,10 @@ pub struct StageHelperPlan {
     /// cordon's supervisor (`cordon_stage::helper::NOTIFY_FD`), so refused network and
     /// process syscalls are reported as denials.
     pub supervised: bool,
+    /// Paths attached beneath the bind sources by cordon's stage (the protected
+    /// layout, [`crate::policy::ExecutionPolicy::self_binds`]) that the helper verifies
+    /// inside too, each with whether it must be read-only.
+    pub checks: Vec<(PathBuf, bool)>,
 }
 
 /// A complete, pure description of how to launch one command.

@@ -315,6 +315,44 @@ pub fn materialize(
             _ => None,
         })
     };
+    // The protected layout is cloned from each writable root as the host has it, opened
+    // before anything is attached (a "pristine" source), in the slots after every
+    // overlay's: cloning from the live root instead makes the kernel scan every mount
+    // attached under it so far, once per path, which is quadratic in the number of
+    // repositories.
+    let pristine_slots =
+        clone_slots + staging_slots + plan.mounts.iter().filter(|m| matches!(m, MountStep::Overlay { .. })).count();
+    // Writable roots whose writes are held back in a layer (`LayerUpper::InClone`).
+    let held: Vec<&Path> = plan
+        .mounts
+        .iter()
+        .filter_map(|m| match m {
+            MountStep::Overlay { target, upper: LayerUpper::InClone { .. }, .. } => Some(target.as_path()),
+            _ => None,
+        })
+        .collect();
+    let roots: Vec<&Path> = plan
+        .mounts
+        .iter()
+        .filter_map(|m| if let MountStep::Clone { source, .. } = m { Some(source.as_path()) } else { None })
+        .collect();
+    let mut pristine: Vec<&Path> = Vec::new();
+    let mut source_of = |target: &Path| -> Result<(usize, CString), MaterializeError> {
+        let root = roots
+            .iter()
+            .filter(|r| target.starts_with(r) && target != **r)
+            .min_by_key(|r| r.components().count())
+            .ok_or_else(|| MaterializeError::Unpinned { path: target.to_path_buf() })?;
+        let i = match pristine.iter().position(|p| p == root) {
+            Some(i) => i,
+            None => {
+                pristine.push(root);
+                pristine.len() - 1
+            }
+        };
+        let rel = target.strip_prefix(root).unwrap_or(target);
+        Ok((pristine_slots + i, cpath(rel)?))
+    };
     let mut mounts = Vec::new();
     let mut slots = 0usize;
     for (index, m) in plan.mounts.iter().enumerate() {
@@ -413,6 +451,42 @@ pub fn materialize(
                 Some(slot) => MountOp::SetAttrSlot { slot, recursive: true, set: MOUNT_ATTR_RDONLY, clear: 0 },
                 None => return Err(MaterializeError::Unpinned { path: target.clone() }),
             },
+            // Cloned from the pristine root, so the attributes are set here: nodev and
+            // nosuid throughout as on every exposed tree, read-only for a protected
+            // path, writable at the top (only, as a writable root) otherwise.
+            MountStep::BindOver { target, access } => {
+                use crate::policy::BindAccess;
+                // A held root's writes go to its layer: what the grant reopens and the
+                // directories holding protected paths are cloned from that layer, as the
+                // command sees it (the rest, read-only, from the host's tree).
+                let in_layer = held.iter().any(|r| target.starts_with(r));
+                let live = *access != BindAccess::ReadOnly && in_layer;
+                let (source_slot, source_rel) = if live {
+                    (None, CString::default())
+                } else {
+                    let (slot, rel) = source_of(target)?;
+                    slots = slots.max(slot + 1);
+                    (Some(slot), rel)
+                };
+                let inert = MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID;
+                let (set, clear_top) = match access {
+                    BindAccess::ReadOnly => (inert | MOUNT_ATTR_RDONLY, 0),
+                    BindAccess::Writable | BindAccess::Same => (inert, MOUNT_ATTR_RDONLY),
+                };
+                // Inside a held root's layer the target is the overlay's file (a mount
+                // point in its upper directory, or the lower one seen through it), not
+                // the pinned host file: entered without following symlinks, and only a
+                // clone from the pristine host tree is checked.
+                MountOp::BindOver {
+                    target: cpath(target)?,
+                    target_expect: if in_layer { None } else { Some(pinned(target)?) },
+                    expect: if live { None } else { Some(pinned(target)?) },
+                    source_slot,
+                    source_rel,
+                    set,
+                    clear_top,
+                }
+            }
             MountStep::Writable { target } => match attached_slot(target).or_else(|| layer_slot(target)) {
                 Some(slot) => MountOp::SetAttrSlot { slot, recursive: false, set: 0, clear: MOUNT_ATTR_RDONLY },
                 // The private tmpfs mounts (already nodev, nosuid), in this fresh
@@ -421,6 +495,12 @@ pub fn materialize(
             },
         };
         mounts.push(op);
+    }
+    // The pristine sources, opened first (before anything is attached or hidden).
+    let at = mounts.iter().position(|m| matches!(m, MountOp::MakeRootPrivate)).map_or(0, |i| i + 1);
+    for (i, root) in pristine.iter().enumerate().rev() {
+        mounts
+            .insert(at, MountOp::OpenPristine { path: cpath(root)?, slot: pristine_slots + i, expect: pinned(root)? });
     }
     // Seeded files the stage writes: after every mount, into a private tmpfs that is
     // writable by then.
@@ -538,6 +618,13 @@ pub fn materialize(
             checks.extend_from_slice(path.as_os_str().as_bytes());
             checks.push(0);
         }
+        for (path, read_only) in &h.checks {
+            let id = pins.id(path).ok_or_else(|| MaterializeError::Unpinned { path: path.clone() })?;
+            checks
+                .extend_from_slice(format!("{} {} {} ", if *read_only { 'r' } else { 'w' }, id.dev, id.ino).as_bytes());
+            checks.extend_from_slice(path.as_os_str().as_bytes());
+            checks.push(0);
+        }
         if let Some(id) = pins.id(&plan.cwd) {
             checks.extend_from_slice(format!("c {} {} .", id.dev, id.ino).as_bytes());
             checks.push(0);
@@ -551,10 +638,15 @@ pub fn materialize(
             pass_fds.push(pass(sock, cordon_stage::helper::NOTIFY_FD, "the notification socket")?);
         }
     }
-    // Pinned bind sources (bubblewrap's `--bind-fd`).
+    // Pinned bind sources (bubblewrap's `--bind-fd`), reopened by the stage after its
+    // mounts so that what it attached beneath them (the protected layout) comes along.
     for (path, child_fd, _) in &plan.path_fds {
         let fd = pins.fd(path).ok_or_else(|| MaterializeError::Unpinned { path: path.clone() })?;
-        pass_fds.push(pass(fd.as_raw_fd(), *child_fd, "a pinned bind source")?);
+        let (raw, child) = pass(fd.as_raw_fd(), *child_fd, "a pinned bind source")?;
+        if !plan.mounts.is_empty() {
+            mounts.push(MountOp::ReopenOnto { target: cpath(path)?, expect: pinned(path)?, fd: raw });
+        }
+        pass_fds.push((raw, child));
     }
     let cwd_in_layer = plan.mounts.iter().any(|m| {
         matches!(m, MountStep::Overlay { target, upper: LayerUpper::InClone { .. }, .. } if plan.cwd.starts_with(target))

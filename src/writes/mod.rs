@@ -58,6 +58,12 @@ pub struct WriteRules {
     pub write_in_view: Vec<PathBuf>,
     /// Protected paths (for the reason a refusal gives).
     pub protected: Vec<PathBuf>,
+    /// Paths a grant made writable again inside (or as) a protected path: a write
+    /// beneath one is judged as beneath a writable root.
+    pub reopened: Vec<PathBuf>,
+    /// Directories attached over themselves so that nothing can rename them away (on
+    /// the way to a protected path): a rename or removal of one is refused (`EBUSY`).
+    pub holders: Vec<PathBuf>,
     /// The run has its own mount namespace (a read-only mount there is the sandbox's).
     pub mount_layer: bool,
     /// The mode refuses writes to the workspace too (for the reason a refusal gives).
@@ -74,6 +80,8 @@ pub struct WriteRules {
 enum Reason {
     Outside,
     Protected,
+    /// A directory on the way to a protected path (a mount point).
+    Holder,
     /// Root's permission override (`CAP_DAC_OVERRIDE`) is dropped in the sandbox.
     NoCapability,
 }
@@ -114,7 +122,9 @@ enum Verdict {
 pub struct WriteJudge {
     rules: WriteRules,
     granted: Vec<Id>,
-    protected: Vec<Id>,
+    protected: std::collections::HashSet<Id>,
+    reopened: std::collections::HashSet<Id>,
+    holders: std::collections::HashSet<Id>,
     in_view: Option<(Vec<Id>, Option<u64>)>,
     /// The command's root (one for the whole run: `chroot` and `pivot_root` are refused).
     root: Option<OwnedFd>,
@@ -129,9 +139,22 @@ impl WriteJudge {
     pub fn new(rules: WriteRules) -> WriteJudge {
         let ids = |v: &[PathBuf]| v.iter().filter_map(|p| id_of_path(p)).collect::<Vec<_>>();
         let granted = ids(&rules.write);
-        let protected = ids(&rules.protected);
+        let protected = ids(&rules.protected).into_iter().collect();
+        let reopened = ids(&rules.reopened).into_iter().collect();
+        let holders = ids(&rules.holders).into_iter().collect();
         let uid = nix::unistd::geteuid().as_raw();
-        WriteJudge { rules, granted, protected, in_view: None, root: None, root_id: None, dirs: HashMap::new(), uid }
+        WriteJudge {
+            rules,
+            granted,
+            protected,
+            reopened,
+            holders,
+            in_view: None,
+            root: None,
+            root_id: None,
+            dirs: HashMap::new(),
+            uid,
+        }
     }
 
     /// Judge one notification for `name` (a write-intent syscall); record a refusal in
@@ -188,6 +211,7 @@ impl WriteJudge {
                 };
                 let why = match reason {
                     Reason::Protected => "a protected path",
+                    Reason::Holder => "a directory holding a protected path",
                     Reason::Outside if self.rules.read_only_mode => "read-only mode: outside the private temp dirs",
                     Reason::Outside => "outside the writable roots",
                     Reason::NoCapability => "root's permission override is dropped in the sandbox",
@@ -377,6 +401,26 @@ impl WriteJudge {
             return None;
         }
         let last = fstatat_nofollow(r.dir.as_fd(), &r.name);
+        // A mount point of the protected layout (a protected path, or a directory on
+        // the way to one) cannot be removed, renamed or replaced: the kernel answers
+        // EBUSY, recorded here as the sandbox's refusal.
+        if matches!(role, Role::Remove(_) | Role::Replace) && self.rules.mount_layer {
+            if let Some(st) = &last {
+                let id = (st.st_dev, st.st_ino);
+                let reason = if self.protected.contains(&id) {
+                    Some(Reason::Protected)
+                } else if self.holders.contains(&id) || self.reopened.contains(&id) {
+                    Some(Reason::Holder)
+                } else {
+                    None
+                };
+                let mount_point =
+                    statx_at(r.dir.as_fd(), &r.name, false).is_some_and(|e| e.mnt_id != mount_id(r.dir.as_fd()));
+                if let (Some(reason), true) = (reason, mount_point) {
+                    return Some(Verdict::Refuse(libc::EBUSY, r.shown, reason));
+                }
+            }
+        }
         // What the kernel checks, and on which object.
         enum Check {
             Entry,
@@ -526,6 +570,9 @@ impl WriteJudge {
     /// directory's.
     fn object_verdict(&mut self, st: &libc::stat, dir: BorrowedFd<'_>, dir_stat: libc::stat) -> Option<DirVerdict> {
         let id = (st.st_dev, st.st_ino);
+        if self.reopened.contains(&id) {
+            return Some(DirVerdict { granted: true, protected: false });
+        }
         if self.protected.contains(&id) {
             return Some(DirVerdict { granted: true, protected: true });
         }
@@ -546,6 +593,10 @@ impl WriteJudge {
         let mut cur_id = (st.st_dev, st.st_ino);
         let mut verdict = DirVerdict { granted: false, protected: false };
         for _ in 0..4096 {
+            if self.reopened.contains(&cur_id) {
+                verdict.granted = true;
+                break;
+            }
             if self.protected.contains(&cur_id) {
                 verdict = DirVerdict { granted: true, protected: true };
                 break;

@@ -295,7 +295,7 @@ async def scenario_approve(args):
         message = asked[0]
         boundary, outside = fenced_outside(message)
         git_dir = os.path.join(os.path.realpath(ws), ".git")
-        assert f"proposed: write {git_dir} for one retry, nothing else" in message, message
+        assert f"proposed: write git's own files in {git_dir}" in message and "for one retry, nothing else" in message, message
         assert "output line" in message, message
         assert not any(line.startswith(fake) or line.startswith("cordon asks for nothing") for line in outside), outside
         questions = [line for line in outside if line.startswith("Run this exact command")]

@@ -393,7 +393,7 @@ def scenario_approve(args):
         assert p["request"]["grant"] == {"kind": "write", "path": git_dir}, p
         boundary = p["boundary"]
         assert f"<<<{boundary}\nout-line\n>>>{boundary}" in p["text"], p["text"]
-        assert f"proposed: write {git_dir} for one retry" in p["text"], p["text"]
+        assert f"proposed: write git's own files in {git_dir}" in p["text"], p["text"]
         srv.send_raw(json.dumps({"jsonrpc": "2.0", "id": req["id"], **answer}).encode() + b"\n")
         msg = srv.wait(run_id)
         assert "result" in msg, msg

@@ -119,6 +119,7 @@ pub fn confined_unavailable() -> Option<String> {
             accept_gaps: Vec::new(),
             allow_unix_sockets: Vec::new(),
             allow_hosts: Default::default(),
+            git: Default::default(),
         };
         cordon::runner::select(&policy, &host, RunnerChoice::Auto)
             .err()

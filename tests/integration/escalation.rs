@@ -1383,7 +1383,11 @@ fn cli_git_commit_through_a_narrow_write_grant() {
     // The --ask prompt asks for exactly that grant.
     let parsed: EscalationRequest = serde_json::from_value(req.clone()).unwrap();
     let prompt = escalation::terminal_prompt(&parsed);
-    assert!(prompt.contains(&format!("allowed to write {}", git.display())) && prompt.contains("network unchanged"));
+    // A git directory: git's own files only, never what host git runs.
+    let what = format!("allowed to write git's own files in {}", git.display());
+    assert!(
+        prompt.contains(&what) && prompt.contains("not its config or hooks") && prompt.contains("network unchanged")
+    );
     assert!(!prompt.contains("full-access"), "{prompt}");
     assert!(out.stderr.contains("grant `write"), "{}", out.stderr);
 }
@@ -1508,7 +1512,7 @@ fn cli_ask_shows_the_granted_retrys_output() {
         let (before, after) = o.transcript.split_at(asked);
         assert!(before.contains("  | out-line"), "the first run's output is in the prompt: {before}");
         assert!(
-            before.contains(&format!("proposed: write {} for one retry", d.ws.join(".git").display())),
+            before.contains(&format!("proposed: write git's own files in {}", d.ws.join(".git").display())),
             "proposed names the grant: {before}"
         );
         assert_eq!(before.matches("command:").count(), 1, "command shown once: {before}");

@@ -15,7 +15,7 @@
 
 use cordon::host::{HostFacts, Namespaces};
 use cordon::mode::Mode;
-use cordon::policy::ExecutionPolicy;
+use cordon::policy::{BindAccess, ExecutionPolicy};
 use cordon::runner::bwrap::{BwrapRunner, SECCOMP_CHILD_FD};
 use cordon::runner::{
     EnvFd, EnvFdFormat, Keep, LaunchPlan, MountStep, PlanInput, PrivateDir, Runner, RunnerKind, SeccompDelivery,
@@ -95,6 +95,7 @@ impl Case {
                 accept_gaps: Vec::new(),
                 allow_unix_sockets: Vec::new(),
                 allow_hosts: Default::default(),
+                git: Default::default(),
             },
             program: "/usr/bin/bash".into(),
             argv: vec!["bash".into(), "-c".into(), "make test".into()],
@@ -557,12 +558,20 @@ fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
         assert!(d >= depth, "{name}: exposed paths are not shallow first");
         depth = d;
     }
+    // Protected paths are attached read-only by cordon's stage, over the finished view
+    // (after every writable root), and come along beneath the exposed binds.
+    let last_writable = plan.mounts.iter().rposition(|m| matches!(m, MountStep::Writable { .. }));
     for p in &case.policy.protected {
-        let (i, flag, _) = binds.iter().find(|(_, _, b)| b == p).unwrap_or_else(|| panic!("{name}: {p:?} not bound"));
-        assert_eq!(*flag, "--ro-bind", "{name}: protected {p:?}");
-        assert!(*i > last_exposed, "{name}: protected {p:?} bound before a writable path");
+        let at = plan
+            .mounts
+            .iter()
+            .position(|m| *m == MountStep::BindOver { target: p.clone(), access: BindAccess::ReadOnly })
+            .unwrap_or_else(|| panic!("{name}: protected {p:?} not attached read-only by the stage"));
+        assert!(Some(at) > last_writable, "{name}: protected {p:?} attached before a writable root");
+        assert!(!binds.iter().any(|(_, _, b)| b == p), "{name}: protected {p:?} bound by bubblewrap");
     }
-    assert_eq!(binds.len(), exposed.len() + case.policy.protected.len(), "{name}: unexpected binds");
+    let _ = last_exposed;
+    assert_eq!(binds.len(), exposed.len(), "{name}: unexpected binds");
     let chdir = opts.iter().find(|(k, _)| k == "--chdir").map(|(_, v)| v[0].clone());
     assert_eq!(chdir.as_deref(), Some(case.cwd.as_os_str()), "{name}: --chdir");
     assert!(pos("--chdir", None) > binds.last().map_or(0, |b| b.0), "{name}: --chdir after the mounts");

@@ -48,6 +48,61 @@ pub enum MountOp {
         /// `MOUNT_ATTR_*` bits to clear.
         clear: u64,
     },
+    /// Open the writable root `path` (without following any symlink; it must be
+    /// `expect`) into `slot`, before anything is attached over it: the source
+    /// [`MountOp::BindOver`] clones from (its mount holds the host's submounts only, so
+    /// a clone from it stays cheap however many paths are attached under the root).
+    OpenPristine {
+        /// Absolute path of a writable root.
+        path: CString,
+        /// Slot the open directory is kept in.
+        slot: usize,
+        /// The identity the parent pinned for it.
+        expect: FileIdentity,
+    },
+    /// Attach over `target` a recursive clone (`open_tree`) of `source_rel` under the
+    /// pristine root in `source_slot`, with `MOUNT_ATTR_*` bits `set` on the whole
+    /// clone and `clear_top` cleared on its top mount, before it is attached. `target`
+    /// is opened without following any symlink and must be `target_expect`, the clone
+    /// must be `expect` (either unchecked when `None`: what a held root's layer shows,
+    /// made in this namespace before anything of the run's exists).
+    /// The attached copy makes `target` a mount point: it cannot be renamed, replaced
+    /// or removed (`EBUSY`), and with `MOUNT_ATTR_RDONLY` nothing beneath it changes.
+    /// The clone's descriptor is closed at once: thousands of these need no more than
+    /// two open files at a time.
+    BindOver {
+        /// Absolute path (a protected path, a reopened one, or a directory on the way
+        /// to one).
+        target: CString,
+        /// The identity the parent pinned for `target`; `None` inside a held root's
+        /// layer (the overlay's own inode, a mount point in its upper directory).
+        target_expect: Option<FileIdentity>,
+        /// The identity the parent pinned for the host file the clone must be; `None`
+        /// for a clone of `target` itself inside a held root's layer.
+        expect: Option<FileIdentity>,
+        /// The [`MountOp::OpenPristine`] slot of its writable root; `None`: `target`
+        /// itself as it looks now (inside a held root's layer).
+        source_slot: Option<usize>,
+        /// `target` relative to that root (empty without a slot).
+        source_rel: CString,
+        /// `MOUNT_ATTR_*` bits to set on the whole copy.
+        set: u64,
+        /// `MOUNT_ATTR_*` bits to clear on the copy's top mount.
+        clear_top: u64,
+    },
+    /// Open `target` now (without following any symlink; it must be `expect`) and put
+    /// it at descriptor `fd` (`dup2`), replacing what the parent passed there: a bind
+    /// source for bubblewrap (`--bind-fd`) that carries this namespace's mounts
+    /// beneath it (the protected paths attached by [`MountOp::BindOver`]), not the
+    /// host's.
+    ReopenOnto {
+        /// Absolute path.
+        target: CString,
+        /// The identity the parent pinned for it.
+        expect: FileIdentity,
+        /// The descriptor number to replace (the parent's copy of the pinned source).
+        fd: i32,
+    },
     /// Mount a fresh procfs for the new pid namespace at `target`; a failure is
     /// ignored when `optional` (the host `/proc` then stays).
     Proc {

@@ -61,10 +61,14 @@ fn fixture() -> Fixture {
     let base = scratch("case");
     let root = base.path().canonicalize().unwrap();
     let (ws, state, fake) = (root.join("ws"), root.join("state"), root.join("fake"));
-    for d in [&ws, &state, &fake, &root.join("extra"), &ws.join(".git")] {
+    // Both writable roots hold a repository of their own: where the scratch directory
+    // lies inside another repository (a checkout's target/), git run in a root without
+    // one would find a planted `.git` first, and the plan names that path too.
+    for d in [&ws, &state, &fake, &root.join("extra"), &ws.join(".git"), &root.join("extra/.git")] {
         std::fs::create_dir(d).unwrap();
     }
     std::fs::write(ws.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(root.join("extra/.git/HEAD"), "ref: refs/heads/main\n").unwrap();
     std::fs::copy(FAKE, fake.join("sandbox-exec")).unwrap();
     Fixture { _base: base, root, ws, state, fake }
 }
@@ -178,7 +182,8 @@ async fn launch_passes_the_planned_argv_profile_and_parameters_to_sandbox_exec()
     assert!(tmpdir.starts_with(&f.state.display().to_string()) && tmpdir.ends_with("/tmp"), "{tmpdir}");
     assert!(argv.contains(&format!("WORKSPACE={}", f.ws.display())));
     assert!(argv.contains(&format!("WRITABLE_ROOT_0={}", f.root.join("extra").display())));
-    assert!(argv.contains(&format!("PROTECTED_0={}", f.ws.join(".git").display())));
+    assert!(argv.contains(&format!("PROTECTED_1={}", f.ws.join(".git").display())));
+    assert!(argv.contains(&format!("PROTECTED_0={}", f.root.join("extra/.git").display())));
     // The private TMPDIR existed for the run and is gone after it.
     assert!(!Path::new(tmpdir).exists());
     // The environment is exactly the run's: scrubbed, TMPDIR private, offline hints.

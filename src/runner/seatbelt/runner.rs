@@ -150,11 +150,18 @@ impl Runner for SeatbeltRunner {
     fn plan_with(&self, input: &PlanInput<'_>, enforcement: Enforcement) -> Result<LaunchPlan, PlanError> {
         let policy = input.policy;
         let tmpdir = input.run_tmp();
+        // Seatbelt denies by path, existing or not: a sentinel (a path host git would
+        // read that does not exist yet) is denied like a protected path, so the
+        // command cannot create it (the check when the run ends stays as well).
+        let mut protected = policy.protected.clone();
+        protected.extend(policy.git.sentinels.iter().map(|s| s.path.clone()));
+        protected.sort();
+        protected.dedup();
         let seatbelt = plan_seatbelt(&SeatbeltInput {
             mode: policy.mode,
             workspace: &policy.workspace,
             writable_roots: &policy.writable_roots,
-            protected: &policy.protected,
+            protected: &protected,
             tmpdir: &tmpdir,
             network: policy.network,
             program: input.program.as_os_str(),

@@ -501,6 +501,102 @@ pub(super) fn apply_mounts(p: &mut Prepared<'_>) {
                     fail(p, Step::Mount, errno(), detail);
                 }
             }
+            MountOp::OpenPristine { path, slot, expect } => {
+                let fd = open_checked(p, path, expect, detail);
+                if *slot >= p.slots.len() {
+                    fail(p, Step::Mount, libc::EINVAL, detail);
+                }
+                p.slots[*slot] = std::os::fd::IntoRawFd::into_raw_fd(fd);
+            }
+            MountOp::BindOver { target, target_expect, expect, source_slot, source_rel, set, clear_top } => {
+                let t = match target_expect {
+                    Some(want) => open_checked(p, target, want, detail),
+                    None => match open_path_no_symlinks(libc::AT_FDCWD, target) {
+                        Ok(t) => t,
+                        Err(e) => fail(p, Step::Mount, e.raw_os_error().unwrap_or(libc::EIO), detail),
+                    },
+                };
+                let source = match source_slot {
+                    Some(slot) => p.slots.get(*slot).copied().unwrap_or(-1),
+                    None => t.as_raw_fd(),
+                };
+                // SAFETY: open_tree on a slot fd the child owns and a NUL-terminated
+                // relative path owned by the plan.
+                let fd = unsafe {
+                    libc::syscall(
+                        libc::SYS_open_tree,
+                        source,
+                        source_rel.as_ptr(),
+                        OPEN_TREE_CLONE
+                            | libc::O_CLOEXEC as libc::c_uint
+                            | libc::AT_RECURSIVE as libc::c_uint
+                            | libc::AT_SYMLINK_NOFOLLOW as libc::c_uint
+                            | if source_slot.is_none() { libc::AT_EMPTY_PATH as libc::c_uint } else { 0 },
+                    )
+                };
+                if fd < 0 {
+                    fail(p, Step::Mount, errno(), detail);
+                }
+                #[allow(clippy::cast_possible_truncation, reason = "the kernel returns an fd (an int) widened to long")]
+                // SAFETY: the kernel just returned this fd to us; nothing else owns it.
+                let tree = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as RawFd) };
+                // A component swapped for a symlink on the way would clone another file.
+                if let Some(want) = expect {
+                    match FileIdentity::of_fd(tree.as_raw_fd()) {
+                        Ok(got) if got == *want => {}
+                        Ok(_) => fail(p, Step::Mount, libc::ESTALE, detail),
+                        Err(e) => fail(p, Step::Mount, e.raw_os_error().unwrap_or(libc::EIO), detail),
+                    }
+                }
+                for (bits, clear, recursive) in [(*set, false, true), (*clear_top, true, false)] {
+                    if bits == 0 {
+                        continue;
+                    }
+                    let (attr_set, attr_clr) = if clear { (0, bits) } else { (bits, 0) };
+                    let attr = MountAttr { attr_set, attr_clr, propagation: 0, userns_fd: 0 };
+                    let mut flags = libc::AT_EMPTY_PATH;
+                    if recursive {
+                        flags |= libc::AT_RECURSIVE;
+                    }
+                    // SAFETY: mount_setattr on the detached tree's fd, an empty path and a
+                    // local struct whose size is passed alongside.
+                    let r = unsafe {
+                        libc::syscall(
+                            libc::SYS_mount_setattr,
+                            tree.as_raw_fd(),
+                            c"".as_ptr(),
+                            flags as libc::c_uint,
+                            &attr as *const MountAttr,
+                            std::mem::size_of::<MountAttr>(),
+                        )
+                    };
+                    if r != 0 {
+                        fail(p, Step::Mount, errno(), detail);
+                    }
+                }
+                // SAFETY: move_mount between two fds the child owns.
+                let r = unsafe {
+                    libc::syscall(
+                        libc::SYS_move_mount,
+                        tree.as_raw_fd(),
+                        c"".as_ptr(),
+                        t.as_raw_fd(),
+                        c"".as_ptr(),
+                        MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+                    )
+                };
+                if r != 0 {
+                    fail(p, Step::Mount, errno(), detail);
+                }
+            }
+            MountOp::ReopenOnto { target, expect, fd } => {
+                let t = open_checked(p, target, expect, detail);
+                // SAFETY: dup2 between fds the child owns (the target number is the
+                // parent's copy of the pinned source, replaced on purpose).
+                if unsafe { libc::dup2(t.as_raw_fd(), *fd) } < 0 {
+                    fail(p, Step::Mount, errno(), detail);
+                }
+            }
             MountOp::Proc { target, optional } => {
                 // SAFETY: mount with NUL-terminated strings.
                 let r = unsafe {
