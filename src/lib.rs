@@ -34,6 +34,8 @@
 // those marked "binary" are public only because the `cordon` executable (and its
 // golden and differential tests) drive them, and are no stable API.
 
+#[cfg(target_os = "linux")]
+pub mod audit; // binary: `cordon audit` and its probe program (Linux)
 pub mod ceiling; // binary: the widest policy of a serve/mcp connection
 #[cfg(target_os = "linux")]
 mod denials; // crate: the seccomp supervisor (Linux)

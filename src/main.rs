@@ -24,6 +24,12 @@ fn main() -> ExitCode {
     if std::env::args_os().nth(1).is_some_and(|a| a == cordon::runner::bwrap::STAGE_HELPER_ARG) {
         cordon::runner::bwrap::stage_helper_main(std::env::args_os().skip(2).collect());
     }
+    // `cordon audit`'s probe program (inside the sandbox under test, or on the host as
+    // the control): one operation, one JSON line; it never returns.
+    #[cfg(target_os = "linux")]
+    if std::env::args_os().nth(1).is_some_and(|a| a == cordon::audit::probe::SUBCOMMAND) {
+        cordon::audit::probe::main(std::env::args_os().skip(2).collect());
+    }
     // This binary is its own stage helper. `/proc/self/exe` names the running file
     // even after the path is replaced (an upgrade during `cordon serve`).
     cordon::host::register_stage_helper(PathBuf::from(CLI_STAGE_HELPER));
@@ -61,6 +67,7 @@ fn main() -> ExitCode {
         Sub::Probe { json } => cli::probe::probe(json),
         Sub::Session(cmd) => cli::session::session_cmd(cmd),
         Sub::Doctor { json } => cli::probe::doctor(json),
+        Sub::Audit(args) => cli::audit::audit(*args),
         Sub::Serve(args) => cordon::serve::main(args),
         Sub::Mcp(args) => cordon::mcp::main(args),
     }

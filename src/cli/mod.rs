@@ -1,5 +1,5 @@
 //! The subcommands of the `cordon` binary: the clap command tree here, one module per
-//! subcommand (`run`, `session`, `probe` with `doctor`); `serve` and `mcp` live in the
+//! subcommand (`run`, `session`, `probe` with `doctor`, `audit`); `serve` and `mcp` live in the
 //! library ([`cordon::serve`], [`cordon::mcp`]). Output helpers that never panic on a
 //! closed pipe, and the exit statuses, are shared by all of them.
 //!
@@ -28,6 +28,7 @@ macro_rules! errln {
     ($($arg:tt)*) => {{ let _ = writeln!(std::io::stderr(), $($arg)*); }};
 }
 
+pub(crate) mod audit;
 pub(crate) mod probe;
 pub(crate) mod run;
 pub(crate) mod session;
@@ -70,6 +71,10 @@ pub(crate) enum Sub {
     Serve(cordon::ceiling::CeilingArgs),
     /// Serve an MCP server over stdio with bash tools; the flags set the ceiling.
     Mcp(cordon::ceiling::CeilingArgs),
+    /// Run the security regression battery against cordon's runners and modes on this
+    /// host (or another sandbox's command prefix) and judge each probe by its effect
+    /// (docs/audit.md).
+    Audit(Box<audit::AuditArgs>),
     /// Verify with canaries which runner each mode uses here and whether it confines.
     Doctor {
         /// Print one JSON object instead of text.

@@ -76,6 +76,7 @@
 //! | [`helper`] | the bwrap runner's stage helper (steps 9 to 13 inside bubblewrap's sandbox) |
 //! | `sys` | raw, async-signal-safe syscall wrappers both sides use ([`open_path_no_symlinks`]) |
 //! | `parent` | parent-side syscall wrappers: [`host`], [`signals`], [`fds`], [`notify`], [`request_sweep`] |
+//! | [`probe`] | raw operations for `cordon audit`'s probe program (one system call each behind a safe signature; never used between `clone` and `execve`) |
 //!
 //! Only `child`, `init`, `raw`, `sys`, `stack::state_here` and the parts of `status`
 //! and `contract` they call run between `clone` and `execve` (and in the init);
@@ -95,6 +96,7 @@ mod contract;
 pub mod helper;
 mod init;
 mod parent;
+pub mod probe;
 mod raw;
 mod spawn;
 mod stack;
