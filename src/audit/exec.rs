@@ -81,8 +81,6 @@ pub struct ProbeLine {
     pub op: String,
     /// Whether it worked.
     pub ok: bool,
-    /// The errno of the refused step.
-    pub errno: i32,
     /// Its name.
     pub errname: String,
     /// Free text.

@@ -92,16 +92,6 @@ impl Fixture {
         self.mode().is_none_or(|m| m >= Mode::WorkspaceWrite)
     }
 
-    /// Whether this run is the host control.
-    pub fn is_host(&self) -> bool {
-        self.target == Target::Host
-    }
-
-    /// Whether this run goes through `cordon run` (so a report exists).
-    pub fn is_cordon(&self) -> bool {
-        matches!(self.target, Target::Cordon { .. })
-    }
-
     /// A small number unique to this job (SysV keys).
     pub fn number(&self) -> u32 {
         let n: u32 = self.tag.rsplit('-').next().and_then(|s| s.parse().ok()).unwrap_or(0);

@@ -20,7 +20,7 @@
 //! after the job, and processes carrying a job's marker are killed), send traffic
 //! anywhere but the loopback listeners it starts, or judge by exit codes alone.
 
-pub mod catalog;
+pub(crate) mod catalog;
 pub(crate) mod exec;
 pub(crate) mod fixture;
 pub mod probe;
@@ -182,6 +182,12 @@ struct Shared<'a> {
     spawned: Mutex<Vec<u32>>,
 }
 
+/// The battery as text: one line per probe (what it tries, what it proves) and the
+/// number of probes per class.
+pub fn listing() -> String {
+    report::Report::catalog_text(&catalog::all())
+}
+
 /// Runs the audit; `on_verdict` sees each verdict as it is reached.
 pub fn run(opts: &Options, on_verdict: &(dyn Fn(&Verdict) + Sync)) -> Result<report::Report, AuditError> {
     let started = Instant::now();
@@ -211,12 +217,16 @@ pub fn run(opts: &Options, on_verdict: &(dyn Fn(&Verdict) + Sync)) -> Result<rep
     let verdicts = Mutex::new(Vec::new());
     std::thread::scope(|scope| {
         for _ in 0..opts.jobs.max(1) {
-            scope.spawn(|| loop {
-                let Some((i, id)) = queue.lock().map(|mut q| q.pop_front()).ok().flatten() else { break };
-                for v in run_group(&shared, i, &id) {
-                    on_verdict(&v);
-                    if let Ok(mut all) = verdicts.lock() {
-                        all.push(v);
+            scope.spawn(|| {
+                // The guard must drop before the group runs (a `while let` on the lock
+                // would hold it through the body).
+                let next = || queue.lock().map(|mut q| q.pop_front()).ok().flatten();
+                while let Some((i, id)) = next() {
+                    for v in run_group(&shared, i, &id) {
+                        on_verdict(&v);
+                        if let Ok(mut all) = verdicts.lock() {
+                            all.push(v);
+                        }
                     }
                 }
             });

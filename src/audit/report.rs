@@ -92,7 +92,7 @@ pub struct Report {
 
 impl Report {
     /// Builds the report.
-    pub fn new(
+    pub(crate) fn new(
         probes: &[Probe],
         targets: &[Target],
         ids: &[Identity],
@@ -325,7 +325,7 @@ impl Report {
     }
 
     /// The catalog as text: one line per probe, and the counts per class.
-    pub fn catalog_text(probes: &[Probe]) -> String {
+    pub(crate) fn catalog_text(probes: &[Probe]) -> String {
         let mut s = String::new();
         let width = probes.iter().map(|p| p.id().len()).max().unwrap_or(10) + 2;
         for p in probes {

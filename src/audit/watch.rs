@@ -305,7 +305,7 @@ impl Watch for Reached {
         let detail = &run.line.as_ref()?.detail;
         let prefix = format!("{}=", self.key);
         let n: u64 = detail
-            .split(|c: char| c == ' ' || c == ';')
+            .split([' ', ';'])
             .find_map(|w| w.strip_prefix(&prefix))
             .and_then(|v| v.trim_end_matches('M').parse().ok())?;
         (n >= self.at_least).then(|| format!("{}={n}, unbounded (limit not reached by {})", self.key, self.at_least))

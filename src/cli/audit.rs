@@ -74,9 +74,9 @@ pub(crate) fn audit(_: AuditArgs) -> ExitCode {
 
 #[cfg(target_os = "linux")]
 pub(crate) fn audit(args: AuditArgs) -> ExitCode {
-    use cordon::audit::{catalog, report::Report, run, Options};
+    use cordon::audit::{listing, run, Options};
     if args.list {
-        outln!("{}", Report::catalog_text(&catalog::all()).trim_end());
+        outln!("{}", listing().trim_end());
         return ExitCode::SUCCESS;
     }
     let wrapper = match args.wrapper.as_deref().map(cordon::audit::split_words) {

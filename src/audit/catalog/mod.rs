@@ -3,7 +3,7 @@
 //! says what to run.
 //!
 //! A probe's setup runs once per job (a probe on one target as one identity), in a
-//! fresh [`Fixture`]; the host control calls the same setup with [`Target::Host`].
+//! fresh `Fixture`; the host control calls the same setup with `Target::Host`.
 //! Classes live in their own files: `files` (writes, metadata, the workspace,
 //! special files), `git`, `net` (network, proxy, host unix sockets), `procs`
 //! (processes, lifetime, limits), `kernel` (namespaces, keyrings, terminals, kernel
