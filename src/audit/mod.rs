@@ -514,6 +514,9 @@ fn judge_control(plan: &mut Plan, out: &RunOutput) -> Result<String, String> {
     if let Some(why) = &out.refused {
         return Err(format!("the control did not run: {why}"));
     }
+    if std::env::var_os("CORDON_AUDIT_DEBUG").is_some() {
+        eprintln!("DEBUG control {out:?}");
+    }
     let seen: Vec<Option<String>> = plan.watches.iter_mut().map(|w| w.effect(out)).collect();
     let shown = match plan.expect {
         Expect::Stopped => seen.iter().any(Option::is_some),

@@ -10,7 +10,8 @@
 //! - [`serve`], [`mcp`]: the line protocol and the MCP server driven by Python clients;
 //! - [`spill`]: spill files on disk;
 //! - [`record`]: the recorded CLI and protocol outputs (`tests/record/`);
-//! - [`review_regressions`]: findings of the security review, judged by effect.
+//! - [`review_regressions`]: findings of the security review, judged by effect;
+//! - [`audit`]: `cordon audit` on a few probes, against cordon and against no sandbox.
 //!
 //! Not here: the security suite (`tests/security.rs`, its own binary so that
 //! `cargo test --test security <filter>` stays the way to run it), the lifecycle suite
@@ -21,6 +22,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod audit;
 mod escalation;
 mod executor;
 mod mcp;

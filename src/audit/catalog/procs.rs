@@ -13,7 +13,8 @@ fn victim_attack(fx: &Fixture, op: &str, args: impl Fn(&Victim) -> Vec<String>) 
     let mut a = vec![v.pid.to_string()];
     a.extend(args(&v));
     let a: Vec<&str> = a.iter().map(String::as_str).collect();
-    Ok(Plan::op(fx, op, &a).watch(v))
+    // A signal lands asynchronously: give it a moment before looking at the victim.
+    Ok(Plan::op(fx, op, &a).watch(v).settle(150))
 }
 
 /// The start of a writable mapping of the victim (for `process_vm_writev`).
@@ -123,10 +124,10 @@ pub(super) fn probes() -> Vec<Probe> {
             plan.settle = Duration::from_millis(200);
             Ok(plan.watch(Survivors::new(&marker)))
         }),
-        p(R, "memory", "allocate and touch 512 MiB (cordon: --limit-memory 128M); proves memory is bounded", |fx| {
+        p(R, "memory", "allocate and touch 256 MiB (cordon: --limit-memory 64M); proves memory is bounded", |fx| {
             // Unprivileged, an explicit memory limit is a named gap (RLIMIT_DATA per process,
             // docs/guarantees.md): --best-effort runs with it, and the effect is judged.
-            Ok(Plan::op(fx, "alloc", &["512"]).watch(Worked).flags(&["--limit-memory", "128M", "--best-effort"]).lock("heavy"))
+            Ok(Plan::op(fx, "alloc", &["256"]).watch(Worked).flags(&["--limit-memory", "64M", "--best-effort"]).lock("heavy"))
         }),
         p(R, "cpu", "spin on a CPU (cordon: --limit-cpu 1); proves CPU time is bounded before the run's deadline", |fx| {
             let mut plan = Plan::op(fx, "spin", &[]).watch(RanToDeadline).flags(&["--limit-cpu", "1"]).lock("heavy");
