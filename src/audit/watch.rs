@@ -373,7 +373,8 @@ impl Watch for Survivors {
     fn effect(&mut self, _: &RunOutput) -> Option<String> {
         self.found = pids_with(&self.marker);
         let shown: Vec<i32> = self.found.iter().take(8).copied().collect();
-        (!self.found.is_empty()).then(|| format!("{} process(es) outlived the run (pids {shown:?}...)", self.found.len()))
+        (!self.found.is_empty())
+            .then(|| format!("{} process(es) outlived the run (pids {shown:?}...)", self.found.len()))
     }
     fn cleanup(&mut self) {
         // Only processes this job started (they carry its unique marker), by pid.

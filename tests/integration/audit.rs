@@ -7,8 +7,7 @@ use crate::common::skip_or_fail;
 use std::path::Path;
 
 /// A few probes of different kinds: a write outside, a loopback listener, a control.
-const PROBES: [&str; 6] =
-    ["--only", "fs-write/overwrite", "--only", "network/tcp4", "--only", "controls/pipes"];
+const PROBES: [&str; 6] = ["--only", "fs-write/overwrite", "--only", "network/tcp4", "--only", "controls/pipes"];
 
 #[test]
 fn audit_holds_against_cordon_and_fails_without_a_sandbox() {
@@ -26,7 +25,13 @@ fn audit_holds_against_cordon_and_fails_without_a_sandbox() {
     assert!(out.stdout.contains("everything held"), "{}", out.stdout);
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(xml.starts_with("<?xml"), "{xml}");
-    for attr in ["<testsuites name=", "<testsuite name=\"landlock/read-only as ", "tests=\"", "failures=\"", "<testcase classname=\"fs-write.landlock.read-only\" name=\"overwrite\" time=\""] {
+    for attr in [
+        "<testsuites name=",
+        "<testsuite name=\"landlock/read-only as ",
+        "tests=\"",
+        "failures=\"",
+        "<testcase classname=\"fs-write.landlock.read-only\" name=\"overwrite\" time=\"",
+    ] {
         assert!(xml.contains(attr), "JUnit lacks {attr}: {xml}");
     }
 
@@ -38,7 +43,12 @@ fn audit_holds_against_cordon_and_fails_without_a_sandbox() {
     assert_eq!(out.code, 1, "an unconfined run must fail the audit:\n{}{}", out.stdout, out.stderr);
     let j: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     let outcome = |p: &str| {
-        j["verdicts"].as_array().unwrap().iter().find(|v| v["probe"] == p).map(|v| v["outcome"].as_str().unwrap().to_string())
+        j["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["probe"] == p)
+            .map(|v| v["outcome"].as_str().unwrap().to_string())
     };
     assert_eq!(outcome("fs-write/overwrite").as_deref(), Some("fail"), "{}", out.stdout);
     assert_eq!(outcome("network/tcp4").as_deref(), Some("fail"), "{}", out.stdout);

@@ -49,9 +49,20 @@ fn sysv_watch(kind: &'static str, key: i32) -> impl crate::audit::watch::Watch {
     }
 }
 
-/// A file in the host's shared `/tmp` the run must not see or create; removed after.
+/// A path in the host's shared `/tmp` for this job (whatever is made there is removed
+/// after the job).
 fn host_tmp_file(fx: &Fixture, suffix: &str) -> PathBuf {
     PathBuf::from("/tmp").join(format!("{}-{suffix}", fx.tag))
+}
+
+/// A sentinel file of the identity in the host's `/tmp`, and an attack on it.
+fn host_tmp_sentinel(fx: &Fixture, suffix: &str, attack: fn(&Fixture, &str) -> Plan) -> Result<Plan, Skip> {
+    let f = host_tmp_file(fx, suffix);
+    let (_, w) = fx.sentinel(&f);
+    let rm = f.clone();
+    Ok(attack(fx, &s(&f)).watch_box(w).on_cleanup(move || {
+        let _ = std::fs::remove_file(&rm);
+    }))
 }
 
 /// A report check: the result lists no denial at all (an attempted refusal missing).
@@ -76,19 +87,49 @@ pub(super) fn probes() -> Vec<Probe> {
     use Class::{Controls as C, Credentials as K, Ipc as I, Report as R};
     vec![
         // ------------------------------------------------------------ ipc
-        p(I, "host-tmp-write", "create a file in /tmp; proves the host's shared /tmp is not reachable", |fx| {
+        p(I, "host-tmp-write", "create a file in /tmp; proves nothing created in /tmp reaches the host", |fx| {
             let f = host_tmp_file(fx, "planted");
             Ok(Plan::op(fx, "create", &[&s(&f)]).watch(Appears::outside_job(&f)))
         }),
-        p(I, "host-tmp-read", "read a secret file another program left in the host's /tmp; proves the shared /tmp is not visible", |fx| {
-            let f = host_tmp_file(fx, "secret");
-            let secret = format!("tmp-secret-{}", fx.tag);
-            fx.file(&f, &secret);
-            Ok(Plan::op(fx, "read", &[&s(&f)]).watch(Output::contains(&secret, "the host /tmp secret")).on_cleanup(move || {
+        p(I, "host-tmp-overwrite", "overwrite a file the user keeps in the host's /tmp; proves changes in /tmp stay private to the run", |fx| {
+            host_tmp_sentinel(fx, "kept", |fx, f| Plan::op(fx, "overwrite", &[f, "pwned\n"]))
+        }),
+        p(I, "host-tmp-unlink", "delete a file the user keeps in the host's /tmp; proves removals in /tmp stay private", |fx| {
+            host_tmp_sentinel(fx, "kept", |fx, f| Plan::op(fx, "unlink", &[f]))
+        }),
+        p(I, "host-tmp-chmod", "chmod a file in the host's /tmp; proves metadata changes in /tmp stay private", |fx| {
+            host_tmp_sentinel(fx, "kept", |fx, f| Plan::op(fx, "chmod", &[f, "0777"]))
+        }),
+        p(I, "host-tmp-fifo", "write into a FIFO in the host's /tmp that a host process reads; proves /tmp is no channel out", |fx| {
+            let f = host_tmp_file(fx, "fifo");
+            let reader = crate::audit::watch::FifoReader::new(fx, &f)?;
+            let rm = f.clone();
+            Ok(Plan::op(fx, "open-w-write", &[&s(&f), "injected\n"]).watch(reader).on_cleanup(move || {
+                let _ = std::fs::remove_file(&rm);
+            }))
+        }),
+        p(I, "host-tmp-socket", "connect to a unix socket a host daemon listens on in /tmp; proves /tmp sockets do not open", |fx| {
+            let f = host_tmp_file(fx, "sock");
+            let (name, w) = fx.unix_stream(Some(&f))?;
+            Ok(Plan::op(fx, "unix-connect", &[&name]).watch_box(w).on_cleanup(move || {
                 let _ = std::fs::remove_file(&f);
             }))
         }),
-        p(I, "host-dev-shm", "create a file in /dev/shm; proves the host's shared memory directory is not reachable", |fx| {
+        p(I, "host-tmp-foreign", "read another user's 0600 file in the host's /tmp; proves /tmp is no wider than the host's own permissions", |fx| {
+            if fx.id.uid == 65534 {
+                return skip("the identity is the file's owner");
+            }
+            let f = host_tmp_file(fx, "foreign");
+            let secret = format!("foreign-secret-{}", fx.tag);
+            fx.file(&f, &secret);
+            let _ = std::os::unix::fs::chown(&f, Some(65534), Some(65534));
+            let _ = std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o600));
+            let rm = f.clone();
+            Ok(Plan::op(fx, "read", &[&s(&f)]).watch(Output::contains(&secret, "another user's /tmp secret")).on_cleanup(move || {
+                let _ = std::fs::remove_file(&rm);
+            }))
+        }),
+        p(I, "host-dev-shm", "create a file in /dev/shm; proves nothing created in /dev/shm reaches the host", |fx| {
             let f = PathBuf::from("/dev/shm").join(format!("{}-shm", fx.tag));
             Ok(Plan::op(fx, "create", &[&s(&f)]).watch(Appears::outside_job(&f)))
         }),
