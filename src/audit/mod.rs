@@ -338,7 +338,7 @@ fn run_job(sh: &Shared<'_>, probe: &Probe, id: &Identity, target: &Target) -> Jo
         }
         _ => (target.clone(), plan.argv.clone()),
     };
-    let deadline = if is_host { plan.control_deadline.unwrap_or(plan.deadline) } else { plan.deadline };
+    let deadline = plan.deadline;
     let inv = Invocation {
         cordon: &sh.work.cordon,
         argv,

@@ -312,16 +312,6 @@ impl Watch for Reached {
     }
 }
 
-/// The run was still going when the audit's own deadline stopped it (nothing bounded
-/// it first).
-pub struct RanToDeadline;
-
-impl Watch for RanToDeadline {
-    fn effect(&mut self, run: &RunOutput) -> Option<String> {
-        run.timed_out.then(|| "still running at the audit's deadline".into())
-    }
-}
-
 /// A check of cordon's own run result (`--json`), for the report's honesty.
 pub struct Report {
     check: fn(&serde_json::Value) -> Option<String>,

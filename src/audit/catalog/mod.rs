@@ -171,8 +171,6 @@ pub struct Plan {
     pub settle: Duration,
     /// The audit's deadline for the run.
     pub deadline: Duration,
-    /// The host control's deadline, when shorter (a busy loop).
-    pub control_deadline: Option<Duration>,
     /// Jobs sharing host state run one at a time per lock name.
     pub lock: Option<&'static str>,
     /// As root, run only inside a target that holds no privilege (the operation
@@ -210,7 +208,6 @@ impl Plan {
             fds: vec![],
             settle: Duration::ZERO,
             deadline: DEADLINE,
-            control_deadline: None,
             lock: None,
             dangerous: false,
             prints_line: true,

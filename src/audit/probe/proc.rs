@@ -42,9 +42,7 @@ pub(super) const OPS: &[(&str, OpFn)] = &[
     ("fork-loop", fork_loop),
     ("alloc", alloc),
     ("fill", fill),
-    ("spin", |_| loop {
-        std::hint::spin_loop();
-    }),
+    ("spin", spin),
 ];
 
 fn vm_read(o: &mut Op) -> Outcome {
@@ -151,5 +149,31 @@ fn fill(o: &mut Op) -> Outcome {
         written += chunk.len() as u64;
     }
     o.note(format!("bytes={written}"));
+    Ok(())
+}
+
+/// This process's CPU time (user + system) in clock ticks, from `/proc/self/stat`.
+fn cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = stat.rsplit_once(')').map(|r| r.1).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After the command name: state is field 3, utime 14, stime 15 (1-based).
+    let get = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    get(11) + get(12)
+}
+
+/// `spin SECONDS`: burn that much CPU time (not wall time), then report it; a CPU
+/// limit below it ends the process first.
+fn spin(o: &mut Op) -> Outcome {
+    let secs: u64 = o.num(0)?;
+    // USER_HZ is 100 on every Linux configuration cordon runs on.
+    let target = secs * 100;
+    let mut x = 0u64;
+    while cpu_ticks() < target {
+        for _ in 0..5_000_000 {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+    }
+    o.note(format!("spun={secs}s"));
     Ok(())
 }
