@@ -28,6 +28,18 @@ pub fn skip<T>(why: impl Into<String>) -> Result<T, Skip> {
     Err(Skip(why.into()))
 }
 
+/// The probe program's copies in the audit's directory, made before any job runs (a
+/// program copied while other threads fork could not be executed: `ETXTBSY`).
+#[derive(Clone, Debug)]
+pub struct Programs {
+    /// The cordon binary every identity can execute.
+    pub cordon: PathBuf,
+    /// Its setuid-root copy (root only).
+    pub suid: Option<PathBuf>,
+    /// Its copy with file capabilities (root only).
+    pub fcaps: Option<PathBuf>,
+}
+
 /// A loopback TCP port free right now (bound, then released).
 pub fn free_port() -> Result<u16, Skip> {
     TcpListener::bind("127.0.0.1:0")
@@ -56,13 +68,15 @@ pub struct Fixture {
     pub cordon: PathBuf,
     /// A setuid-root copy of it (when the audit runs as root).
     pub cordon_suid: Option<PathBuf>,
+    /// A copy carrying file capabilities (`cap_dac_override+ep`; when root).
+    pub cordon_fcaps: Option<PathBuf>,
     /// The tag of this job (ports, keys, names, process markers).
     pub tag: String,
 }
 
 impl Fixture {
     /// Creates the job's directories under `root`.
-    pub fn new(root: PathBuf, id: Identity, target: Target, cordon: PathBuf, cordon_suid: Option<PathBuf>) -> Fixture {
+    pub fn new(root: PathBuf, id: Identity, target: Target, programs: &Programs) -> Fixture {
         let n = UNIQUE.fetch_add(1, Ordering::Relaxed);
         let tag = format!("cordon-audit-{}-{n}", std::process::id());
         let fx = Fixture {
@@ -72,8 +86,9 @@ impl Fixture {
             root,
             id,
             target,
-            cordon,
-            cordon_suid,
+            cordon: programs.cordon.clone(),
+            cordon_suid: programs.suid.clone(),
+            cordon_fcaps: programs.fcaps.clone(),
             tag,
         };
         for d in [&fx.root, &fx.ws, &fx.outside, &fx.home] {
@@ -246,17 +261,35 @@ impl Fixture {
     }
 
     /// Makes `dir` a git repository with one commit (on the host, as the identity).
+    ///
+    /// The repository is made once per audit (by git, on the host) and copied for each
+    /// job, owned by the identity: the same bytes, without running git hundreds of times.
     pub fn git_repo(&self, dir: &Path) -> Result<PathBuf, Skip> {
-        if which::which("git").is_err() {
-            return skip("no git on this host");
-        }
+        let template = git_template(&self.root)?;
         self.dir(dir);
-        self.file(&dir.join("README"), "hello\n");
-        self.host_sh(&format!(
-            "cd '{}' && git init -q -b main . && git add README && git commit -q -m 'initial commit'",
-            dir.display()
-        ))?;
+        self.copy_tree(&template, dir).map_err(|e| Skip(format!("copy the repository template: {e}")))?;
         Ok(dir.to_path_buf())
+    }
+
+    /// Copies the tree `from` into the existing directory `to`, everything owned by the
+    /// identity (modes kept).
+    fn copy_tree(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        for e in fs::read_dir(from)? {
+            let e = e?;
+            let dest = to.join(e.file_name());
+            let ty = e.file_type()?;
+            if ty.is_dir() {
+                fs::create_dir(&dest)?;
+                fs::set_permissions(&dest, fs::metadata(e.path())?.permissions())?;
+                self.copy_tree(&e.path(), &dest)?;
+            } else if ty.is_symlink() {
+                std::os::unix::fs::symlink(fs::read_link(e.path())?, &dest)?;
+            } else {
+                fs::copy(e.path(), &dest)?;
+            }
+            self.own(&dest);
+        }
+        Ok(())
     }
 
     /// A `sleep` of the identity on the host, with a secret in its environment: it
@@ -424,4 +457,52 @@ impl HostProbe {
         let text = String::from_utf8_lossy(&out.stdout);
         text.lines().rev().find_map(|l| serde_json::from_str(l).ok())
     }
+}
+
+/// The audit's repository template (`<audit dir>/git-template`: one commit of a
+/// README), made by git once, on first use.
+fn git_template(job_root: &Path) -> Result<PathBuf, Skip> {
+    static TEMPLATE: std::sync::Mutex<Option<Result<PathBuf, String>>> = std::sync::Mutex::new(None);
+    let mut t = TEMPLATE.lock().unwrap_or_else(|e| e.into_inner());
+    let audit_dir = job_root.parent().unwrap_or(job_root);
+    let dir = audit_dir.join("git-template");
+    match t.as_ref() {
+        Some(Ok(p)) if *p == dir => return Ok(p.clone()),
+        Some(Err(e)) => return Err(Skip(e.clone())),
+        _ => {}
+    }
+    let made = (|| {
+        if which::which("git").is_err() {
+            return Err("no git on this host".to_string());
+        }
+        fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+        fs::write(dir.join("README"), "hello\n").map_err(|e| e.to_string())?;
+        let out = Command::new("git")
+            .args(["-c", "init.defaultBranch=main", "init", "-q", "."])
+            .current_dir(&dir)
+            .env_clear()
+            .env("PATH", super::PATH_ENV)
+            .env("HOME", &dir)
+            .output()
+            .and_then(|_| {
+                Command::new("/bin/sh")
+                    .args(["-c", "git add README && git commit -q -m 'initial commit'"])
+                    .current_dir(&dir)
+                    .env_clear()
+                    .env("PATH", super::PATH_ENV)
+                    .env("HOME", &dir)
+                    .env("GIT_AUTHOR_NAME", "cordon-audit")
+                    .env("GIT_AUTHOR_EMAIL", "cordon-audit@example.invalid")
+                    .env("GIT_COMMITTER_NAME", "cordon-audit")
+                    .env("GIT_COMMITTER_EMAIL", "cordon-audit@example.invalid")
+                    .output()
+            })
+            .map_err(|e| format!("run git: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("git commit failed: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+        Ok(dir.clone())
+    })();
+    *t = Some(made.clone());
+    made.map_err(Skip)
 }

@@ -127,8 +127,7 @@ fn targets(opts: &Options) -> Vec<Target> {
 /// The audit's own directory and the probe program copies in it.
 struct Workdir {
     dir: PathBuf,
-    cordon: PathBuf,
-    cordon_suid: Option<PathBuf>,
+    programs: fixture::Programs,
 }
 
 fn set_mode(p: &Path, mode: u32) -> std::io::Result<()> {
@@ -167,7 +166,24 @@ fn workdir(opts: &Options) -> Result<Workdir, AuditError> {
             Some(p)
         })
         .flatten();
-    Ok(Workdir { dir, cordon, cordon_suid })
+    let fcaps = (cordon_stage::host::euid() == 0).then(|| file_caps_copy(&opts.cordon, &dir).ok()).flatten();
+    Ok(Workdir { dir, programs: fixture::Programs { cordon, suid: cordon_suid, fcaps } })
+}
+
+/// A copy of the probe program carrying file capabilities (`cap_dac_override+ep`).
+fn file_caps_copy(from: &Path, dir: &Path) -> std::io::Result<PathBuf> {
+    let copy = dir.join("cordon-fcaps");
+    std::fs::copy(from, &copy)?;
+    set_mode(&copy, 0o755)?;
+    // struct vfs_cap_data, revision 2, effective: permitted = CAP_DAC_OVERRIDE (bit 1).
+    let mut v = vec![];
+    for word in [0x0200_0000u32 | 1, 2, 0, 0, 0] {
+        v.extend_from_slice(&word.to_le_bytes());
+    }
+    let c = std::ffi::CString::new(copy.as_os_str().as_encoded_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    cordon_stage::probe::set_xattr(&c, c"security.capability", &v, false)?;
+    Ok(copy)
 }
 
 /// Everything a worker needs.
@@ -340,7 +356,7 @@ fn run_job(sh: &Shared<'_>, probe: &Probe, id: &Identity, target: &Target) -> Jo
     };
     let deadline = plan.deadline;
     let inv = Invocation {
-        cordon: &sh.work.cordon,
+        cordon: &sh.work.programs.cordon,
         argv,
         cordon_flags: std::mem::take(&mut plan.cordon_flags),
         cwd: fx.ws.clone(),
@@ -365,8 +381,7 @@ fn run_job(sh: &Shared<'_>, probe: &Probe, id: &Identity, target: &Target) -> Jo
 fn setup(sh: &Shared<'_>, probe: &Probe, id: &Identity, target: &Target) -> Result<(Plan, Fixture), String> {
     let n = sh.counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let root = sh.work.dir.join(format!("{n}-{}", probe.id().replace('/', "-")));
-    let fx =
-        Fixture::new(root.clone(), id.clone(), target.clone(), sh.work.cordon.clone(), sh.work.cordon_suid.clone());
+    let fx = Fixture::new(root.clone(), id.clone(), target.clone(), &sh.work.programs);
     match (probe.setup)(&fx) {
         Ok(p) => Ok((p, fx)),
         Err(Skip(why)) => {
@@ -413,9 +428,9 @@ fn confined(sh: &Shared<'_>, id: &Identity, target: &Target) -> Result<(), Strin
     }
     let n = sh.counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = sh.work.dir.join(format!("{n}-confined"));
-    let fx = Fixture::new(dir.clone(), id.clone(), target.clone(), sh.work.cordon.clone(), None);
+    let fx = Fixture::new(dir.clone(), id.clone(), target.clone(), &sh.work.programs);
     let inv = Invocation {
-        cordon: &sh.work.cordon,
+        cordon: &sh.work.programs.cordon,
         argv: catalog::probe_argv(&fx, "privileged", &[]),
         cordon_flags: vec![],
         cwd: fx.ws.clone(),

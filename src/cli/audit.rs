@@ -32,7 +32,7 @@ pub(crate) struct AuditArgs {
     #[arg(long, value_name = "PREFIX")]
     only: Vec<String>,
     /// Jobs run at once.
-    #[arg(long, default_value_t = 6, value_name = "N")]
+    #[arg(long, default_value_t = 12, value_name = "N")]
     jobs: usize,
     /// Where the audit's working directory goes (not under /tmp).
     #[arg(long, default_value = "/var/tmp", value_name = "DIR")]

@@ -50,6 +50,7 @@ rec run-help run --help
 rec serve-help serve --help
 rec mcp-help mcp --help
 rec session-help session --help
+rec audit-help audit --help
 for m in read-only workspace-write full-access; do
     rec "run-$m" run --json --mode "$m" -- sh -c 'echo out; echo err >&2; touch f && echo wrote; ls'
     rec "run-$m-text" run --mode "$m" -- sh -c 'echo out; touch g && echo wrote'

@@ -78,27 +78,6 @@ fn domainname_watch() -> impl crate::audit::watch::Watch {
     }
 }
 
-/// A copy of the probe program with file capabilities (`cap_dac_override+ep`).
-fn file_caps_copy(fx: &Fixture) -> Result<PathBuf, Skip> {
-    if cordon_stage::host::euid() != 0 {
-        return skip("setting file capabilities needs the audit to run as root");
-    }
-    let copy = fx.root.join("cordon-fcaps");
-    std::fs::copy(&fx.cordon, &copy).map_err(|e| Skip(format!("copy the probe: {e}")))?;
-    // struct vfs_cap_data, revision 2, effective: permitted = CAP_DAC_OVERRIDE (bit 1).
-    let mut v = vec![];
-    v.extend_from_slice(&(0x0200_0000u32 | 1).to_le_bytes());
-    v.extend_from_slice(&2u32.to_le_bytes());
-    v.extend_from_slice(&0u32.to_le_bytes());
-    v.extend_from_slice(&0u32.to_le_bytes());
-    v.extend_from_slice(&0u32.to_le_bytes());
-    let c = std::ffi::CString::new(s(&copy)).map_err(|_| Skip("path".into()))?;
-    cordon_stage::probe::set_xattr(&c, c"security.capability", &v, false)
-        .map_err(|e| Skip(format!("set file capabilities: {e}")))?;
-    let _ = std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o755));
-    Ok(copy)
-}
-
 /// A file in the workspace owned by another uid (65534), mode 0600: only a process
 /// holding capabilities (or that uid) could change it.
 fn foreign_file(fx: &Fixture) -> (PathBuf, Sentinel) {
@@ -282,7 +261,7 @@ pub(super) fn probes() -> Vec<Probe> {
                 .exec_refusal_holds())
         }),
         p(V, "file-capabilities", "execute a copy carrying cap_dac_override in its file capabilities; proves file capabilities grant nothing", |fx| {
-            let copy = file_caps_copy(fx)?;
+            let copy = fx.cordon_fcaps.clone().ok_or_else(|| Skip("no file-capability copy: the audit is not root".into()))?;
             Ok(Plan::argv(vec![s(&copy), crate::audit::probe::SUBCOMMAND.into(), "privileged".into()]).watch(Worked).exec_refusal_holds())
         }),
         p(V, "dac-override", "as root, overwrite a 0600 file of another user in the workspace; proves CAP_DAC_OVERRIDE is gone", |fx| {
