@@ -478,7 +478,8 @@ fn git_template(job_root: &Path) -> Result<PathBuf, Skip> {
         fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
         fs::write(dir.join("README"), "hello\n").map_err(|e| e.to_string())?;
         let out = Command::new("git")
-            .args(["-c", "init.defaultBranch=main", "init", "-q", "."])
+            // No template: no sample hooks to copy for every job (an empty hooks/ is made).
+            .args(["-c", "init.defaultBranch=main", "init", "-q", "--template=", "."])
             .current_dir(&dir)
             .env_clear()
             .env("PATH", super::PATH_ENV)
@@ -501,6 +502,7 @@ fn git_template(job_root: &Path) -> Result<PathBuf, Skip> {
         if !out.status.success() {
             return Err(format!("git commit failed: {}", String::from_utf8_lossy(&out.stderr)));
         }
+        fs::create_dir_all(dir.join(".git/hooks")).map_err(|e| e.to_string())?;
         Ok(dir.clone())
     })();
     *t = Some(made.clone());

@@ -228,8 +228,18 @@ pub fn run(opts: &Options, on_verdict: &(dyn Fn(&Verdict) + Sync)) -> Result<rep
         counter: std::sync::atomic::AtomicUsize::new(0),
         spawned: Mutex::new(vec![]),
     };
+    // The longest groups first (burning CPU, waiting for late writers, git fixtures), so
+    // that they do not make the tail of the run.
+    let weight = |p: &Probe| match p.class {
+        catalog::Class::Limits => 0,
+        catalog::Class::Lifetime => 1,
+        catalog::Class::Git => 2,
+        _ => 3,
+    };
+    let mut order: Vec<usize> = (0..probes.len()).collect();
+    order.sort_by_key(|i| weight(&probes[*i]));
     let queue: Mutex<VecDeque<(usize, Identity)>> =
-        Mutex::new((0..probes.len()).flat_map(|i| ids.iter().map(move |id| (i, id.clone()))).collect());
+        Mutex::new(order.into_iter().flat_map(|i| ids.iter().map(move |id| (i, id.clone()))).collect());
     let verdicts = Mutex::new(Vec::new());
     std::thread::scope(|scope| {
         for _ in 0..opts.jobs.max(1) {
