@@ -17,10 +17,12 @@ fn victim_attack(fx: &Fixture, op: &str, args: impl Fn(&Victim) -> Vec<String>) 
     Ok(Plan::op(fx, op, &a).watch(v).settle(150))
 }
 
-/// The start of a writable mapping of the victim (for `process_vm_writev`).
+/// The lowest address of the victim's stack (for `process_vm_writev`): writable for
+/// the process's whole life (a data mapping may turn read-only once the loader is
+/// done), and far below anything the sleeping process uses.
 fn writable_address(v: &Victim) -> String {
     let maps = std::fs::read_to_string(format!("/proc/{}/maps", v.pid)).unwrap_or_default();
-    let line = maps.lines().find(|l| l.split_whitespace().nth(1).is_some_and(|p| p.starts_with("rw"))).unwrap_or("0-");
+    let line = maps.lines().find(|l| l.ends_with("[stack]")).unwrap_or("0-");
     format!("0x{}", line.split('-').next().unwrap_or("0"))
 }
 
