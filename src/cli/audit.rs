@@ -16,8 +16,8 @@ pub(crate) struct AuditArgs {
     /// A runner to audit (repeatable): landlock, bwrap. Default: both.
     #[arg(long = "runner", value_name = "RUNNER", value_parser = parse_runner)]
     runners: Vec<RunnerKind>,
-    /// A mode to audit (repeatable): read-only, workspace-write. Default: both. With
-    /// --wrapper: what the wrapper is meant to allow (default: workspace-write).
+    /// A mode to audit (repeatable): read-only, workspace-write. Default: both. For a
+    /// wrapper, what it is meant to allow (default: workspace-write).
     #[arg(long = "mode", value_name = "MODE", value_parser = parse_confined_mode)]
     modes: Vec<Mode>,
     /// Audit another sandbox instead: its command prefix, split like a shell line;
