@@ -26,10 +26,11 @@ fn writable_address(v: &Victim) -> String {
     format!("0x{}", line.split('-').next().unwrap_or("0"))
 }
 
-/// A process that writes `F` late: `F` must never appear, and nothing carrying the
-/// job's marker may be left once the run is over.
+/// A process that writes `F` late and then lingers: `F` must never appear, and
+/// nothing carrying the job's marker may be left once the run is over. `F` lies in the
+/// workspace, so that where the sandbox lets the command write, a survivor could too.
 fn late(fx: &Fixture, plan: impl FnOnce(&str) -> Plan) -> Result<Plan, Skip> {
-    let f = fx.outside.join("late-write");
+    let f = fx.ws.join("late-write");
     let marker = s(&fx.root);
     Ok(plan(&s(&f)).watch(Appears::new(&f)).watch(Survivors::new(&marker)).settle(900))
 }
@@ -108,13 +109,13 @@ pub(super) fn probes() -> Vec<Probe> {
             late(fx, |f| Plan::op(fx, "stubborn", &["300", f]))
         }),
         p(L, "shell-nohup", "`nohup sh -c 'sleep; write' &` from a shell; proves what tools start outlives nothing", |fx| {
-            late(fx, |f| Plan::sh(&format!("nohup sh -c 'sleep 0.3; echo x > \"{f}\"' >/dev/null 2>&1 &")))
+            late(fx, |f| Plan::sh(&format!("nohup sh -c 'sleep 0.3; echo x > \"{f}\"; sleep 3' >/dev/null 2>&1 &")))
         }),
         p(L, "shell-setsid", "`setsid -f sh -c 'sleep; write'`; proves a new session does not outlive the run", |fx| {
             if which::which("setsid").is_err() {
                 return Err(Skip("no setsid(1) on this host".into()));
             }
-            late(fx, |f| Plan::sh(&format!("setsid -f sh -c 'sleep 0.3; echo x > \"{f}\"' >/dev/null 2>&1")))
+            late(fx, |f| Plan::sh(&format!("setsid -f sh -c 'sleep 0.3; echo x > \"{f}\"; sleep 3' >/dev/null 2>&1")))
         }),
         // ------------------------------------------------------------ limits
         p(R, "fork-loop", "fork 300 sleeping children (cordon: --limit-pids 64); proves the process count is bounded and nothing survives", |fx| {

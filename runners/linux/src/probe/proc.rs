@@ -113,9 +113,9 @@ pub enum Detach {
     Stubborn,
 }
 
-/// Starts a process that, `ms` milliseconds later, creates `path` — a process that
-/// must not outlive the run. Returns the pid of the first child (already reaped for
-/// the daemon forms).
+/// Starts a process that, `ms` milliseconds later, creates `path`, then lingers ten
+/// times as long — a process that must not outlive the run (whether or not it could
+/// write). Returns the pid of the first child (already reaped for the daemon forms).
 pub fn late_writer(how: Detach, ms: u64, path: &CStr) -> io::Result<libc::pid_t> {
     let pid = fork_then(|| {
         if how != Detach::Background {
@@ -136,6 +136,7 @@ pub fn late_writer(how: Detach, ms: u64, path: &CStr) -> io::Result<libc::pid_t>
         detach_stdio();
         sleep_ms(ms);
         write_marker(path);
+        sleep_ms(ms.saturating_mul(10));
     })?;
     if how != Detach::Background {
         wait(pid)?;
