@@ -581,25 +581,57 @@ fn leftover_processes(dir: &Path) -> Vec<String> {
 }
 
 /// Per-run cgroups of the `cordon run` processes the audit started, still present.
+/// cordon makes them under its own cgroup (each v1 hierarchy's, the unified one's, or
+/// `cordon/` at the unified root), which is the audit's: only there is looked at, so
+/// another user's runs that happen to reuse a pid are not counted.
 fn leftover_cgroups(pids: &[u32]) -> Vec<String> {
     let prefixes: Vec<String> = pids.iter().map(|p| format!("{}{p}-", crate::limits::CGROUP_PREFIX)).collect();
-    let mut found = vec![];
-    fn walk(d: &Path, depth: usize, prefixes: &[String], found: &mut Vec<String>) {
-        let Ok(rd) = std::fs::read_dir(d) else { return };
-        for e in rd.flatten() {
-            if !e.file_type().is_ok_and(|t| t.is_dir()) {
-                continue;
+    if prefixes.is_empty() {
+        return vec![];
+    }
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let mut bases: Vec<PathBuf> = vec![];
+    for line in own.lines() {
+        let mut f = line.splitn(3, ':');
+        let (_, controllers, path) = (f.next(), f.next().unwrap_or(""), f.next().unwrap_or("/"));
+        let rel = path.trim_start_matches('/');
+        if controllers.is_empty() {
+            for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+                bases.push(Path::new(root).join(rel));
+                bases.push(Path::new(root).join("cordon"));
             }
-            let name = e.file_name().to_string_lossy().into_owned();
-            if prefixes.iter().any(|p| name.starts_with(p.as_str())) {
-                found.push(format!("cgroup left behind: {}", e.path().display()));
-            } else if depth > 0 {
-                walk(&e.path(), depth - 1, prefixes, found);
+        } else {
+            for c in controllers.split(',') {
+                let c = c.trim_start_matches("name=");
+                bases.push(Path::new("/sys/fs/cgroup").join(c).join(rel));
             }
+            bases.push(Path::new("/sys/fs/cgroup").join(controllers).join(rel));
         }
     }
-    if !prefixes.is_empty() {
-        walk(Path::new("/sys/fs/cgroup"), 6, &prefixes, &mut found);
+    bases.sort();
+    bases.dedup();
+    // A run's cgroup is removed once the run is over: empty and still there a second
+    // later is left behind (a live one belongs to someone else's run with a reused pid,
+    // at a shared level of a hierarchy such as the root of `pids`).
+    let candidates = |bases: &[PathBuf]| -> Vec<PathBuf> {
+        let mut v = vec![];
+        for base in bases {
+            let Ok(rd) = std::fs::read_dir(base) else { continue };
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let empty = std::fs::read_to_string(e.path().join("cgroup.procs")).is_ok_and(|t| t.trim().is_empty());
+                if prefixes.iter().any(|p| name.starts_with(p.as_str())) && empty {
+                    v.push(e.path());
+                }
+            }
+        }
+        v
+    };
+    let first = candidates(&bases);
+    if first.is_empty() {
+        return vec![];
     }
-    found
+    std::thread::sleep(Duration::from_secs(1));
+    let again = candidates(&bases);
+    first.into_iter().filter(|p| again.contains(p)).map(|p| format!("cgroup left behind: {}", p.display())).collect()
 }
