@@ -61,18 +61,24 @@ fn reached_tty(r: &RunOutput) -> Option<String> {
 }
 
 /// The host's domain name, watched and restored (jobs touching it hold the `uts` lock).
+/// A cleanup restores the name the host had before the audit's first such probe, never
+/// the one read by its own setup: a job's first setup runs before it takes the lock,
+/// while another job may hold the name changed, and restoring that would leave the
+/// host renamed.
 fn domainname_watch() -> impl crate::audit::watch::Watch {
     const F: &str = "/proc/sys/kernel/domainname";
-    let before = std::fs::read_to_string(F).unwrap_or_default();
-    let restore = before.clone();
+    static ORIGINAL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let read = || std::fs::read_to_string(F).unwrap_or_default();
+    let original = ORIGINAL.get_or_init(read);
+    let before = read();
     Check {
         effect: move |_: &RunOutput| {
-            let now = std::fs::read_to_string(F).unwrap_or_default();
+            let now = read();
             (now != before).then(|| format!("the host's domain name changed to {:?}", now.trim()))
         },
         cleanup: move || {
-            if std::fs::read_to_string(F).unwrap_or_default() != restore {
-                let _ = cordon_stage::probe::kernel::set_domainname(restore.trim_end().as_bytes());
+            if read() != *original {
+                let _ = cordon_stage::probe::kernel::set_domainname(original.trim_end().as_bytes());
             }
         },
     }
