@@ -19,6 +19,15 @@ use std::path::PathBuf;
 #[path = "src/runner/seccomp/mod.rs"]
 mod seccomp;
 
+/// The compiler's error type lives with the library's errors (`crate::error`).
+#[cfg(target_os = "linux")]
+#[path = "src/error/seccomp.rs"]
+mod seccomp_error;
+#[cfg(target_os = "linux")]
+mod error {
+    pub(crate) use super::seccomp_error as seccomp;
+}
+
 /// The library reads its table from `runner::seccomp_precompiled`; here it is empty.
 #[cfg(target_os = "linux")]
 mod seccomp_precompiled {
@@ -28,6 +37,7 @@ mod seccomp_precompiled {
 fn main() {
     for f in [
         "build.rs",
+        "src/error/seccomp.rs",
         "src/runner/seccomp/mod.rs",
         "src/runner/seccomp/syscalls.rs",
         "profiles/seccomp/confined.json",

@@ -51,7 +51,7 @@ pub struct RunParams {
     pub network: Option<bool>,
     /// Hosts reachable by name through cordon's proxy, each within the ceiling's
     /// `--allow-host` patterns (default: the ceiling's).
-    pub allow_hosts: Option<Vec<crate::proxy::HostPattern>>,
+    pub allow_hosts: Option<Vec<crate::policy::hosts::HostPattern>>,
     /// Resource limits, each at or below the ceiling's (`limit_memory` bytes,
     /// `limit_pids`, `limit_cpu` seconds).
     pub limits: crate::limits::LimitRequest,
@@ -206,8 +206,8 @@ pub struct Ceiling {
     /// Hosts requests may reach by name through cordon's proxy (`--allow-host`; the
     /// default of every request, which may name fewer). Shown in `hello` only when set,
     /// so a server without it answers as before.
-    #[serde(skip_serializing_if = "crate::proxy::AllowList::is_empty")]
-    pub allow_hosts: crate::proxy::AllowList,
+    #[serde(skip_serializing_if = "crate::policy::hosts::AllowList::is_empty")]
+    pub allow_hosts: crate::policy::hosts::AllowList,
     /// Limits every request gets by default and may only lower.
     pub limits: crate::limits::LimitRequest,
     /// The cache directory of every workspace-write request (`--cache-dir`; canonical,
@@ -363,9 +363,10 @@ impl Ceiling {
         let allow_hosts = match params.allow_hosts {
             None => self.allow_hosts.patterns().to_vec(),
             Some(asked) => {
-                let list = crate::proxy::AllowList::new(asked.clone());
-                if let Some(p) =
-                    asked.iter().find(|p| !crate::proxy::AllowList::new(vec![(*p).clone()]).within(&self.allow_hosts))
+                let list = crate::policy::hosts::AllowList::new(asked.clone());
+                if let Some(p) = asked
+                    .iter()
+                    .find(|p| !crate::policy::hosts::AllowList::new(vec![(*p).clone()]).within(&self.allow_hosts))
                 {
                     return Err(CeilingError::exceeded(
                         "allow_hosts",

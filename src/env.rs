@@ -59,35 +59,7 @@ pub const MANAGED_PREFIX: &str = "CORDON_";
 pub const QUIET_DEFAULTS: [(&str, &str); 4] =
     [("NO_COLOR", "1"), ("TERM", "dumb"), ("PAGER", "cat"), ("GIT_PAGER", "cat")];
 
-/// A variable the caller asked for that cannot be set.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum EnvError {
-    /// Extra env tried to set a name in the managed `CORDON_*` namespace.
-    #[error("extra env may not set `{name}`: the CORDON_* namespace is managed by cordon")]
-    ReservedName {
-        /// The offending name.
-        name: String,
-    },
-    /// The name is empty or contains `=` or NUL.
-    #[error("invalid environment variable name `{name}`")]
-    InvalidName {
-        /// The offending name.
-        name: String,
-    },
-    /// A value contains a NUL byte.
-    #[error("the value of `{name}` contains a NUL byte")]
-    InvalidValue {
-        /// The variable whose value is invalid.
-        name: String,
-    },
-    /// A managed variable does not start with `CORDON_`.
-    #[error("managed env name `{name}` must start with CORDON_")]
-    UnmanagedName {
-        /// The offending name.
-        name: String,
-    },
-}
+pub use crate::error::EnvError;
 
 fn is_managed(name: &OsStr) -> bool {
     name.as_bytes().len() >= MANAGED_PREFIX.len()

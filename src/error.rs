@@ -5,10 +5,14 @@
 //! Every error has a stable [`CordonError::code`] (e.g. `SANDBOX_UNAVAILABLE`) that the
 //! CLI prints and puts in its JSON error object.
 
-use crate::env::EnvError;
 use crate::mode::Mode;
-use crate::runner::error::{PlanError, RunnerFailure};
+pub(crate) mod runner;
+pub(crate) mod seatbelt;
+#[cfg(target_os = "linux")]
+pub(crate) mod seccomp;
+
 use crate::vocab::RunnerKind;
+use runner::{PlanError, RunnerFailure};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -211,7 +215,7 @@ pub enum GitFileError {
     /// Its contents are not an index cordon can read (an unknown version or a
     /// truncated entry); host git would refuse it too, or cordon is older than it.
     #[error("not a git index cordon can read ({0:?})")]
-    Index(crate::policy::IndexError),
+    Index(IndexError),
 }
 
 /// Why a path cannot be a writable root (see `crate::policy` for the rules).
@@ -411,6 +415,45 @@ impl CordonError {
     pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
         CordonError::Io { what: what.into(), source }
     }
+}
+
+/// A variable the caller asked for that cannot be set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EnvError {
+    /// Extra env tried to set a name in the managed `CORDON_*` namespace.
+    #[error("extra env may not set `{name}`: the CORDON_* namespace is managed by cordon")]
+    ReservedName {
+        /// The offending name.
+        name: String,
+    },
+    /// The name is empty or contains `=` or NUL.
+    #[error("invalid environment variable name `{name}`")]
+    InvalidName {
+        /// The offending name.
+        name: String,
+    },
+    /// A value contains a NUL byte.
+    #[error("the value of `{name}` contains a NUL byte")]
+    InvalidValue {
+        /// The variable whose value is invalid.
+        name: String,
+    },
+    /// A managed variable does not start with `CORDON_`.
+    #[error("managed env name `{name}` must start with CORDON_")]
+    UnmanagedName {
+        /// The offending name.
+        name: String,
+    },
+}
+
+/// Why a git index could not be read (`crate::policy`'s reader of git's formats).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexError {
+    /// Not an index (signature), or a version this reader does not know.
+    Format,
+    /// An entry or extension runs past the end of the file, or a path is malformed.
+    Truncated,
 }
 
 #[cfg(test)]

@@ -38,13 +38,13 @@ pub struct PolicyArgs {
     /// else (repeatable; `pypi.org`, `*.pythonhosted.org`, optional `:port`; the
     /// network stays off otherwise; docs/network.md).
     #[arg(long = "allow-host", value_name = "PATTERN")]
-    pub allow_host: Vec<crate::proxy::HostPattern>,
+    pub allow_host: Vec<crate::policy::hosts::HostPattern>,
     /// Like --allow-host for each host of a named list (repeatable): python (pypi.org,
     /// files.pythonhosted.org), node (registry.npmjs.org), rust (crates.io,
     /// index.crates.io, static.crates.io), go (proxy.golang.org, sum.golang.org), github
     /// (github.com, codeload.github.com, objects/raw.githubusercontent.com).
     #[arg(long = "allow-hosts", value_name = "PRESET", value_enum)]
-    pub allow_hosts: Vec<crate::proxy::Preset>,
+    pub allow_hosts: Vec<crate::policy::presets::Preset>,
     /// Run even if the host cannot enforce every restriction; gaps are reported.
     #[arg(long)]
     pub best_effort: bool,

@@ -65,7 +65,7 @@ mod vocab; // crate: the shared vocabulary (re-exported below)
 #[cfg(target_os = "linux")]
 mod writes; // crate: the supervisor's judgement of write-intent syscalls (Linux)
 
-pub use env::EnvError;
+pub use error::EnvError;
 pub use error::{CordonError, PolicyError, RunnerReason, WidthReason};
 pub use escalation::{Approver, Decision, EscalatedOutcome, EscalationError, EscalationOptions, EscalationRequest};
 pub use exec::{Executor, Handle, Interrupts, OutputRead, Status};

@@ -1,10 +1,12 @@
 //! Path pinning: every directory a policy names, resolved once into an open file.
 //!
-//! A resolved [`ExecutionPolicy`] names its workspace, writable roots, protected paths
+//! A resolved [`ExecutionPolicy`](crate::policy::ExecutionPolicy) names its workspace,
+//! writable roots, protected paths
 //! and the working directory by canonical path. Between that check and the moment the
 //! child mounts, grants and `chdir`s, a concurrent command (another run in the same
 //! workspace) could swap a component of such a path for a symlink and redirect a grant
-//! outside the checked tree. [`Pins::take`] closes that window:
+//! outside the checked tree. [`ExecutionPolicy::pin`](crate::policy::ExecutionPolicy::pin)
+//! closes that window:
 //!
 //! 1. Each path is opened with `openat2(O_PATH, RESOLVE_NO_SYMLINKS)`: a symlink in ANY
 //!    component fails the run (fail closed) instead of being followed. A canonical path
@@ -19,14 +21,13 @@
 //!    receives the sources as fds (`--bind-fd`).
 //!
 //! What it does not do: it does not decide what may be writable (that is
-//! [`crate::policy`]). A rename of real directories (no symlink) inside a checked tree
+//! [`crate::policy`], which also says what to pin). A rename of real directories (no symlink) inside a checked tree
 //! only ever yields another directory inside that same tree, which the check already
 //! allowed; protected paths are the exception, which is why every git directory
 //! under a writable root is found by a walk at each resolution rather than trusted by
 //! name (a gitdir moved aside by an earlier run is still found and protected).
 
 use crate::error::PolicyError;
-use crate::policy::ExecutionPolicy;
 #[cfg(target_os = "linux")]
 pub use cordon_stage::FileIdentity;
 use std::ffi::CString;
@@ -105,25 +106,6 @@ mod portable {
 pub use portable::FileIdentity;
 
 impl Pins {
-    /// Pin the workspace, the writable roots, `workdir` and the protected layout
-    /// (protected paths, reopened ones and the directories on the way to them:
-    /// [`ExecutionPolicy::self_binds`], by identity only).
-    pub fn take(policy: &ExecutionPolicy, workdir: &Path) -> Result<Pins, PolicyError> {
-        let mut pins = Pins::default();
-        let paths = std::iter::once(&policy.workspace)
-            .chain(policy.writable_roots.iter())
-            .chain(std::iter::once(&workdir.to_path_buf()))
-            .cloned()
-            .collect::<Vec<_>>();
-        for path in paths {
-            pins.add(&path)?;
-        }
-        for path in policy.protected.iter().cloned().chain(policy.self_binds().into_iter().map(|(p, _)| p)) {
-            pins.add_identity(&path)?;
-        }
-        Ok(pins)
-    }
-
     /// Pin one more path (a no-op if it is pinned already).
     pub fn add(&mut self, path: &Path) -> Result<(), PolicyError> {
         self.add_with(path, true)
@@ -177,6 +159,7 @@ impl Pins {
 mod tests {
     use super::*;
     use crate::mode::Mode;
+    use crate::policy::ExecutionPolicy;
 
     fn policy(ws: &Path) -> ExecutionPolicy {
         ExecutionPolicy {
@@ -199,7 +182,7 @@ mod tests {
         let base = dir.path().canonicalize().unwrap();
         let ws = base.join("ws");
         std::fs::create_dir_all(ws.join("sub")).unwrap();
-        let pins = Pins::take(&policy(&ws), &ws.join("sub")).unwrap();
+        let pins = policy(&ws).pin(&ws.join("sub")).unwrap();
         let meta = std::fs::metadata(ws.join("sub")).unwrap();
         use std::os::unix::fs::MetadataExt;
         assert_eq!(pins.id(&ws.join("sub")), Some(FileIdentity { dev: meta.dev(), ino: meta.ino() }));
@@ -211,7 +194,7 @@ mod tests {
         std::fs::remove_dir(ws.join("sub")).unwrap();
         std::fs::remove_dir(&ws).unwrap();
         std::os::unix::fs::symlink(&elsewhere, &ws).unwrap();
-        let err = Pins::take(&policy(&ws), &ws.join("sub")).unwrap_err();
+        let err = policy(&ws).pin(&ws.join("sub")).unwrap_err();
         assert!(matches!(err, PolicyError::Changed { .. }), "{err}");
     }
 }

@@ -3,6 +3,10 @@
 //! These types are the JSON contract of `cordon run --json` (field names are part of
 //! the interface). They carry facts only; building them is the executor's job.
 
+pub(crate) mod held;
+pub(crate) mod limits;
+pub(crate) mod network;
+
 use crate::mode::Mode;
 use crate::vocab::RunnerKind;
 pub use crate::vocab::{Enforcement, EnforcementLevel, Gap};
@@ -36,15 +40,15 @@ pub struct RunResult {
     /// The resource limit the run ran into, judged from the kernel's evidence (see
     /// [`crate::limits::judge`]): `memory`, `pids` or `cpu`; `null` otherwise.
     #[serde(default)]
-    pub limit: Option<crate::limits::Resource>,
+    pub limit: Option<limits::Resource>,
     /// The run's resource limits and how each was enforced.
     #[serde(default)]
-    pub limits: Option<crate::limits::AppliedLimits>,
+    pub limits: Option<limits::AppliedLimits>,
     /// The writes this run made under its writable roots when they were held back in
     /// a private layer (an escalation's first run, `--preview`): what they were and
     /// whether they were applied to the host or dropped. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub held: Option<crate::layer::HeldWrites>,
+    pub held: Option<held::HeldWrites>,
 }
 
 impl RunResult {
@@ -53,7 +57,7 @@ impl RunResult {
     /// resource limit that stopped the command, and each enforcement gap. Every line
     /// starts with `cordon: ` and holds only printable text.
     pub fn live_notes(&self) -> Vec<String> {
-        let clean = |s: &str| crate::escalation::printable(s);
+        let clean = |s: &str| crate::vocab::printable(s);
         let mut out = Vec::new();
         let mut network_off = false;
         // Writes refused under one protected path (a recursive `rm` in `.git`) are one
@@ -272,7 +276,7 @@ pub struct Denial {
     /// reason. A host grant is built from this alone
     /// ([`ProxyRefusal::grantable`](crate::proxy::ProxyRefusal::grantable)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub proxy: Option<crate::proxy::ProxyRefusal>,
+    pub proxy: Option<network::ProxyRefusal>,
 }
 
 /// Syscalls cordon's seccomp supervisor could not judge, because it could not read
@@ -335,7 +339,7 @@ pub struct SandboxFacts {
     /// The connections cordon's proxy made for the command (`--allow-host` runs only;
     /// bounded, see [`crate::proxy::MAX_NETWORK_LOG`]). Its refusals are `denials`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network_log: Option<crate::proxy::NetworkLog>,
+    pub network_log: Option<network::NetworkLog>,
     /// Observed syscalls whose arguments cordon could not read: refusals among them
     /// may be missing from `denials` (absent when every one was read).
     #[serde(default, skip_serializing_if = "Option::is_none")]

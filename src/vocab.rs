@@ -303,6 +303,28 @@ impl Enforcement {
     }
 }
 
+/// `s` with control characters and bidirectional-text overrides escaped, so a hostile
+/// command string cannot move the cursor, clear the prompt or reorder what is shown.
+pub fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        let bidi =
+            matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        // Invisible characters that could hide or reorder text: zero-width ones, word
+        // joiners, the BOM, tag characters, and the Unicode line/paragraph separators.
+        let invisible = matches!(
+            c,
+            '\u{200b}'..='\u{200d}' | '\u{2060}'..='\u{2064}' | '\u{feff}' | '\u{e0000}'..='\u{e007f}' | '\u{2028}' | '\u{2029}'
+        );
+        if c.is_control() || bidi || invisible {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

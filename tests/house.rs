@@ -37,20 +37,13 @@ const KNOWN: &[&str] = &[
     "size: src/exec/launch.rs ",
     "size: src/exec/mod.rs ",
     "size: src/layer/apply.rs ",
-    "size: src/proxy/rules.rs ",
     "size: src/runner/bwrap.rs ",
     "size: src/serve/connection.rs ",
     "size: src/cli/run.rs ",
     "size: src/policy/gitrepo.rs ",
     "size: src/runner/stage.rs ",
-    "vocabulary: error imports env ",
-    "vocabulary: error imports runner ",
-    "vocabulary: error imports policy ",
-    "vocabulary: result imports escalation ",
-    "vocabulary: result imports layer ",
-    "vocabulary: result imports limits ",
-    "vocabulary: result imports proxy ",
-    "circle: ",
+    "circle: 2 rooms [denials, writes]",
+    "circle: 2 rooms [escalation, session]",
 ];
 
 #[test]

@@ -1,5 +1,5 @@
 //! Fuzz the proxy's SOCKS5 parser (src/proxy/socks.rs) and the strict host parsing a
-//! SOCKS5 domain name then goes through (src/proxy/rules.rs).
+//! SOCKS5 domain name then goes through (src/result/network.rs).
 //!
 //! Properties, beyond "no panic":
 //! - a message is recognized exactly when complete: every shorter prefix asks for more

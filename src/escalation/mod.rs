@@ -277,10 +277,10 @@ pub fn narrow_grant(first: &RunResult, spec: &Spec) -> Option<(Grant, Spec)> {
         Grant::Write { path } => wide.policy.grant_write(path),
         Grant::Host { host } => {
             // Exactly that host and port: never a wildcard, a range or another port.
-            let pattern = host.parse::<crate::proxy::HostPort>().ok()?.pattern();
+            let pattern = host.parse::<crate::result::network::HostPort>().ok()?.pattern();
             let mut patterns = wide.policy.allow_hosts.patterns().to_vec();
             patterns.push(pattern);
-            wide.policy.allow_hosts = crate::proxy::AllowList::new(patterns);
+            wide.policy.allow_hosts = crate::policy::hosts::AllowList::new(patterns);
         }
     }
     Some((grant, wide))
@@ -307,7 +307,7 @@ pub fn grant_for(denials: &[Denial], policy: &ExecutionPolicy) -> Option<Grant> 
     // proxy parsed and normalized them (`ProxyRefusal::grantable`), never text the
     // command sent. A refusal with no such host (a malformed request, credentials, an
     // address the list does not open) offers no host grant.
-    fn grantable(d: &Denial) -> Option<&crate::proxy::HostPort> {
+    fn grantable(d: &Denial) -> Option<&crate::result::network::HostPort> {
         d.proxy.as_ref().and_then(|p| p.grantable())
     }
     if !policy.allow_hosts.is_empty() || denials.iter().any(|d| d.proxy.is_some()) {
@@ -578,7 +578,7 @@ mod tests {
         // Under --allow-host: one host the proxy refused, for one retry; anything else
         // (two hosts, a direct attempt) no narrow grant.
         let mut proxied = s.clone();
-        proxied.policy.allow_hosts = crate::proxy::AllowList::parse(&["pypi.org"]).unwrap();
+        proxied.policy.allow_hosts = crate::policy::hosts::AllowList::parse(&["pypi.org"]).unwrap();
         let refusal = |host: Option<&str>, why: Refusal| Denial {
             kind: DenialKind::Network,
             target: host.map(Into::into),
@@ -634,8 +634,8 @@ mod tests {
         s.env[0].1 = "other value".into();
         assert_eq!(fingerprint(&s), base, "env order and values do not matter");
         let variants: [fn(&mut Spec); 11] = [
-            |s| s.policy.allow_hosts = crate::proxy::AllowList::parse(&["pypi.org"]).unwrap(),
-            |s| s.policy.allow_hosts = crate::proxy::AllowList::parse(&["pypi.org:8443"]).unwrap(),
+            |s| s.policy.allow_hosts = crate::policy::hosts::AllowList::parse(&["pypi.org"]).unwrap(),
+            |s| s.policy.allow_hosts = crate::policy::hosts::AllowList::parse(&["pypi.org:8443"]).unwrap(),
             |s| s.policy.mode = Mode::WorkspaceWrite,
             |s| s.policy.network = true,
             |s| s.policy.best_effort = true,

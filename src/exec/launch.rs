@@ -345,7 +345,7 @@ impl Executor {
         let policy = &policy;
         // Every checked path, opened once without following symlinks; the plan's
         // grants, mounts and chdir are tied to these files (see `crate::pin`).
-        let mut pins = crate::pin::Pins::take(policy, &spec.workdir)?;
+        let mut pins = policy.pin(&spec.workdir)?;
         // Allowed host unix sockets, pinned now: the supervisor connects to these files.
         #[cfg(target_os = "linux")]
         let allowed_sockets = policy

@@ -4,7 +4,8 @@
 //! and applied to the host only when the caller decides so (docs/escalation.md,
 //! "Retry semantics").
 //!
-//! This module holds the vocabulary ([`HeldWrites`], [`Change`]), shared by every OS.
+//! This module re-exports the vocabulary ([`HeldWrites`], [`Change`]), shared by every OS
+//! and kept with the result (`crate::result`) so the result does not import this module.
 //! On Linux, the crate's `apply` submodule reads an upper directory and applies it to
 //! the host race-safely; [`snapshot`] compares a root's entries before and after a run
 //! where no layer can be had.
@@ -12,89 +13,8 @@
 //! What it does not do: mount anything (the runners plan the layer) or decide when to
 //! apply (escalation does).
 
-use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
-
 #[cfg(target_os = "linux")]
 pub(crate) mod apply;
 pub mod snapshot;
 
-/// The most changes listed in a result; the rest are counted as `truncated` (applying
-/// is not bounded by it).
-pub const MAX_LISTED_CHANGES: usize = 10_000;
-
-/// What happened to a path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ChangeKind {
-    /// It did not exist on the host.
-    Created,
-    /// It existed and was replaced or written (content, mode, times, or another type).
-    Modified,
-    /// It existed and was removed (a directory with everything in it).
-    Removed,
-}
-
-/// The type of file a change leaves (or, for a removal, removes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EntryKind {
-    /// A regular file.
-    File,
-    /// A directory.
-    Dir,
-    /// A symbolic link.
-    Symlink,
-    /// A named pipe.
-    Fifo,
-    /// A device node or socket (never applied).
-    Other,
-}
-
-/// One path the run changed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Change {
-    /// The host path (canonical root joined with the path under it).
-    pub path: PathBuf,
-    /// Created, modified or removed.
-    pub change: ChangeKind,
-    /// The type of file.
-    pub kind: EntryKind,
-}
-
-/// A change that was not (or could not be) applied, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Skipped {
-    /// The host path.
-    pub path: PathBuf,
-    /// Why (a device node, a conflict with a concurrent change on the host, ...).
-    pub why: String,
-}
-
-/// What became of the held-back writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Fate {
-    /// Applied to the host after the run (no grant was asked for).
-    Applied,
-    /// Dropped: a grant was asked for, and the workspace stays as it was before the run
-    /// (a granted retry starts from there; a refused one leaves nothing half done).
-    Discarded,
-    /// Dropped: the caller asked for a preview (`--preview`), the host is unchanged.
-    Preview,
-}
-
-/// The writes a run made under its writable roots while they were held back.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HeldWrites {
-    /// Applied, discarded or only previewed.
-    pub fate: Fate,
-    /// The changes, in path order within each root (at most [`MAX_LISTED_CHANGES`]).
-    pub changes: Vec<Change>,
-    /// More changes than listed.
-    #[serde(default)]
-    pub truncated: bool,
-    /// Changes not applied (with `fate: applied`) or that would not be (otherwise).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub skipped: Vec<Skipped>,
-}
+pub use crate::result::held::{Change, ChangeKind, EntryKind, Fate, HeldWrites, Skipped, MAX_LISTED_CHANGES};

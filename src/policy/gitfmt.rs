@@ -209,14 +209,7 @@ impl Cursor<'_> {
     }
 }
 
-/// Why an index could not be read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IndexError {
-    /// Not an index (signature), or a version this reader does not know.
-    Format,
-    /// An entry or extension runs past the end of the file, or a path is malformed.
-    Truncated,
-}
+pub use crate::error::IndexError;
 
 /// What an index holds for host git's submodule recursion.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

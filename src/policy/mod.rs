@@ -80,6 +80,8 @@ mod git;
 mod gitfmt;
 mod gitrepo;
 mod guard;
+pub mod hosts;
+pub mod presets;
 use git::*;
 pub use gitfmt::IndexError;
 pub use guard::{
@@ -183,7 +185,7 @@ pub struct PolicyRequest {
     /// through cordon's own proxy only, never directly (docs/network.md). Empty:
     /// nothing (the network stays off).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allow_hosts: Vec<crate::proxy::HostPattern>,
+    pub allow_hosts: Vec<hosts::HostPattern>,
 }
 
 impl Default for PolicyRequest {
@@ -228,8 +230,8 @@ pub struct ExecutionPolicy {
     pub allow_unix_sockets: Vec<PathBuf>,
     /// Hosts reachable through cordon's proxy (confined modes with the network off;
     /// empty otherwise; see [`PolicyRequest::allow_hosts`]).
-    #[serde(skip_serializing_if = "crate::proxy::AllowList::is_empty")]
-    pub allow_hosts: crate::proxy::AllowList,
+    #[serde(skip_serializing_if = "hosts::AllowList::is_empty")]
+    pub allow_hosts: hosts::AllowList,
     /// Where else host git would read what a command plants: paths reopened by a
     /// grant, sentinels checked when the run ends ([`GitGuard`]).
     #[serde(skip_serializing_if = "GitGuard::is_empty")]
@@ -237,6 +239,26 @@ pub struct ExecutionPolicy {
 }
 
 impl ExecutionPolicy {
+    /// Pin the workspace, the writable roots, `workdir` and the protected layout
+    /// (protected paths, reopened ones and the directories on the way to them:
+    /// [`ExecutionPolicy::self_binds`], by identity only), each opened without following
+    /// a symlink in any component (`crate::pin`).
+    pub(crate) fn pin(&self, workdir: &Path) -> Result<crate::pin::Pins, PolicyError> {
+        let mut pins = crate::pin::Pins::default();
+        let paths = std::iter::once(&self.workspace)
+            .chain(self.writable_roots.iter())
+            .chain(std::iter::once(&workdir.to_path_buf()))
+            .cloned()
+            .collect::<Vec<_>>();
+        for path in paths {
+            pins.add(&path)?;
+        }
+        for path in self.protected.iter().cloned().chain(self.self_binds().into_iter().map(|(p, _)| p)) {
+            pins.add_identity(&path)?;
+        }
+        Ok(pins)
+    }
+
     /// Every directory the command may write (workspace first), per the mode.
     pub fn writable(&self) -> Vec<PathBuf> {
         match self.mode {
@@ -567,9 +589,9 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
         return Err(PolicyError::AllowHostsWithNetwork);
     }
     let allow_hosts = if req.mode.is_confined() {
-        crate::proxy::AllowList::new(req.allow_hosts.clone())
+        hosts::AllowList::new(req.allow_hosts.clone())
     } else {
-        crate::proxy::AllowList::default()
+        hosts::AllowList::default()
     };
 
     let mut policy = ExecutionPolicy {

@@ -48,6 +48,7 @@ pub use presets::Preset;
 pub use rules::{AddrClass, AllowList, HostPattern, HostPort, PatternError, ProxyRefusal, Refusal, Via};
 #[cfg(target_os = "linux")]
 mod server;
+pub use crate::result::network::{NetworkLog, NetworkLogEntry};
 #[cfg(target_os = "linux")]
 pub use server::{client_env, Proxy, ProxyConfig, TestResolver};
 use std::time::Duration;
@@ -66,30 +67,3 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const MAX_CONNECTIONS: usize = 128;
 /// The variable that fills the test resolver map (debug builds only; [`TestResolver`]).
 pub const TEST_RESOLVE_ENV: &str = "CORDON_TEST_RESOLVE";
-
-/// One connection the proxy made for the command.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct NetworkLogEntry {
-    /// The host the client asked for (a name, or an IP literal).
-    pub host: String,
-    /// The port.
-    pub port: u16,
-    /// The address the proxy connected to.
-    pub address: String,
-    /// How the client came.
-    pub via: Via,
-}
-
-/// The allowed connections of a run.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct NetworkLog {
-    /// The connections, in order (at most [`MAX_NETWORK_LOG`]).
-    pub entries: Vec<NetworkLogEntry>,
-    /// How many more were made and not listed.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub dropped: usize,
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}

@@ -69,7 +69,7 @@ pub struct RunParamsWire {
     pub network: Option<bool>,
     /// Hosts reachable by name through cordon's proxy, within the ceiling's.
     #[serde(default, deserialize_with = "de_allow_hosts")]
-    pub allow_hosts: Option<Vec<crate::proxy::HostPattern>>,
+    pub allow_hosts: Option<Vec<crate::policy::hosts::HostPattern>>,
     /// Memory limit: bytes, as a number or with a K/M/G/T suffix.
     #[serde(default, deserialize_with = "de_limit_memory")]
     pub limit_memory: Option<u64>,
@@ -170,7 +170,7 @@ de_field!(de_writable_roots, Vec<PathBuf>, |v| {
     Ok(roots.into_iter().map(PathBuf::from).collect())
 });
 de_field!(de_network, bool, |v| want_bool("network", v));
-de_field!(de_allow_hosts, Vec<crate::proxy::HostPattern>, |v| {
+de_field!(de_allow_hosts, Vec<crate::policy::hosts::HostPattern>, |v| {
     let patterns = want_strings("allow_hosts", v)?;
     patterns.iter().map(|p| p.parse().map_err(|e| RpcError::invalid_params("allow_hosts", e))).collect()
 });
