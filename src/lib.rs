@@ -34,6 +34,16 @@
 // those marked "binary" are public only because the `cordon` executable (and its
 // golden and differential tests) drive them, and are no stable API.
 
+/// `eprintln!` that cannot panic: `eprintln!` panics when writing fails (stderr a pipe
+/// whose reader is gone), which would take a `serve` or `mcp` server and every run it
+/// owns down with it. A line that cannot be written is dropped.
+macro_rules! eprintln_or_drop {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 #[cfg(target_os = "linux")]
 pub mod audit; // binary: `cordon audit` and its probe program (Linux)
 pub mod ceiling; // binary: the widest policy of a serve/mcp connection
@@ -61,6 +71,8 @@ pub mod runner; // API: runners, selection, the pure planners (golden-tested); i
                 // passthrough and stage modules are private to the crate
 pub mod serve; // binary: `cordon serve` and its wire protocol (`serve::protocol`)
 pub mod session; // API: session mode overrides and governing files
+#[cfg(target_os = "linux")]
+mod tracee; // crate: a supervised task's memory, read by the supervisor (Linux)
 mod vocab; // crate: the shared vocabulary (re-exported below)
 #[cfg(target_os = "linux")]
 mod writes; // crate: the supervisor's judgement of write-intent syscalls (Linux)

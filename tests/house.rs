@@ -37,13 +37,10 @@ const KNOWN: &[&str] = &[
     "size: src/exec/launch.rs ",
     "size: src/exec/mod.rs ",
     "size: src/layer/apply.rs ",
-    "size: src/runner/bwrap.rs ",
     "size: src/serve/connection.rs ",
     "size: src/cli/run.rs ",
     "size: src/policy/gitrepo.rs ",
     "size: src/runner/stage.rs ",
-    "circle: 2 rooms [denials, writes]",
-    "circle: 2 rooms [escalation, session]",
 ];
 
 #[test]

@@ -32,39 +32,6 @@ use record::push;
 pub(crate) use record::record;
 pub use record::{bound_text, link_lines, DenialSink, MAX_DENIALS};
 
-thread_local! {
-    /// Reads of a task's memory that failed for a reason other than the task's own
-    /// (a bad pointer, the task gone) on this supervisor thread: how many, and the
-    /// first errno. See [`read_task_memory`].
-    static UNREAD: std::cell::Cell<(u64, i32)> = const { std::cell::Cell::new((0, 0)) };
-}
-
-/// Read a task's memory for the supervisor (see `cordon_stage::notify::read_memory`).
-/// A failure that is not the task's own doing (`EFAULT`, `EIO`: a bad pointer the
-/// kernel would refuse too; `ESRCH`: the task is gone) is counted, so the run's result
-/// can say that some syscalls went unjudged (`SandboxFacts::unobserved`) instead of
-/// reporting no denials.
-pub(crate) fn read_task_memory(pid: u32, addr: u64, buf: &mut [u8]) -> Option<usize> {
-    match cordon_stage::notify::read_memory(pid, addr, buf) {
-        Ok(n) => Some(n),
-        Err(e) => {
-            note_unread(e.raw_os_error().unwrap_or(libc::EIO));
-            None
-        }
-    }
-}
-
-/// Count a failed read on this thread, unless the task caused it (see
-/// [`read_task_memory`]).
-fn note_unread(errno: i32) {
-    if !matches!(errno, libc::EFAULT | libc::EIO | libc::ESRCH) {
-        UNREAD.with(|u| {
-            let (n, first) = u.get();
-            u.set((n + 1, if n == 0 { errno } else { first }));
-        });
-    }
-}
-
 /// Where the supervisor gets its listener from.
 pub enum ListenerSource {
     /// The landlock runner's stage sent it before `spawn` returned.
@@ -141,7 +108,7 @@ pub fn start(source: ListenerSource, s: Supervision) -> std::io::Result<Supervis
         let _ = cordon_stage::notify::set_sync_wakeup(listener.as_fd());
         let sink = s.sink.clone();
         serve(listener, &stop_r, s);
-        let (count, errno) = UNREAD.with(|u| u.take());
+        let (count, errno) = crate::tracee::take_unread();
         if count > 0 {
             sink.lock().unwrap_or_else(|p| p.into_inner()).unread = Some((count, errno));
         }
@@ -279,13 +246,13 @@ mod tests {
     fn only_reads_the_task_did_not_cause_are_counted_and_reported() {
         // A bad pointer or a task that is gone says nothing about the supervisor.
         for errno in [libc::EFAULT, libc::EIO, libc::ESRCH] {
-            super::note_unread(errno);
+            crate::tracee::note_unread(errno);
         }
-        assert_eq!(super::UNREAD.with(|u| u.get()), (0, 0));
+        assert_eq!(crate::tracee::take_unread(), (0, 0));
         // A refused read (a seccomp profile, ptrace rules) is counted, first errno kept.
-        super::note_unread(libc::EPERM);
-        super::note_unread(libc::EACCES);
-        let (count, errno) = super::UNREAD.with(|u| u.take());
+        crate::tracee::note_unread(libc::EPERM);
+        crate::tracee::note_unread(libc::EACCES);
+        let (count, errno) = crate::tracee::take_unread();
         assert_eq!((count, errno), (2, libc::EPERM));
         let mut rec = super::record::Recorded::default();
         rec.unread = Some((count, errno));

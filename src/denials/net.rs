@@ -40,7 +40,7 @@ pub(super) fn read_raw_sockaddr(pid: u32, addr: u64, len: u64) -> Option<Vec<u8>
     }
     let len = len.min(128) as usize;
     let mut buf = vec![0u8; len];
-    let n = crate::denials::read_task_memory(pid, addr, &mut buf)?;
+    let n = crate::tracee::read_task_memory(pid, addr, &mut buf)?;
     buf.truncate(n);
     (buf.len() >= 2).then_some(buf)
 }

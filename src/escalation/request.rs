@@ -38,36 +38,7 @@ impl From<&Command> for CommandView {
     }
 }
 
-/// The narrowest grant that lets a denied call through, asked for before any wider
-/// mode: the retry stays in the same mode, with only this one thing allowed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum Grant {
-    /// Let the retry write this protected path (e.g. a repository's `.git`); every
-    /// other restriction stays, the network included.
-    Write {
-        /// The protected path, as in the call's policy.
-        path: PathBuf,
-    },
-    /// Let the retry reach the network (IP); every other restriction stays.
-    Network,
-    /// Let the retry reach one more host through cordon's proxy (`--allow-host` runs:
-    /// the exact `host:port` the proxy refused); every other restriction stays.
-    Host {
-        /// The host and port, as the proxy refused them (`pypi.org:443`).
-        host: String,
-    },
-}
-
-impl std::fmt::Display for Grant {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Grant::Write { path } => write!(f, "write {}", path.display()),
-            Grant::Network => f.write_str("network"),
-            Grant::Host { host } => write!(f, "host {host}"),
-        }
-    }
-}
+pub use crate::vocab::Grant;
 
 /// A resolved policy as it appears in an escalation request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

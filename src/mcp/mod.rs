@@ -126,14 +126,14 @@ pub fn main(args: CeilingArgs) -> ExitCode {
         Ok(c) => Ok(c),
         Err(e @ crate::error::CordonError::InvalidPolicy(_)) => Err(RpcError::cordon(&e)),
         Err(e) => {
-            eprintln!("cordon mcp: error[{}]: {}", e.code(), e);
+            eprintln_or_drop!("cordon mcp: error[{}]: {}", e.code(), e);
             return ExitCode::from(EXIT_SETUP_FAILED);
         }
     };
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("cordon mcp: error[IO_ERROR]: starting the runtime: {e}");
+            eprintln_or_drop!("cordon mcp: error[IO_ERROR]: starting the runtime: {e}");
             return ExitCode::from(EXIT_SETUP_FAILED);
         }
     };
@@ -144,13 +144,13 @@ pub fn main(args: CeilingArgs) -> ExitCode {
                 match conn.and_then(|c| c.with_approvals(Approvals::from_args(&args.approval)?)) {
                     Ok(s) => Ok(Arc::new(s)),
                     Err(e) => {
-                        eprintln!("cordon mcp: error[{}]: {}", e.name, e.message);
+                        eprintln_or_drop!("cordon mcp: error[{}]: {}", e.name, e.message);
                         return ExitCode::from(EXIT_SETUP_FAILED);
                     }
                 }
             }
             Err(refused) => {
-                eprintln!("cordon mcp: serving errors only: error[{}]: {}", refused.name, refused.message);
+                eprintln_or_drop!("cordon mcp: serving errors only: error[{}]: {}", refused.name, refused.message);
                 Err(refused)
             }
         };
@@ -164,7 +164,7 @@ pub fn main(args: CeilingArgs) -> ExitCode {
                 tokio::select! {
                     r = running.waiting() => {
                         if let Err(e) = r {
-                            eprintln!("cordon mcp: the server task failed: {e}");
+                            eprintln_or_drop!("cordon mcp: the server task failed: {e}");
                         }
                     }
                     _ = signals.wait_for(|n| *n > 0) => {}
@@ -174,7 +174,7 @@ pub fn main(args: CeilingArgs) -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("cordon mcp: error[MCP_INIT]: {e}");
+                eprintln_or_drop!("cordon mcp: error[MCP_INIT]: {e}");
                 ExitCode::from(EXIT_SETUP_FAILED)
             }
         };

@@ -645,37 +645,6 @@ pub fn stage_helper_main(args: Vec<OsString>) -> ! {
     }
 }
 
-/// How bubblewrap prefixes its own error messages on stderr.
-pub const BWRAP_ERROR_PREFIX: &str = "bwrap: ";
-
-/// Whether bubblewrap failed before the command ran, judged after the run (pure).
-///
-/// `seccomp_offset` is the file offset of the seccomp memfd the parent kept (its open
-/// file description is shared with the child), `program_len` the program's length.
-/// bubblewrap reads the program after every namespace and mount step and just
-/// before `chdir`, `setsid`, the pid-1 fork and `execve`; the command never holds the
-/// fd. So an offset short of the length is unforgeable evidence that the sandbox was
-/// never completed and the command never ran: `Some(detail)`, with bubblewrap's last
-/// `bwrap: ` line when there is one. A fully read program returns `None` even when
-/// the last stderr line starts with `bwrap: `: the command could print that itself.
-pub fn setup_failed(seccomp_offset: u64, program_len: u64, stderr_tail: &str) -> Option<String> {
-    if seccomp_offset >= program_len {
-        return None;
-    }
-    let said = stderr_tail.lines().rev().find(|l| l.starts_with(BWRAP_ERROR_PREFIX));
-    Some(match said {
-        Some(line) => format!("bubblewrap failed while building the sandbox: {}", &line[BWRAP_ERROR_PREFIX.len()..]),
-        None => "bubblewrap exited before it read cordon's seccomp program (the sandbox was never complete)".into(),
-    })
-}
-
-/// The current offset of a memfd made by `stage::sealed_memfd`: how far the
-/// child (or anyone sharing the open file description) has read. See [`setup_failed`].
-pub fn read_offset(fd: impl std::os::fd::AsFd) -> std::io::Result<u64> {
-    let off = nix::unistd::lseek(fd, 0, nix::unistd::Whence::SeekCur).map_err(std::io::Error::from)?;
-    Ok(off.max(0) as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -739,21 +708,6 @@ mod tests {
             let bad: Vec<OsString> = bad.iter().map(OsString::from).collect();
             assert!(parse_helper_args(&bad).is_err(), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn setup_failure_rests_on_the_unread_program_only() {
-        let err = "bwrap: Creating new namespace failed: No space left on device\n";
-        assert_eq!(
-            setup_failed(0, 800, err).as_deref(),
-            Some(
-                "bubblewrap failed while building the sandbox: Creating new namespace failed: No space left on device"
-            )
-        );
-        assert!(setup_failed(0, 800, "").unwrap().contains("never complete"));
-        assert!(setup_failed(400, 800, "").is_some());
-        // Read completely: the command may have run, and may have printed this itself.
-        assert_eq!(setup_failed(800, 800, err), None);
     }
 
     #[test]

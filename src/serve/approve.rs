@@ -55,7 +55,7 @@ impl ClientAsks {
     pub(super) fn answer(&self, response: ClientResponse) {
         match self.pending().waiting.remove(&response.id) {
             Some(tx) => drop(tx.send(response.outcome)),
-            None => eprintln!(
+            None => eprintln_or_drop!(
                 "cordon serve: dropped an answer to `{}`, which no request waits for",
                 printable(&response.id.chars().take(80).collect::<String>())
             ),

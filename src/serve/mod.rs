@@ -110,7 +110,7 @@ pub fn main(args: CeilingArgs) -> ExitCode {
         // A refused workspace is the caller's choice, not a broken host: answer it.
         Err(e @ crate::error::CordonError::InvalidPolicy(_)) => Err(RpcError::cordon(&e)),
         Err(e) => {
-            eprintln!("cordon serve: error[{}]: {}", e.code(), e);
+            eprintln_or_drop!("cordon serve: error[{}]: {}", e.code(), e);
             return ExitCode::from(EXIT_SETUP_FAILED);
         }
     };
@@ -120,7 +120,7 @@ pub fn main(args: CeilingArgs) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("cordon serve: error[IO_ERROR]: starting the runtime: {e}");
+            eprintln_or_drop!("cordon serve: error[IO_ERROR]: starting the runtime: {e}");
             return ExitCode::from(EXIT_SETUP_FAILED);
         }
     };
@@ -128,7 +128,7 @@ pub fn main(args: CeilingArgs) -> ExitCode {
         let ceiling = match ceiling {
             Ok(c) => c,
             Err(refused) => {
-                eprintln!("cordon serve: serving errors only: error[{}]: {}", refused.name, refused.message);
+                eprintln_or_drop!("cordon serve: serving errors only: error[{}]: {}", refused.name, refused.message);
                 let (input, output) = rmcp::transport::stdio_pipes();
                 serve_refusing(input, output, &refused).await;
                 return ExitCode::SUCCESS;
@@ -138,7 +138,7 @@ pub fn main(args: CeilingArgs) -> ExitCode {
         let conn = match conn.and_then(|c| c.with_approvals(connection::Approvals::from_args(&args.approval)?)) {
             Ok(s) => Arc::new(s),
             Err(e) => {
-                eprintln!("cordon serve: error[{}]: {}", e.name, e.message);
+                eprintln_or_drop!("cordon serve: error[{}]: {}", e.name, e.message);
                 return ExitCode::from(EXIT_SETUP_FAILED);
             }
         };
@@ -203,7 +203,7 @@ pub async fn serve<R, W>(
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => {
-                eprintln!("cordon serve: reading stdin: {e}");
+                eprintln_or_drop!("cordon serve: reading stdin: {e}");
                 true
             }
         };
@@ -237,7 +237,7 @@ pub async fn serve<R, W>(
     };
     tokio::select! {
         _ = graceful => {}
-        _ = signals.wait_for(|n| *n > seen) => eprintln!("cordon serve: signalled during shutdown; killing everything now"),
+        _ = signals.wait_for(|n| *n > seen) => eprintln_or_drop!("cordon serve: signalled during shutdown; killing everything now"),
     }
     drop(tx);
     drop(asks);
@@ -511,7 +511,7 @@ pub fn signal_counter() -> watch::Receiver<u32> {
             }
         });
     } else {
-        eprintln!("cordon: cannot install signal handlers; only end of input stops the server");
+        eprintln_or_drop!("cordon: cannot install signal handlers; only end of input stops the server");
         // Keep the sender alive so receivers wait forever instead of seeing it closed.
         std::mem::forget(tx);
     }

@@ -61,7 +61,7 @@ pub enum SessionChange {
     /// [`standing_grants`]).
     Grant {
         /// What is granted.
-        grant: crate::escalation::Grant,
+        grant: crate::vocab::Grant,
     },
 }
 
@@ -77,7 +77,7 @@ pub struct SessionEvent {
 
 impl SessionEvent {
     /// A `grant` event stamped now.
-    pub fn grant(grant: crate::escalation::Grant) -> SessionEvent {
+    pub fn grant(grant: crate::vocab::Grant) -> SessionEvent {
         SessionEvent { at: rfc3339_utc(SystemTime::now()), change: SessionChange::Grant { grant } }
     }
 
@@ -101,8 +101,8 @@ pub fn effective_mode(default: Mode, events: &[SessionEvent]) -> Mode {
 /// without repeats. Each applies to confined calls only and changes only its one thing
 /// (a protected path becomes writable, or the network turns on); the mode still comes
 /// from [`effective_mode`], and a call may still only narrow it.
-pub fn standing_grants(events: &[SessionEvent]) -> Vec<crate::escalation::Grant> {
-    let mut out: Vec<crate::escalation::Grant> = Vec::new();
+pub fn standing_grants(events: &[SessionEvent]) -> Vec<crate::vocab::Grant> {
+    let mut out: Vec<crate::vocab::Grant> = Vec::new();
     for e in events {
         if let SessionChange::Grant { grant } = &e.change {
             if !out.contains(grant) {
@@ -289,7 +289,7 @@ pub fn rfc3339_utc(time: SystemTime) -> String {
 mod tests {
     #[test]
     fn standing_grants_are_every_grant_once_and_leave_the_mode() {
-        use crate::escalation::Grant;
+        use crate::vocab::Grant;
         let git = Grant::Write { path: "/ws/.git".into() };
         let events = vec![
             SessionEvent::grant(git.clone()),

@@ -61,7 +61,7 @@ pub(super) fn path_args(name: &str, a: [u64; 6], pid: u32) -> Option<Vec<(i64, u
                 return None;
             }
             let mut how = [0u8; 24];
-            if crate::denials::read_task_memory(pid, a[2], &mut how)? != 24 {
+            if crate::tracee::read_task_memory(pid, a[2], &mut how)? != 24 {
                 return None;
             }
             let word = |i: usize| u64::from_ne_bytes(how[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));

@@ -25,7 +25,7 @@ pub(super) fn read_path(pid: u32, mut addr: u64) -> Option<Vec<u8>> {
         let to_page_end = 4096 - (addr as usize % 4096);
         let mut buf = [0u8; 4096];
         let want = to_page_end.min(PATH_MAX - out.len());
-        let n = crate::denials::read_task_memory(pid, addr, &mut buf[..want])?;
+        let n = crate::tracee::read_task_memory(pid, addr, &mut buf[..want])?;
         if n == 0 {
             return None;
         }

@@ -618,3 +618,36 @@ fn mcp_max_timeout_raises_the_deadline_cap() {
     assert_ne!(ran["result"]["isError"], true, "{ran}");
     assert_eq!(ran["result"]["structuredContent"]["timeout_ms"], 660_000, "{ran}");
 }
+
+/// A server whose stderr is a pipe nobody reads any more (a client that went away)
+/// must still exit the way it would have: `eprintln!` panicked there (exit 101) on
+/// the first line it wrote. Both servers, each driven to a line on stderr by an input
+/// it cannot read (`serve`: stdin is a directory; `mcp`: no initialize request).
+#[test]
+fn servers_survive_a_stderr_nobody_reads() {
+    let dirs = VarTmp::new("serve-broken-stderr");
+    for (server, expected) in [("serve", 0), ("mcp", 125)] {
+        let (broken, reader) = std::os::unix::net::UnixStream::pair().unwrap();
+        drop(reader);
+        let out = Command::new(cordon_bin())
+            .args([server, "--mode", "read-only", "--cwd"])
+            .arg(dirs.ws())
+            .stdin(std::fs::File::open("/").unwrap())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::os::fd::OwnedFd::from(broken))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(expected), "{server}: {:?}", out.status);
+        // The same run with a stderr that is read: the line the broken one dropped.
+        let out = Command::new(cordon_bin())
+            .args([server, "--mode", "read-only", "--cwd"])
+            .arg(dirs.ws())
+            .stdin(std::fs::File::open("/").unwrap())
+            .stdout(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(expected), "{server}: {:?}", out.status);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with(&format!("cordon {server}: ")), "{server}: {err}");
+    }
+}
