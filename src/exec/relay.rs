@@ -1,6 +1,6 @@
 //! Relayed stdio: a copy between one of the caller's stdio descriptors and a pipe of
 //! the command's, for streams a confined command may not hold itself (a file, a
-//! named FIFO, a root-owned terminal: see `launch::handover`).
+//! named FIFO, a root-owned terminal: see `streams::handover`).
 //!
 //! Each copy runs on a thread of its own (not the runtime's blocking pool: a copy that
 //! never ends must not hold up the runtime's shutdown). It waits in `poll` for its
@@ -67,7 +67,7 @@ impl Relay {
     pub(super) fn start(from: OwnedFd, to: OwnedFd, stream: Stream) -> Relay {
         let held = Arc::new(AtomicU64::new(0));
         let mut relay = Relay { stream, end: None, ended: Some(0), stop: None, held: held.clone() };
-        let Ok((stop_rx, stop_tx)) = super::launch::pipe() else { return relay };
+        let Ok((stop_rx, stop_tx)) = super::streams::pipe() else { return relay };
         let (tx, rx) = tokio::sync::oneshot::channel::<u64>();
         let copy = move || {
             let undelivered = copy(from, to, &stop_rx, stream, &held);
