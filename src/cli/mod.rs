@@ -29,6 +29,7 @@ macro_rules! errln {
 }
 
 pub(crate) mod audit;
+pub(crate) mod governed;
 pub(crate) mod probe;
 pub(crate) mod run;
 pub(crate) mod session;

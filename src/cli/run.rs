@@ -1,7 +1,8 @@
 //! `cordon run`: flags to a request, the run (or the governed run: session,
 //! approvers, escalation), the result as JSON or the command's own output and status.
 
-use super::{error_exit, EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_SETUP_FAILED, EXIT_STDOUT_GONE};
+use super::governed::{run_governed, Governance};
+use super::{error_exit, EXIT_STDOUT_GONE};
 use cordon::error::CordonError;
 use cordon::flags::{parse_mode, PolicyArgs};
 use cordon::mode::Mode;
@@ -20,7 +21,7 @@ use std::time::Duration;
 pub(crate) struct RunArgs {
     /// Mode, workspace, writable roots, network, unix sockets, best effort.
     #[command(flatten)]
-    policy: PolicyArgs,
+    pub(crate) policy: PolicyArgs,
     /// Runner: auto, landlock, bwrap, seatbelt or passthrough.
     // Listed right after --mode (ties in display order sort by name).
     #[arg(long, default_value = "auto", value_parser = parse_runner, display_order = 0)]
@@ -32,7 +33,7 @@ pub(crate) struct RunArgs {
     /// Print nothing of cordon's own after the command's output (live mode: denials,
     /// a deadline, a limit or an enforcement gap are otherwise one line each on stderr).
     #[arg(long, short = 'q')]
-    quiet: bool,
+    pub(crate) quiet: bool,
     /// Observe write-intent path syscalls for evidence of refused writes: on (default)
     /// or off (faster file-creation-heavy work; refused writes are then not reported).
     /// Enforcement is the same, except without a mount namespace: there the observer
@@ -63,32 +64,32 @@ pub(crate) struct RunArgs {
     stdin: bool,
     /// Take the mode from this session log; --mode may only narrow it.
     #[arg(long, value_name = "FILE")]
-    session: Option<PathBuf>,
+    pub(crate) session: Option<PathBuf>,
     /// When the sandbox denied something, ask on the terminal (/dev/tty) for one retry
     /// at the next wider mode (the default answer is no).
     #[arg(long)]
-    ask: bool,
+    pub(crate) ask: bool,
     /// Like --ask, but ask PROGRAM: the request as JSON on its stdin, exit 0 grants.
     /// It runs unsandboxed, as your policy agent.
     #[arg(long, value_name = "PROGRAM")]
-    approver: Option<PathBuf>,
+    pub(crate) approver: Option<PathBuf>,
     /// Append every escalation decision here (JSON lines; default
     /// $XDG_STATE_HOME/cordon/audit.jsonl or ~/.local/state/cordon/audit.jsonl).
     #[arg(long, value_name = "FILE", requires = "approval")]
-    audit_log: Option<PathBuf>,
+    pub(crate) audit_log: Option<PathBuf>,
     /// Ask up front for this strictly wider mode; nothing runs unless it is granted.
     #[arg(long, value_name = "MODE", value_parser = parse_mode, requires = "approval")]
-    escalate_to: Option<Mode>,
+    pub(crate) escalate_to: Option<Mode>,
     /// Why the wider mode is needed (shown to the approver and logged).
     #[arg(long, value_name = "TEXT", requires = "approval")]
-    justification: Option<String>,
+    pub(crate) justification: Option<String>,
     /// Bind the approval to the contents of every file the command names, wherever it
     /// lies, and refuse commands whose file names are not plain words. Without it, the
     /// named files inside the workspace and writable roots are bound (e.g. the script
     /// in `bash build.sh`): they enter the fingerprint, and the retry is refused if one
     /// changed after the approval.
     #[arg(long, requires = "approval")]
-    bind_script: bool,
+    pub(crate) bind_script: bool,
     /// Run with the command's writes to the workspace and writable roots held back in
     /// a private layer, list them (`held` in the JSON, one line each on stderr in live
     /// mode), and drop them: the host is left as it was. Refused where no layer can be
@@ -251,7 +252,7 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
 
 /// The executor's configuration for `cordon run`: the defaults, without a cap on the
 /// deadline (the caller is the one who chose it; the default stays 120 s).
-fn cli_config() -> ExecutorConfig {
+pub(crate) fn cli_config() -> ExecutorConfig {
     ExecutorConfig { max_timeout: cordon::request::NO_TIMEOUT_CAP, ..ExecutorConfig::default() }
 }
 
@@ -302,7 +303,7 @@ const NOTES_WRITE_BOUND: Duration = cordon::request::DRAIN_GRACE;
 
 /// Live mode: cordon's own facts about the run, one line each, after its output,
 /// written within [`NOTES_WRITE_BOUND`] (what is not written by then is dropped).
-fn print_live_notes(result: &cordon::RunResult) {
+pub(crate) fn print_live_notes(result: &cordon::RunResult) {
     let notes = result.live_notes();
     if notes.is_empty() {
         return;
@@ -353,7 +354,11 @@ pub(crate) struct StdoutWatch {
 impl StdoutWatch {
     /// The run's abort: SIGTERM/SIGHUP (and SIGINT with `sigint`), or (with `json`)
     /// stdout's reader gone.
-    fn abort_on_signal_or_gone(&self, json: bool, sigint: bool) -> impl std::future::Future<Output = ()> + 'static {
+    pub(crate) fn abort_on_signal_or_gone(
+        &self,
+        json: bool,
+        sigint: bool,
+    ) -> impl std::future::Future<Output = ()> + 'static {
         let gone = self.gone.clone();
         async move {
             if !json {
@@ -368,7 +373,7 @@ impl StdoutWatch {
 
     /// Print the result line; when stdout is gone (seen by the watch or by the write),
     /// remove the spill files of `results` (their paths reach nobody) and say so.
-    fn deliver(&self, value: &impl serde::Serialize, results: &[&cordon::RunResult]) -> bool {
+    pub(crate) fn deliver(&self, value: &impl serde::Serialize, results: &[&cordon::RunResult]) -> bool {
         let mut ok = !self.gone.load(std::sync::atomic::Ordering::SeqCst);
         if ok {
             let mut out = std::io::stdout().lock();
@@ -383,256 +388,6 @@ impl StdoutWatch {
             eprintln!("cordon: stdout is closed; the run was stopped and its result dropped");
         }
         ok
-    }
-}
-
-/// The `cordon run` flags that bring in a session or escalation (docs/escalation.md).
-pub(crate) struct Governance {
-    mode: Option<Mode>,
-    session: Option<PathBuf>,
-    ask: bool,
-    approver: Option<PathBuf>,
-    audit_log: Option<PathBuf>,
-    escalate_to: Option<Mode>,
-    justification: Option<String>,
-    bind_script: bool,
-    quiet: bool,
-}
-
-impl Governance {
-    fn from_args(a: &RunArgs) -> Governance {
-        Governance {
-            mode: a.policy.mode,
-            session: a.session.clone(),
-            ask: a.ask,
-            approver: a.approver.clone(),
-            audit_log: a.audit_log.clone(),
-            escalate_to: a.escalate_to,
-            justification: a.justification.clone(),
-            bind_script: a.bind_script,
-            quiet: a.quiet,
-        }
-    }
-
-    fn active(&self) -> bool {
-        self.session.is_some() || self.ask || self.approver.is_some()
-    }
-}
-
-/// Print an error (and, with --json, `{"error": ..., "escalation": ...}`).
-pub(crate) fn governed_fail(
-    code: &str,
-    message: &str,
-    escalation: Option<serde_json::Value>,
-    json: bool,
-    exit: u8,
-) -> ExitCode {
-    errln!("cordon: error[{code}]: {message}");
-    if json {
-        let mut obj = serde_json::json!({ "error": { "code": code, "message": message } });
-        if let Some(e) = escalation {
-            obj["escalation"] = e;
-        }
-        outln!("{obj}");
-    }
-    ExitCode::from(exit)
-}
-
-/// `cordon run` with --session, --ask or --approver.
-pub(crate) fn run_governed(mut req: Request, g: Governance, json: bool) -> ExitCode {
-    use cordon::escalation::{self as esc, EscalationError};
-    use cordon::session::{self, GoverningKind};
-    let fail = |code: &str, message: String| governed_fail(code, &message, None, json, EXIT_SETUP_FAILED);
-    let live = req.output == Output::Inherit || (g.ask && !json);
-    let mut opts = esc::EscalationOptions {
-        up_front: g.escalate_to,
-        justification: g.justification.clone(),
-        bind_files: g.bind_script,
-        retry_output: live.then_some(Output::Inherit),
-        // The first run's writes are held back while an approver may be asked.
-        hold_writes: true,
-        ..Default::default()
-    };
-    if let Some(file) = &g.session {
-        let events = match session::read_events(file) {
-            Ok(e) => e,
-            Err(e) => return fail(e.code(), e.to_string()),
-        };
-        let mode = session::effective_mode(session::DEFAULT_SESSION_MODE, &events);
-        req.policy.mode = session::narrow(mode, g.mode);
-        // Standing grants: each opens its one thing for confined calls, nothing else.
-        if req.policy.mode.is_confined() {
-            for grant in session::standing_grants(&events) {
-                match grant {
-                    esc::Grant::Network => req.policy.network = true,
-                    esc::Grant::Write { path } => req.policy.unprotected.push(path),
-                    esc::Grant::Host { host } => {
-                        if let Ok(exact) = host.parse::<cordon::proxy::HostPort>() {
-                            req.policy.allow_hosts.push(exact.pattern());
-                        }
-                    }
-                }
-            }
-        }
-        if req.policy.mode < g.mode.unwrap_or(mode) {
-            errln!("cordon: --mode {} narrowed to the session's mode {mode}", g.mode.unwrap_or(mode));
-        }
-        opts.governing.add(GoverningKind::SessionFile, file);
-    }
-    let approver: Option<Box<dyn esc::Approver>> = match &g.approver {
-        _ if g.ask => Some(Box::new(esc::TerminalApprover::default())),
-        // The program and its interpreter are governing files through the approver.
-        Some(p) => match esc::ProgramApprover::find(p) {
-            Ok(a) => Some(Box::new(a)),
-            Err(e) => return fail("APPROVER_NOT_FOUND", format!("approver program `{}`: {e}", p.display())),
-        },
-        None => None,
-    };
-    // The decision line goes out right before a granted run starts, so the retry's
-    // output follows it; otherwise (refused, or the retry did not start) at the end.
-    let approver = approver.map(|inner| Announcing { inner, announced: Default::default() });
-    let audit = match (&approver, g.audit_log.clone().or_else(esc::AuditLog::default_path)) {
-        (None, _) => None,
-        (Some(_), Some(path)) => {
-            opts.governing.add(GoverningKind::AuditLog, &path);
-            Some(esc::AuditLog::new(path))
-        }
-        (Some(_), None) => {
-            return fail("AUDIT_LOG_FAILED", "no place for the audit log: pass --audit-log FILE or set HOME".into())
-        }
-    };
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => return error_exit(&CordonError::Io { what: "starting the runtime".into(), source: e }, json),
-    };
-    let gone = StdoutWatch::default();
-    let abort = gone.abort_on_signal_or_gone(json, true);
-    let outcome = rt.block_on(async {
-        let exec = Executor::new(cli_config())?;
-        match &approver {
-            Some(a) => esc::run_with_escalation_until(&exec, req, a, &opts, audit.as_ref(), abort).await,
-            None => {
-                let spec = exec.resolve(req)?;
-                opts.governing.refuse_under(exec.state_dir());
-                opts.governing.check(&spec.policy)?;
-                let first = exec.run_until(spec, abort).await?;
-                Ok(esc::EscalatedOutcome { first: Some(first), escalation: None, not_offered: None, retry: None })
-            }
-        }
-    });
-    // As in `run`: the runs are over, a signal now ends cordon at once.
-    #[cfg(target_os = "linux")]
-    cordon_stage::signals::restore_default(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP]);
-    let outcome = match outcome {
-        Ok(o) => o,
-        Err(EscalationError::Cordon(e)) => return error_exit(&e, json),
-        Err(e) => return fail(e.code(), e.to_string()),
-    };
-    // The first run was captured for --ask: show it now that the decision is made
-    // (a granted retry has already streamed its own output instead).
-    if g.ask && !json && !outcome.retry.as_ref().is_some_and(|r| r.is_ok()) {
-        if let Some(first) = &outcome.first {
-            replay(&first.stdout, &mut std::io::stdout());
-            replay(&first.stderr, &mut std::io::stderr());
-        }
-    }
-    let announced = approver.as_ref().is_some_and(|a| a.announced.load(std::sync::atomic::Ordering::SeqCst));
-    if let Some(rec) = outcome.escalation.as_ref().filter(|_| !announced) {
-        errln!("{}", decision_line(rec, false));
-    }
-    // The first run's held-back writes were dropped when a grant was asked for.
-    let dropped = outcome
-        .first
-        .as_ref()
-        .and_then(|f| f.held.as_ref())
-        .filter(|h| h.fate == cordon::layer::Fate::Discarded && !h.changes.is_empty());
-    if let Some(h) = dropped {
-        errln!(
-            "cordon: the first run's {} change(s) to the workspace were held back and dropped; it is as it was before \
-             the command",
-            h.changes.len()
-        );
-    }
-    if let Some(why) = &outcome.not_offered {
-        errln!("cordon: no escalation offered: {}", esc::printable(why));
-    }
-    let report = outcome.report();
-    if let Some(Err(e)) = &outcome.retry {
-        let exit = match e {
-            CordonError::ProgramNotFound { .. } => EXIT_NOT_FOUND,
-            CordonError::ProgramNotExecutable { .. } | CordonError::ArgumentListTooLong { .. } => EXIT_NOT_EXECUTABLE,
-            _ => EXIT_SETUP_FAILED,
-        };
-        return governed_fail(e.code(), &e.to_string(), report, json, exit);
-    }
-    let Some(result) = outcome.result() else {
-        let msg = "escalation refused; nothing ran";
-        return governed_fail("ESCALATION_REFUSED", msg, report, json, EXIT_SETUP_FAILED);
-    };
-    if json {
-        let mut value = serde_json::to_value(result).unwrap_or_default();
-        if let Some(r) = report {
-            value["escalation"] = r;
-        }
-        let all: Vec<&cordon::RunResult> =
-            outcome.first.iter().chain(outcome.retry.iter().filter_map(|r| r.as_ref().ok())).collect();
-        if !gone.deliver(&value, &all) {
-            return ExitCode::from(EXIT_STDOUT_GONE);
-        }
-    } else if !g.quiet {
-        print_live_notes(result);
-    }
-    ExitCode::from((result.shell_status() & 0xff) as u8)
-}
-
-/// The stderr line saying what was decided (escaped); `starting`: the granted run
-/// starts now.
-fn decision_line(rec: &cordon::escalation::EscalationRecord, starting: bool) -> String {
-    use cordon::escalation::{printable, Trigger, Verdict};
-    let verdict = if rec.decision.verdict == Verdict::Granted { "granted" } else { "refused" };
-    let asked = match &rec.request.grant {
-        Some(grant) => format!("grant `{}` for one retry", printable(&grant.to_string())),
-        None => format!("escalation to {}", rec.request.to),
-    };
-    let next = match (starting, rec.request.trigger) {
-        (false, _) => "",
-        (true, Trigger::Denied) => "; running the command once more",
-        (true, Trigger::UpFront) => "; running the command",
-    };
-    format!("cordon: {asked} {verdict} ({}){next}", printable(&rec.decision.reason))
-}
-
-/// The CLI's approver: the chosen one, plus the decision line printed right before a
-/// granted run starts.
-struct Announcing {
-    inner: Box<dyn cordon::escalation::Approver>,
-    announced: std::sync::atomic::AtomicBool,
-}
-
-impl cordon::escalation::Approver for Announcing {
-    fn info(&self) -> cordon::escalation::ApproverInfo {
-        self.inner.info()
-    }
-
-    fn decide<'a>(
-        &'a self,
-        req: &'a cordon::escalation::EscalationRequest,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = cordon::escalation::Decision> + Send + 'a>> {
-        self.inner.decide(req)
-    }
-
-    fn governing(&self) -> Vec<(cordon::session::GoverningKind, PathBuf)> {
-        self.inner.governing()
-    }
-
-    fn first_run(&self, result: &cordon::RunResult) {
-        self.inner.first_run(result)
-    }
-
-    fn retry_starts(&self, record: &cordon::escalation::EscalationRecord) {
-        self.inner.retry_starts(record);
-        errln!("{}", decision_line(record, true));
-        self.announced.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
