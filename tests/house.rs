@@ -32,7 +32,7 @@ const VOCABULARY: &[&str] = &["mode", "vocab", "error", "result"];
 
 /// Known breaches still being worked on: a breach listed here is reported but does not
 /// fail the test; one that is gone must be removed from the list (the test says so).
-const KNOWN: &[&str] = &["size: src/layer/apply.rs ", "size: src/policy/gitrepo.rs ", "size: src/runner/stage.rs "];
+const KNOWN: &[&str] = &[];
 
 #[test]
 fn house_rules() {
@@ -44,6 +44,9 @@ fn house_rules() {
 
     // 3. File sizes, both crates.
     for file in lib.files.iter().chain(bin.files.iter()) {
+        if file.lines > MAX_LINES * 9 / 10 {
+            println!("longest: src/{} has {} lines outside its tests", file.rel.display(), file.lines);
+        }
         if file.lines > MAX_LINES {
             breaches.push(format!(
                 "size: src/{} has {} lines outside its tests (most: {MAX_LINES})",
@@ -199,6 +202,9 @@ fn blank_comments_and_strings(text: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         let ident_before = i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_');
+        // `b'x'`: a byte literal, not a lifetime after an identifier.
+        let byte_prefix =
+            i > 0 && b[i - 1] == b'b' && (i < 2 || !(b[i - 2].is_ascii_alphanumeric() || b[i - 2] == b'_'));
         if b[i..].starts_with(b"//") {
             let end = b[i..].iter().position(|&c| c == b'\n').map_or(b.len(), |p| i + p);
             blank(&mut out, i, end);
@@ -240,8 +246,8 @@ fn blank_comments_and_strings(text: &str) -> String {
             }
             blank(&mut out, i + 1, j.min(b.len()));
             i = j + 1;
-        } else if b[i] == b'\'' && !ident_before {
-            // A char literal ('a', '\n', '\u{1F600}', 'é') or a lifetime ('a).
+        } else if b[i] == b'\'' && (!ident_before || byte_prefix) {
+            // A char literal ('a', '\n', '\u{1F600}', 'é', b'"') or a lifetime ('a).
             if b.get(i + 1) == Some(&b'\\') {
                 let mut j = i + 2;
                 while j < b.len() && b[j] != b'\'' {

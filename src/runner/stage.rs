@@ -22,44 +22,18 @@ use std::path::{Path, PathBuf};
 
 pub use super::error::MaterializeError;
 
+mod fds;
+mod ruleset;
+pub use fds::{inherited_terminals, program_bytes, sealed_memfd};
+pub use ruleset::build_ruleset;
+pub(crate) use ruleset::write_access;
+
 fn cstr(bytes: &[u8], what: impl Fn() -> String) -> Result<CString, MaterializeError> {
     CString::new(bytes).map_err(|_| MaterializeError::Nul { what: what() })
 }
 
 fn cpath(p: &Path) -> Result<CString, MaterializeError> {
     cstr(p.as_os_str().as_bytes(), || format!("path `{}`", p.display()))
-}
-
-/// A new sealed, close-on-exec memfd holding `bytes`, positioned at offset 0: how
-/// data reaches a child that reads it after `execve` (the seccomp program, the
-/// command's environment, the stage helper's checks). The seals keep it from being
-/// changed after the fact; the caller owns the fd and passes it like any other
-/// (`Materialized::keep` holds it until the child has its copy).
-pub fn sealed_memfd(bytes: &[u8]) -> std::io::Result<OwnedFd> {
-    use nix::fcntl::{fcntl, FcntlArg, SealFlag};
-    use nix::sys::memfd::{memfd_create, MFdFlags};
-    use std::io::{Seek, SeekFrom, Write};
-    let fd = memfd_create(c"cordon-bwrap-seccomp", MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING)
-        .map_err(std::io::Error::from)?;
-    let mut file = std::fs::File::from(fd);
-    file.write_all(bytes)?;
-    file.seek(SeekFrom::Start(0))?;
-    let seals = SealFlag::F_SEAL_WRITE | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_SEAL;
-    fcntl(&file, FcntlArg::F_ADD_SEALS(seals)).map_err(std::io::Error::from)?;
-    Ok(OwnedFd::from(file))
-}
-
-/// The bytes bubblewrap's `--seccomp FD` reads: the raw `struct sock_filter` array
-/// in native byte order (`u16 code; u8 jt; u8 jf; u32 k`), 8 bytes per instruction.
-pub fn program_bytes(program: &[libc::sock_filter]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(program.len() * 8);
-    for insn in program {
-        out.extend_from_slice(&insn.code.to_ne_bytes());
-        out.push(insn.jt);
-        out.push(insn.jf);
-        out.extend_from_slice(&insn.k.to_ne_bytes());
-    }
-    out
 }
 
 /// The size of the empty tmpfs hiding cordon's state directory ([`MountStep::Hide`]):
@@ -97,95 +71,6 @@ pub fn overlay_options(user_namespace: bool) -> Vec<(&'static str, Option<&'stat
         o.push(("userxattr", None));
     }
     o
-}
-
-/// Everything beneath a writable root except creating device nodes.
-pub(crate) fn write_access(abi: u32) -> landlock::BitFlags<AccessFs> {
-    AccessFs::from_all(ABI::from(abi as i32)) & !(AccessFs::MakeChar | AccessFs::MakeBlock)
-}
-
-/// Open a rule's directory: the pinned fd when the policy pinned it, else opened
-/// without following a symlink in any component (`/`, per-run directories).
-fn rule_fd(p: &Path, pins: &Pins) -> Result<OwnedFd, MaterializeError> {
-    let fd = match pins.fd(p) {
-        Some(fd) => fd.try_clone_to_owned(),
-        None => open_no_symlinks(p),
-    };
-    fd.map_err(|source| MaterializeError::LandlockRule { path: p.to_path_buf(), source })
-}
-
-/// Build the Landlock ruleset for `plan`; returns the ruleset fd. Rules are built on
-/// open files (pinned ones where the policy pinned them), never on a path that a
-/// concurrent command could have swapped for a symlink.
-pub fn build_ruleset(plan: &LandlockPlan, extra_devices: &[PathBuf], pins: &Pins) -> Result<OwnedFd, MaterializeError> {
-    let err = MaterializeError::Landlock;
-    let abi = ABI::from(plan.abi as i32);
-    let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
-    ruleset = ruleset.handle_access(AccessFs::from_all(abi)).map_err(err)?;
-    if plan.deny_tcp {
-        ruleset = ruleset.handle_access(AccessNet::from_all(abi)).map_err(err)?;
-    }
-    if plan.scope_abstract_unix {
-        ruleset = ruleset.scope(Scope::AbstractUnixSocket).map_err(err)?;
-    }
-    if plan.scope_signals {
-        ruleset = ruleset.scope(Scope::Signal).map_err(err)?;
-    }
-    let mut created = ruleset.create().map_err(err)?;
-    let read = AccessFs::from_read(abi);
-    for p in &plan.read {
-        created = created.add_rule(PathBeneath::new(rule_fd(p, pins)?, read)).map_err(err)?;
-    }
-    let write = write_access(plan.abi);
-    for p in &plan.write {
-        created = created.add_rule(PathBeneath::new(rule_fd(p, pins)?, write)).map_err(err)?;
-    }
-    let mut device = AccessFs::ReadFile | AccessFs::WriteFile;
-    if plan.abi >= 5 {
-        device |= AccessFs::IoctlDev;
-    }
-    if plan.abi >= 3 {
-        device |= AccessFs::Truncate;
-    }
-    for p in plan.devices.iter().chain(extra_devices) {
-        // A device the host lacks is simply not granted.
-        if let Ok(fd) = PathFd::new(p) {
-            created = created.add_rule(PathBeneath::new(fd, device)).map_err(err)?;
-        }
-    }
-    let fd: Option<OwnedFd> = created.into();
-    fd.ok_or(MaterializeError::NoRuleset)
-}
-
-/// The terminals behind our own stdio fds: the command may keep writing to them when
-/// it reopens them (`> /dev/stderr`).
-pub fn inherited_terminals(stdio: &[RawFd; 3]) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    for fd in stdio {
-        let Ok(own) = std::fs::metadata(format!("/proc/self/fd/{fd}")) else { continue };
-        if !own.file_type().is_char_device() {
-            continue;
-        }
-        let Ok(mut target) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else { continue };
-        if !target.starts_with("/dev/") {
-            // Reopened through a private read-only mount (`exec::launch::handover`): the
-            // link names that mount's root. The host's name of the same device, for a
-            // pseudo-terminal (majors 136 to 143) or the controlling terminal.
-            let (major, minor) = (libc::major(own.rdev()), libc::minor(own.rdev()));
-            target = match major {
-                136..=143 => PathBuf::from(format!("/dev/pts/{}", (major - 136) * 256 + minor)),
-                5 if minor == 0 => PathBuf::from("/dev/tty"),
-                _ => continue,
-            };
-        }
-        let is_tty = target.starts_with("/dev/pts/") || target.starts_with("/dev/tty");
-        let same = std::fs::metadata(&target).is_ok_and(|m| m.file_type().is_char_device() && m.rdev() == own.rdev());
-        if is_tty && same && !out.contains(&target) {
-            out.push(target);
-        }
-    }
-    out
 }
 
 /// Turn `plan` into a [`StagePlan`] with `stdio` as the child's fds 0, 1, 2. With a
