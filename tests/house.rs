@@ -634,3 +634,27 @@ fn one_cycle(edges: &BTreeMap<String, BTreeMap<String, String>>, component: &BTr
     rooms.reverse();
     rooms.windows(2).map(|w| format!("{} -> {} ({})", w[0], w[1], edges[&w[0]][&w[1]])).collect::<Vec<_>>().join("; ")
 }
+
+/// The types moved down to the vocabulary (or over to policy) keep their old public
+/// paths: this compiles only while every re-export is in place.
+#[test]
+#[allow(unused_imports)]
+fn moved_types_keep_their_paths() {
+    use cordon::escalation::{printable, Grant};
+    use cordon::layer::{Change, ChangeKind, EntryKind, Fate, HeldWrites, Skipped, MAX_LISTED_CHANGES};
+    use cordon::limits::{AppliedLimits, Mechanism, Resource};
+    use cordon::policy::IndexError;
+    use cordon::proxy::presets::Preset as OldPreset;
+    use cordon::proxy::rules::{
+        class_on, classify, normalize_name, AddrClass, AllowList, Grant as HostGrant, HostPattern, HostPort, IpRange,
+        NotHostPort, PatternError, ProxyRefusal, Refusal, Target, Via, MAX_HOST_LEN,
+    };
+    use cordon::proxy::{NetworkLog, NetworkLogEntry, Preset};
+    use cordon::runner::error::{MaterializeError, PlanError, RunnerFailure};
+    use cordon::runner::seatbelt::{PathRole, SeatbeltPlanError};
+    #[cfg(target_os = "linux")]
+    use cordon::runner::seccomp::SeccompError;
+    use cordon::EnvError;
+    assert_eq!(printable("a\u{1b}b"), "a\\u{1b}b");
+    assert_eq!(classify("127.0.0.1".parse().unwrap()), AddrClass::Loopback);
+}
