@@ -44,6 +44,9 @@ pub struct HeldLayer {
     pub(crate) storage: PathBuf,
     /// One layer per writable root.
     pub(crate) layers: Vec<crate::layer::apply::Layer>,
+    /// The run's policy: once applied, its sentinels are checked on the host as at
+    /// the end of a run that is not held ([`crate::policy::seal`]).
+    pub(crate) policy: Box<crate::policy::ExecutionPolicy>,
 }
 
 #[cfg(target_os = "linux")]
@@ -76,6 +79,17 @@ impl HeldLayer {
                     skipped.push(crate::layer::Skipped { path: l.root.clone(), why: format!("not applied: {e}") })
                 }
             }
+        }
+        // What host git would now read that the run planted (the check at the run's end
+        // saw the host before the writes were applied): applying skips the sentinels
+        // themselves, not a symlink on the way to one (an included file, a hooks
+        // directory) or a tracked file made a repository.
+        for q in crate::policy::seal(&self.policy) {
+            let why = match &q.moved_to {
+                Some(to) => format!("applied, then moved aside to {}: {}", to.display(), q.kind),
+                None => format!("applied, and NOT moved aside, review it: {}", q.kind),
+            };
+            skipped.push(crate::layer::Skipped { path: q.path, why });
         }
         HeldWrites { fate: Fate::Applied, changes, truncated, skipped }
     }
@@ -200,7 +214,7 @@ impl Executor {
             });
         }
         // Owns the storage from here: removed on every way out unless settled.
-        let held = HeldLayer { storage: storage.clone(), layers };
+        let held = HeldLayer { storage: storage.clone(), layers, policy: Box::new(spec.policy.clone()) };
         let protected_files =
             spec.policy.protected.iter().filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file())).cloned();
         let input = runner::HeldInput { storage, protected_files: protected_files.collect() };

@@ -8,8 +8,9 @@
 //!   with such a file, so nothing after it takes effect);
 //! - the **index** ([`index_gitlinks`]): versions 2, 3 and 4 (path prefix
 //!   compression), SHA-1 and SHA-256 entries, the split index's `link` extension (the
-//!   shared index it names holds the rest of the entries). Only gitlinks (mode
-//!   `160000`: submodules) are returned.
+//!   shared index it names holds the rest of the entries). [`index_entries`] gives
+//!   every entry's mode and path; [`index_gitlinks`] collects the gitlinks (mode
+//!   `160000`: submodules).
 //!
 //! What it does not do: interpret conditions (`includeIf` is taken whatever its
 //! condition: a path that might be included is treated as included), expand paths
@@ -230,6 +231,23 @@ const ENTRY_STAT: usize = 40;
 /// Read an index file's gitlinks (see the module docs). `hash_len` is 20 (SHA-1) or 32
 /// (SHA-256), as the repository's `extensions.objectFormat` says.
 pub fn index_gitlinks(bytes: &[u8], hash_len: usize) -> Result<IndexGitlinks, IndexError> {
+    let mut gitlinks = Vec::new();
+    let shared = index_entries(bytes, hash_len, |mode, path| {
+        if mode == GITLINK {
+            gitlinks.push(path.to_vec());
+        }
+    })?;
+    Ok(IndexGitlinks { gitlinks, shared })
+}
+
+/// Call `each` with the mode and path of every entry of an index file, in order (no
+/// copy of a path is made); the shared index a split index names (its hash, hex), if
+/// any. `hash_len` as for [`index_gitlinks`].
+pub fn index_entries(
+    bytes: &[u8],
+    hash_len: usize,
+    mut each: impl FnMut(u32, &[u8]),
+) -> Result<Option<String>, IndexError> {
     let be32 = |at: usize| -> Result<u32, IndexError> {
         let b = bytes.get(at..at + 4).ok_or(IndexError::Truncated)?;
         Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
@@ -244,7 +262,7 @@ pub fn index_gitlinks(bytes: &[u8], hash_len: usize) -> Result<IndexGitlinks, In
     let count = be32(8)? as usize;
     let end = bytes.len() - hash_len; // the trailing checksum
     let mut at = 12usize;
-    let mut out = IndexGitlinks::default();
+    let mut shared = None;
     // Version 4 compresses each path against the previous one: kept in one buffer.
     let mut prev: Vec<u8> = Vec::new();
     for _ in 0..count {
@@ -275,9 +293,7 @@ pub fn index_gitlinks(bytes: &[u8], hash_len: usize) -> Result<IndexGitlinks, In
             prev.truncate(keep);
             prev.extend_from_slice(&rest[..nul]);
             at += nul + 1;
-            if mode == GITLINK {
-                out.gitlinks.push(prev.clone());
-            }
+            each(mode, &prev);
         } else {
             // The name length is in the flags unless it is 0xFFF or more; the entry is a
             // multiple of 8 bytes with 1 to 8 NULs after the path.
@@ -291,9 +307,7 @@ pub fn index_gitlinks(bytes: &[u8], hash_len: usize) -> Result<IndexGitlinks, In
                 let rest = bytes.get(at..end).ok_or(IndexError::Truncated)?;
                 rest.iter().position(|b| *b == 0).ok_or(IndexError::Truncated)?
             };
-            if mode == GITLINK {
-                out.gitlinks.push(bytes.get(at..at + len).ok_or(IndexError::Truncated)?.to_vec());
-            }
+            each(mode, bytes.get(at..at + len).ok_or(IndexError::Truncated)?);
             let size = at + len - start;
             at = start + ((size + 8) & !7);
         }
@@ -308,11 +322,11 @@ pub fn index_gitlinks(bytes: &[u8], hash_len: usize) -> Result<IndexGitlinks, In
         let data = bytes.get(at + 8..at + 8 + size).ok_or(IndexError::Truncated)?;
         if sig == b"link" && data.len() >= hash_len {
             let hex: String = data[..hash_len].iter().map(|b| format!("{b:02x}")).collect();
-            out.shared = Some(hex);
+            shared = Some(hex);
         }
         at += 8 + size;
     }
-    Ok(out)
+    Ok(shared)
 }
 
 /// Whether a path from an index or `.gitmodules` is one git itself would accept for a

@@ -17,9 +17,15 @@
 //!    `includeIf` condition): included files, `core.hooksPath`, and programs named by
 //!    a path (the first word of `core.fsmonitor`, `core.editor`, `core.pager`,
 //!    `core.sshCommand`, `diff.external`, `gpg.program`, filters, textconv and merge
-//!    drivers, `!` aliases, ...; relative ones against the work tree).
+//!    drivers, `!` aliases, ...; relative ones against the work tree);
+//! 5. **every path the index tracks as a file** in a work tree reaching into a
+//!    writable root: host git's `commit -a` (`add -u`) silently records a tracked file
+//!    that became a directory holding a repository as a submodule, and every `git
+//!    status` after that runs git in it. Too many to watch one by one, these are
+//!    checked when the run ends from the index itself ([`super::TreeSeal`]): such a
+//!    `.git` that was not there before is moved aside.
 //!
-//! Each such path inside a writable root that exists (without a symlink inside the
+//! Each such path of 1 to 4 inside a writable root that exists (without a symlink inside the
 //! root on the way) is kept read-only like a git directory; one that does not exist
 //! becomes a [`super::Sentinel`]: it must still not exist when the run ends (else it
 //! is moved aside, see [`super::seal`]). A configuration path that reaches into a
@@ -30,7 +36,7 @@
 //! from a protected repository (the command's own content).
 
 use super::gitfmt::{index_gitlinks, parse_config, sane_repo_path, ConfigEntry, IndexError};
-use super::{lexical_normalize, GitFileError, PolicyError, Sentinel, SentinelKind};
+use super::{lexical_normalize, GitFileError, PolicyError, Sentinel, SentinelKind, TreeSeal};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -51,6 +57,9 @@ pub(super) struct Registered {
     pub protect: Vec<PathBuf>,
     /// Paths that must not exist when the run ends.
     pub sentinels: Vec<Sentinel>,
+    /// Work trees reaching into a writable root, whose tracked files must not become
+    /// repositories (checked when the run ends: [`super::seal`]).
+    pub trees: Vec<TreeSeal>,
 }
 
 /// Include depth git follows (its own bound).
@@ -261,6 +270,11 @@ pub(super) fn registered(
         let hash_len = if facts.sha256 { 32 } else { 20 };
         let gitlinks = read_gitlinks(&repo.git_dir, hash_len)?;
         for tree in &trees {
+            // 5. A tracked file the run turns into a repository: `git commit -a` records
+            // it as a submodule (see `super::guard::check_tracked`).
+            if writable.iter().any(|w| tree.starts_with(w) || w.starts_with(tree)) {
+                a.out.trees.push(TreeSeal { git_dir: repo.git_dir.clone(), work_tree: tree.clone(), hash_len });
+            }
             for g in &gitlinks {
                 a.submodule(tree.join(OsStr::from_bytes(g)), true);
             }
@@ -282,6 +296,8 @@ pub(super) fn registered(
     out.protect.dedup();
     out.sentinels.sort_by(|x, y| x.path.cmp(&y.path));
     out.sentinels.dedup_by(|x, y| x.path == y.path);
+    out.trees.sort_by(|x, y| (&x.git_dir, &x.work_tree).cmp(&(&y.git_dir, &y.work_tree)));
+    out.trees.dedup();
     Ok(out)
 }
 

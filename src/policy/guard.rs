@@ -40,13 +40,31 @@ pub struct GitGuard {
     /// the run adds whose directory holds a repository is moved aside when it ends.
     #[serde(skip)]
     pub indexes: Vec<IndexSeal>,
+    /// The work trees of the protected repositories that reach into a writable root:
+    /// a file the index tracks there that the run turned into a repository (a
+    /// directory with a `.git`) is moved aside when it ends ([`SentinelKind::Tracked`]).
+    #[serde(skip)]
+    pub trees: Vec<TreeSeal>,
 }
 
 impl GitGuard {
     /// Nothing beyond the protected paths.
     pub fn is_empty(&self) -> bool {
-        self.reopened.is_empty() && self.sentinels.is_empty() && self.indexes.is_empty()
+        self.reopened.is_empty() && self.sentinels.is_empty() && self.indexes.is_empty() && self.trees.is_empty()
     }
+}
+
+/// A protected repository's work tree and the git directory holding its index (see
+/// [`GitGuard::trees`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeSeal {
+    /// The git directory whose `index` lists the tracked paths (for a linked worktree
+    /// or a submodule, its own).
+    pub git_dir: PathBuf,
+    /// The work tree the paths are relative to.
+    pub work_tree: PathBuf,
+    /// Object name length (20, or 32 for SHA-256).
+    pub hash_len: usize,
 }
 
 /// A path that must not exist when the run ends (see the module docs).
@@ -85,6 +103,10 @@ pub enum SentinelKind {
     /// An entry of a granted git directory that host git reads configuration or
     /// commands from ([`GIT_COMMAND_SOURCES`]).
     GitDir,
+    /// The `.git` of a path the index tracks as a file: host git's `commit -a` (`add
+    /// -u`) records a tracked file that became a repository as a submodule, silently,
+    /// and runs git there from then on.
+    Tracked,
 }
 
 impl std::fmt::Display for SentinelKind {
@@ -97,6 +119,9 @@ impl std::fmt::Display for SentinelKind {
             SentinelKind::Hooks => "the hooks directory host git's core.hooksPath names",
             SentinelKind::Program => "a program host git's configuration runs",
             SentinelKind::GitDir => "a git directory entry host git reads configuration or hooks from",
+            SentinelKind::Tracked => {
+                "a tracked file made a repository, which host git's commit -a records as a submodule and runs"
+            }
         })
     }
 }
@@ -348,7 +373,92 @@ pub fn seal(policy: &ExecutionPolicy) -> Vec<Quarantined> {
             check(&s, &mut out);
         }
     }
+    if !policy.git.trees.is_empty() {
+        let roots = policy.writable();
+        let protected: std::collections::HashSet<&Path> = policy.protected.iter().map(PathBuf::as_path).collect();
+        for t in &policy.git.trees {
+            check_tracked(t, &roots, &protected, &mut out);
+        }
+    }
     out
+}
+
+/// Every path `tree`'s index tracks as anything but a gitlink that is a directory now
+/// and holds a `.git` that was not there when the run started (a protected path): that
+/// `.git` is moved aside. Cheap for a large index: each directory holding tracked files
+/// is read once (its entries' types), and only a subdirectory there is looked into
+/// (one `lstat` of its `.git`); the walk without symlinks only for what is found.
+fn check_tracked(
+    tree: &TreeSeal,
+    roots: &[PathBuf],
+    protected: &std::collections::HashSet<&Path>,
+    out: &mut Vec<Quarantined>,
+) {
+    use std::collections::HashSet;
+    let read = |name: &str| std::fs::read(tree.git_dir.join(name)).ok();
+    let Some(main) = read("index") else { return };
+    let tracked_file = |mode: u32, rel: &[u8]| mode != 0o160000 && gitfmt::sane_repo_path(rel);
+    // The directories holding tracked files (the index is sorted: a parent repeats).
+    let mut dirs: HashSet<Vec<u8>> = HashSet::new();
+    let mut last: Option<Vec<u8>> = None;
+    let mut each_dir = |mode: u32, rel: &[u8]| {
+        if !tracked_file(mode, rel) {
+            return;
+        }
+        let parent = rel.iter().rposition(|b| *b == b'/').map_or(&rel[..0], |i| &rel[..i]);
+        if last.as_deref() != Some(parent) {
+            last = Some(parent.to_vec());
+            dirs.insert(parent.to_vec());
+        }
+    };
+    let Ok(shared) = gitfmt::index_entries(&main, tree.hash_len, &mut each_dir) else { return };
+    let shared = shared.and_then(|hex| read(&format!("sharedindex.{hex}")));
+    if let Some(bytes) = &shared {
+        let _ = gitfmt::index_entries(bytes, tree.hash_len, &mut each_dir);
+    }
+    let indexes: Vec<&[u8]> = std::iter::once(main.as_slice()).chain(shared.as_deref()).collect();
+    // Subdirectories there holding a `.git` now.
+    let mut candidates: HashSet<Vec<u8>> = HashSet::new();
+    for dir in &dirs {
+        let Ok(rd) = std::fs::read_dir(tree.work_tree.join(OsStr::from_bytes(dir))) else { continue };
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) && e.path().join(".git").symlink_metadata().is_ok() {
+                let mut rel = dir.clone();
+                if !rel.is_empty() {
+                    rel.push(b'/');
+                }
+                rel.extend_from_slice(e.file_name().as_bytes());
+                candidates.insert(rel);
+            }
+        }
+    }
+    if candidates.is_empty() {
+        return;
+    }
+    let mut found = Vec::new();
+    for bytes in &indexes {
+        let _ = gitfmt::index_entries(bytes, tree.hash_len, |mode, rel| {
+            if tracked_file(mode, rel) && candidates.contains(rel) {
+                found.push(tree.work_tree.join(OsStr::from_bytes(rel)));
+            }
+        });
+    }
+    found.sort();
+    found.dedup();
+    for path in found {
+        let dot_git = path.join(".git");
+        if protected.contains(dot_git.as_path()) {
+            continue;
+        }
+        // The outermost writable root holding it (the walk starts there).
+        let Some(root) =
+            roots.iter().filter(|w| path.starts_with(w) && path != **w).min_by_key(|w| w.components().count())
+        else {
+            continue;
+        };
+        let s = Sentinel { path: dot_git, root: root.clone(), follows_links: false, kind: SentinelKind::Tracked };
+        check(&s, out);
+    }
 }
 
 /// Walk from the sentinel's root to it without following symlinks; move aside what

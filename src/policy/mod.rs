@@ -85,7 +85,8 @@ pub mod presets;
 use git::*;
 pub use gitfmt::IndexError;
 pub use guard::{
-    is_git_dir, seal, BindAccess, GitGuard, IndexSeal, Quarantined, Sentinel, SentinelKind, GIT_COMMAND_SOURCES,
+    is_git_dir, seal, BindAccess, GitGuard, IndexSeal, Quarantined, Sentinel, SentinelKind, TreeSeal,
+    GIT_COMMAND_SOURCES,
 };
 
 /// The default protected subpaths of a workspace.
@@ -555,6 +556,7 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
             return Err(PolicyError::TooManyProtected { root: ws.clone(), limit: MAX_PROTECTED });
         }
         guard.sentinels = registered.sentinels;
+        guard.trees = registered.trees;
         for w in &writable {
             if let Some(p) = protected.iter().find(|p| w.starts_with(p)) {
                 return Err(PolicyError::RootInsideProtected { root: w.to_path_buf(), protected: p.clone() });

@@ -248,3 +248,100 @@ case!(git_many_repositories_all_protected, |c| {
     let _ = c.host_cmd("git").args(["-C", s(&last), "status"]).output();
     assert_absent(&marker, "host git ran what was planted in the 300th repository");
 });
+
+/// A command that turns the tracked file `path` (relative to the workspace) into a
+/// repository with a commit (so git can record it as a submodule) and a
+/// `core.fsmonitor` that creates `marker`, as a shell snippet.
+fn plant_in_tracked(path: &str, marker: &Path) -> String {
+    format!(
+        "rm {path} && mkdir {path} && git init -q {path} && echo x > {path}/x && git -C {path} add x && \
+         git -C {path} -c user.name=t -c user.email=t@x commit -q -m x && \
+         git -C {path} config core.fsmonitor 'touch {m}; false'",
+        m = s(marker)
+    )
+}
+
+/// [`host_git`], then `git status` once more: after `git commit -a` recorded a planted
+/// repository as a submodule, the next status is the one that runs git there.
+fn host_git_then_status(c: &Ctx) {
+    host_git(c);
+    let _ = c.host_cmd("git").arg("status").output();
+}
+
+case!(git_host_tracked_file_made_a_repository_runs_nothing, |c| {
+    // A tracked file replaced by a repository: host `git status` shows it modified,
+    // `git commit -a` records it as a submodule without a word, and every `git status`
+    // after that runs git in it (its `core.fsmonitor`). Moved aside when the run ends.
+    c.git_init();
+    c.mkdir(&c.ws.join("lib"));
+    c.file(&c.ws.join("lib/tool.sh"), "echo tool\n");
+    c.file(&c.ws.join("control.txt"), "control\n");
+    c.host_sh("git add lib/tool.sh control.txt && git commit -q -m tool");
+    let top = c.outside.join(format!("ran-tracked-top-{}", c.unique()));
+    let deep = c.outside.join(format!("ran-tracked-deep-{}", c.unique()));
+    let script =
+        format!("{}; {}; echo planted", plant_in_tracked("README", &top), plant_in_tracked("lib/tool.sh", &deep));
+    let out = c.sh(&c.opts(WORKSPACE_WRITE), &script)?;
+    assert!(out.out().contains("planted"), "the plant ran inside: {out:?}");
+    let j = out.j();
+    for p in ["README/.git", "lib/tool.sh/.git"] {
+        let target = s(&c.ws.join(p)).to_string();
+        let reported =
+            j["sandbox"]["denials"].as_array().unwrap().iter().any(|d| {
+                d["target"] == target.as_str() && d["evidence"].as_str().unwrap_or("").contains("moved aside")
+            });
+        assert!(reported, "{p} is reported moved aside: {j}");
+        assert!(!c.ws.join(p).exists(), "{p} is gone from where git looks: {j}");
+    }
+    host_git_then_status(c);
+    assert_absent(&top, "host git ran a repository planted in place of a tracked file");
+    assert_absent(&deep, "host git ran a repository planted in place of a tracked file in a directory");
+    // Work inside is unchanged: a tracked file made a plain directory, and a nested
+    // repository made in an untracked directory, are left alone.
+    let out = c.sh(&c.opts(WORKSPACE_WRITE), "mkdir -p lib/tool.sh && git init -q newrepo && echo done")?;
+    assert!(out.out().contains("done") && c.ws.join("newrepo/.git").is_dir(), "{out:?}");
+    // The control: the same plant made on the host runs at the user's next git.
+    c.host_sh(&plant_in_tracked("control.txt", &top));
+    host_git_then_status(c);
+    assert!(top.exists(), "control: a tracked file made a repository on the host runs at the next git status");
+});
+
+case!(git_host_held_writes_plant_nothing, |c| {
+    // Writes held back while an approver may be asked are applied when nobody needs
+    // asking. Applying never writes a sentinel itself, but it did write a symlink on
+    // the way to one (an included config file that does not exist yet) and a tracked
+    // file made a repository: checked again once applied, both moved aside. (The bwrap
+    // runner holds nothing back: the check at the run's end does it.)
+    c.git_init();
+    c.host_sh("git config include.path ../inc/extra.cfg");
+    let inc = c.outside.join(format!("ran-held-include-{}", c.unique()));
+    let tracked = c.outside.join(format!("ran-held-tracked-{}", c.unique()));
+    let approver = c.outside.join(format!("approve-{}.sh", c.unique()));
+    c.file(&approver, "#!/bin/sh\ncat > /dev/null\nexit 0\n");
+    set_mode(&approver, 0o755);
+    let mut o = c.opts(WORKSPACE_WRITE);
+    o.extra_args =
+        vec!["--approver".into(), s(&approver).into(), "--audit-log".into(), s(&c.outside.join("audit.jsonl")).into()];
+    let script = format!(
+        "mkdir evil && printf '[core]\\n\\tfsmonitor = \"touch {m}; false\"\\n' > evil/extra.cfg && ln -s evil inc && \
+         {}; echo ok > ordinary",
+        plant_in_tracked("README", &tracked),
+        m = s(&inc)
+    );
+    let out = c.sh(&o, &script)?;
+    let j = out.j();
+    assert_eq!(fs::read_to_string(c.ws.join("ordinary")).unwrap(), "ok\n", "control: the run's change: {out:?}");
+    if c.runner != "bwrap" {
+        assert_eq!(j["held"]["fate"], "applied", "{out:?}");
+        let skipped = j["held"]["skipped"].to_string();
+        assert!(skipped.contains("moved aside"), "what was moved aside is listed: {out:?}");
+    }
+    assert!(fs::symlink_metadata(c.ws.join("inc")).is_err(), "the symlink is gone from where git looks: {j}");
+    host_git_then_status(c);
+    assert_absent(&inc, "host git ran a config file included through a symlink a held run planted");
+    assert_absent(&tracked, "host git ran a repository a held run planted in place of a tracked file");
+    // The control: the same symlink made on the host is followed by the user's next git.
+    c.host_sh("ln -s evil inc");
+    let _ = c.host_cmd("git").arg("status").output();
+    assert!(inc.exists(), "control: an include reached through a symlink runs on the host");
+});
