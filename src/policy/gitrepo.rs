@@ -271,7 +271,7 @@ pub(super) fn registered(
         let gitlinks = read_gitlinks(&repo.git_dir, hash_len)?;
         for tree in &trees {
             // 5. A tracked file the run turns into a repository: `git commit -a` records
-            // it as a submodule (see `super::guard::check_tracked`).
+            // it as a submodule (see `super::tracked`).
             if writable.iter().any(|w| tree.starts_with(w) || w.starts_with(tree)) {
                 a.out.trees.push(TreeSeal { git_dir: repo.git_dir.clone(), work_tree: tree.clone(), hash_len });
             }

@@ -377,99 +377,25 @@ pub fn seal(policy: &ExecutionPolicy) -> Vec<Quarantined> {
         let roots = policy.writable();
         let protected: std::collections::HashSet<&Path> = policy.protected.iter().map(PathBuf::as_path).collect();
         for t in &policy.git.trees {
-            check_tracked(t, &roots, &protected, &mut out);
+            super::tracked::check_tracked(t, &roots, &protected, &mut out);
         }
     }
     out
 }
 
-/// Every path `tree`'s index tracks as anything but a gitlink that is a directory now
-/// and holds a `.git` that was not there when the run started (a protected path): that
-/// `.git` is moved aside. Cheap for a large index: each directory holding tracked files
-/// is read once (its entries' types), and only a subdirectory there is looked into
-/// (one `lstat` of its `.git`); the walk without symlinks only for what is found.
-fn check_tracked(
-    tree: &TreeSeal,
-    roots: &[PathBuf],
-    protected: &std::collections::HashSet<&Path>,
-    out: &mut Vec<Quarantined>,
-) {
-    use std::collections::HashSet;
-    let read = |name: &str| std::fs::read(tree.git_dir.join(name)).ok();
-    let Some(main) = read("index") else { return };
-    let tracked_file = |mode: u32, rel: &[u8]| mode != 0o160000 && gitfmt::sane_repo_path(rel);
-    // The directories holding tracked files (the index is sorted: a parent repeats).
-    let mut dirs: HashSet<Vec<u8>> = HashSet::new();
-    let mut last: Option<Vec<u8>> = None;
-    let mut each_dir = |mode: u32, rel: &[u8]| {
-        if !tracked_file(mode, rel) {
-            return;
-        }
-        let parent = rel.iter().rposition(|b| *b == b'/').map_or(&rel[..0], |i| &rel[..i]);
-        if last.as_deref() != Some(parent) {
-            last = Some(parent.to_vec());
-            dirs.insert(parent.to_vec());
-        }
-    };
-    let Ok(shared) = gitfmt::index_entries(&main, tree.hash_len, &mut each_dir) else { return };
-    let shared = shared.and_then(|hex| read(&format!("sharedindex.{hex}")));
-    if let Some(bytes) = &shared {
-        let _ = gitfmt::index_entries(bytes, tree.hash_len, &mut each_dir);
-    }
-    let indexes: Vec<&[u8]> = std::iter::once(main.as_slice()).chain(shared.as_deref()).collect();
-    // Subdirectories there holding a `.git` now.
-    let mut candidates: HashSet<Vec<u8>> = HashSet::new();
-    for dir in &dirs {
-        let Ok(rd) = std::fs::read_dir(tree.work_tree.join(OsStr::from_bytes(dir))) else { continue };
-        for e in rd.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) && e.path().join(".git").symlink_metadata().is_ok() {
-                let mut rel = dir.clone();
-                if !rel.is_empty() {
-                    rel.push(b'/');
-                }
-                rel.extend_from_slice(e.file_name().as_bytes());
-                candidates.insert(rel);
-            }
-        }
-    }
-    if candidates.is_empty() {
-        return;
-    }
-    let mut found = Vec::new();
-    for bytes in &indexes {
-        let _ = gitfmt::index_entries(bytes, tree.hash_len, |mode, rel| {
-            if tracked_file(mode, rel) && candidates.contains(rel) {
-                found.push(tree.work_tree.join(OsStr::from_bytes(rel)));
-            }
-        });
-    }
-    found.sort();
-    found.dedup();
-    for path in found {
-        let dot_git = path.join(".git");
-        if protected.contains(dot_git.as_path()) {
-            continue;
-        }
-        // The outermost writable root holding it (the walk starts there).
-        let Some(root) =
-            roots.iter().filter(|w| path.starts_with(w) && path != **w).min_by_key(|w| w.components().count())
-        else {
-            continue;
-        };
-        let s = Sentinel { path: dot_git, root: root.clone(), follows_links: false, kind: SentinelKind::Tracked };
-        check(&s, out);
-    }
-}
-
 /// Walk from the sentinel's root to it without following symlinks; move aside what
 /// host git would read.
-fn check(s: &Sentinel, out: &mut Vec<Quarantined>) {
+pub(super) fn check(s: &Sentinel, out: &mut Vec<Quarantined>) {
     let Ok(rel) = s.path.strip_prefix(&s.root) else { return };
     let comps: Vec<&OsStr> = rel.iter().collect();
     let Ok(mut dir) = Dir::open_root(&s.root) else { return };
     for (i, name) in comps.iter().enumerate() {
         let last = i + 1 == comps.len();
-        let Some(kind) = dir.kind(name) else { return };
+        // A directory whose owner took its own search permission away hides what lies
+        // in it: given back (the run has ended), then looked at again.
+        let Some(kind) = dir.kind(name).or_else(|| dir.give_back_access().then(|| dir.kind(name)).flatten()) else {
+            return;
+        };
         let found = match kind {
             Kind::Link => s.follows_links || last,
             Kind::Dir if !last => false,
@@ -477,7 +403,16 @@ fn check(s: &Sentinel, out: &mut Vec<Quarantined>) {
             _ => true,
         };
         if found {
-            let moved_to = dir.move_aside(name).ok();
+            // Likewise write permission, without which the entry cannot be renamed.
+            let moved_to = dir.move_aside(name).or_else(|e| {
+                let refused = matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM));
+                if refused && dir.give_back_access() {
+                    dir.move_aside(name)
+                } else {
+                    Err(e)
+                }
+            });
+            let moved_to = moved_to.ok();
             out.push(Quarantined { path: dir.path.join(name), moved_to, kind: s.kind });
             return;
         }
@@ -498,7 +433,7 @@ enum Kind {
 
 /// A directory reached without following symlinks (an open descriptor on Linux, so
 /// that a concurrent rename elsewhere cannot redirect the move).
-struct Dir {
+pub(super) struct Dir {
     path: PathBuf,
     #[cfg(target_os = "linux")]
     fd: std::os::fd::OwnedFd,
@@ -537,6 +472,49 @@ impl Dir {
         })
     }
 
+    /// Give the directory's owner read, write and search permission again if any is
+    /// missing (a command can take them from a directory it made, so that cordon can
+    /// neither see nor move what it planted inside); `true` when the mode changed.
+    /// Only the caller's own directory can be changed. Through the descriptor on Linux
+    /// (the path a name reaches could have changed).
+    pub(super) fn give_back_access(&self) -> bool {
+        use std::os::unix::fs::PermissionsExt;
+        let target = self.proc_path();
+        let Ok(m) = std::fs::metadata(&target) else { return false };
+        let mode = m.permissions().mode() & 0o7777;
+        if !m.is_dir() || mode & 0o700 == 0o700 {
+            return false;
+        }
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode | 0o700)).is_ok()
+    }
+
+    /// A path that names this directory: its descriptor's on Linux.
+    #[cfg(target_os = "linux")]
+    pub(super) fn proc_path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&self.fd)))
+    }
+    #[cfg(not(target_os = "linux"))]
+    pub(super) fn proc_path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    /// The directory `rel` below the writable root `root`, reached without following a
+    /// symlink, access given back on the way where it was taken.
+    pub(super) fn walk_to(root: &Path, rel: &Path) -> Option<Dir> {
+        let mut dir = Dir::open_root(root).ok()?;
+        for name in rel.iter() {
+            let next = dir.child(name).or_else(|e| {
+                if e.raw_os_error() == Some(libc::EACCES) && dir.give_back_access() {
+                    dir.child(name)
+                } else {
+                    Err(e)
+                }
+            });
+            dir = next.ok()?;
+        }
+        Some(dir)
+    }
+
     #[cfg(target_os = "linux")]
     fn child(&self, name: &OsStr) -> std::io::Result<Dir> {
         use nix::fcntl::{openat, OFlag};
@@ -550,17 +528,20 @@ impl Dir {
         Ok(Dir { path: self.path.join(name) })
     }
 
-    /// Rename `name` to `NAME.cordon-quarantine-SECONDS-PID[-N]` in this directory,
-    /// never over an existing entry.
+    /// Rename `name` to `NAME.cordon-quarantine-SECONDS-PID-RANDOM` in this directory,
+    /// never over an existing entry. The random part is what a command cannot guess:
+    /// the seconds and cordon's pid it can (`GIT_CONFIG_GLOBAL` names the pid), and
+    /// names made in advance for every attempt kept its plant where it was.
     fn move_aside(&self, name: &OsStr) -> std::io::Result<PathBuf> {
+        use std::hash::{BuildHasher, Hasher};
         let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         let mut last = std::io::Error::from_raw_os_error(libc::EEXIST);
         for n in 0..100u32 {
+            // std's hasher keys come from the operating system's random source.
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u32(n);
             let mut to = name.to_os_string();
-            to.push(format!(".cordon-quarantine-{secs}-{}", std::process::id()));
-            if n > 0 {
-                to.push(format!("-{n}"));
-            }
+            to.push(format!(".cordon-quarantine-{secs}-{}-{:016x}", std::process::id(), h.finish()));
             match self.rename_noreplace(name, &to) {
                 Ok(()) => return Ok(self.path.join(to)),
                 Err(e) if e.raw_os_error() == Some(libc::EEXIST) => last = e,

@@ -82,6 +82,7 @@ mod gitrepo;
 mod guard;
 pub mod hosts;
 pub mod presets;
+mod tracked;
 use git::*;
 pub use gitfmt::IndexError;
 pub use guard::{

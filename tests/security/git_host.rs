@@ -345,3 +345,41 @@ case!(git_host_held_writes_plant_nothing, |c| {
     let _ = c.host_cmd("git").arg("status").output();
     assert!(inc.exists(), "control: an include reached through a symlink runs on the host");
 });
+
+case!(git_host_plants_cannot_keep_cordon_from_moving_them, |c| {
+    // What the command plants is moved aside whatever it does to keep it there: names
+    // made in advance for every quarantine name cordon would pick (the seconds and
+    // cordon's pid are guessable: GIT_CONFIG_GLOBAL names the pid), a holder made
+    // read-only, one made unsearchable, a parent directory made unreadable (an
+    // unprivileged cordon has no capability to override them).
+    c.git_init();
+    for d in ["d3", "d4"] {
+        c.mkdir(&c.ws.join(d));
+    }
+    for f in ["t1", "t2", "d3/t3", "d4/t4"] {
+        c.file(&c.ws.join(f), "t\n");
+    }
+    c.host_sh("git add t1 t2 d3/t3 d4/t4 && git commit -q -m files");
+    let markers: Vec<PathBuf> = (1..=4).map(|i| c.outside.join(format!("ran-kept-{i}-{}", c.unique()))).collect();
+    let script = format!(
+        "{p1} && pid=$(echo \"$GIT_CONFIG_GLOBAL\" | sed 's/.*-run-\\([0-9]*\\)-.*/\\1/') && now=$(date +%s) && \
+         for t in $(seq $now $((now + 3))); do touch t1/.git.cordon-quarantine-$t-$pid; \
+         for n in $(seq 1 99); do touch t1/.git.cordon-quarantine-$t-$pid-$n; done; done; \
+         {p2} && chmod 555 t2; {p3} && chmod 0 d3/t3; {p4} && chmod 0 d4; echo planted",
+        p1 = plant_in_tracked("t1", &markers[0]),
+        p2 = plant_in_tracked("t2", &markers[1]),
+        p3 = plant_in_tracked("d3/t3", &markers[2]),
+        p4 = plant_in_tracked("d4/t4", &markers[3]),
+    );
+    let out = c.sh(&c.opts(WORKSPACE_WRITE), &script)?;
+    assert!(out.out().contains("planted"), "the plants ran inside: {out:?}");
+    let evidence = out.j()["sandbox"]["denials"].to_string();
+    assert!(!evidence.contains("NOT moved"), "every plant was moved aside: {out:?}");
+    for p in ["t1/.git", "t2/.git", "d3/t3/.git", "d4/t4/.git"] {
+        assert!(fs::symlink_metadata(c.ws.join(p)).is_err(), "{p} is gone from where git looks: {out:?}");
+    }
+    host_git_then_status(c);
+    for (i, m) in markers.iter().enumerate() {
+        assert_absent(m, &format!("host git ran plant {} that tried to stay where it was", i + 1));
+    }
+});
