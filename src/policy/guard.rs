@@ -393,8 +393,13 @@ pub(super) fn check(s: &Sentinel, out: &mut Vec<Quarantined>) {
         let last = i + 1 == comps.len();
         // A directory whose owner took its own search permission away hides what lies
         // in it: given back (the run has ended), then looked at again.
-        let Some(kind) = dir.kind(name).or_else(|| dir.give_back_access().then(|| dir.kind(name)).flatten()) else {
-            return;
+        let kind = match dir.kind(name) {
+            Ok(k) => k,
+            Err(e) if e.raw_os_error() == Some(libc::EACCES) && dir.give_back_access() => match dir.kind(name) {
+                Ok(k) => k,
+                Err(_) => return,
+            },
+            Err(_) => return,
         };
         let found = match kind {
             Kind::Link => s.follows_links || last,
@@ -451,19 +456,19 @@ impl Dir {
     }
 
     #[cfg(target_os = "linux")]
-    fn kind(&self, name: &OsStr) -> Option<Kind> {
+    fn kind(&self, name: &OsStr) -> std::io::Result<Kind> {
         use nix::sys::stat::{fstatat, SFlag};
-        let st = fstatat(&self.fd, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).ok()?;
-        Some(match SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) {
+        let st = fstatat(&self.fd, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)?;
+        Ok(match SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) {
             SFlag::S_IFDIR => Kind::Dir,
             SFlag::S_IFLNK => Kind::Link,
             _ => Kind::Other,
         })
     }
     #[cfg(not(target_os = "linux"))]
-    fn kind(&self, name: &OsStr) -> Option<Kind> {
-        let m = std::fs::symlink_metadata(self.path.join(name)).ok()?;
-        Some(if m.file_type().is_symlink() {
+    fn kind(&self, name: &OsStr) -> std::io::Result<Kind> {
+        let m = std::fs::symlink_metadata(self.path.join(name))?;
+        Ok(if m.file_type().is_symlink() {
             Kind::Link
         } else if m.is_dir() {
             Kind::Dir
