@@ -44,13 +44,19 @@ pub(crate) fn scratch(prefix: &str) -> tempfile::TempDir {
         !super::plan::MACOS_SYMLINKED_DIRS.iter().any(|(link, _)| p.starts_with(link))
     };
     let in_checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("seatbelt-launch-tests");
-    let candidates = [in_checkout.clone(), std::env::temp_dir(), PathBuf::from("/dev/shm")];
+    // A checkout and temp dir under /tmp or /var leave the home itself (the directory
+    // made there is removed on drop; a workspace may not lie in a dot directory such
+    // as ~/.cache); /dev/shm (a system directory no workspace may be in) is the last
+    // resort.
+    let mut candidates = vec![(in_checkout, true), (std::env::temp_dir(), false)];
+    candidates.extend(std::env::var_os("HOME").map(|h| (PathBuf::from(h), false)));
+    candidates.push((PathBuf::from("/dev/shm"), false));
     let parent = candidates
         .iter()
-        .find(|dir| {
-            let usable = if *dir == &in_checkout { std::fs::create_dir_all(dir).is_ok() } else { dir.is_dir() };
-            usable && outside_symlinks(dir)
+        .find(|(dir, make)| {
+            outside_symlinks(dir) && if *make { std::fs::create_dir_all(dir).is_ok() } else { dir.is_dir() }
         })
+        .map(|(dir, _)| dir)
         .unwrap_or_else(|| panic!("no scratch directory outside /tmp, /var and /etc among {candidates:?}"));
     let dir = tempfile::Builder::new().prefix(&format!("cordon-seatbelt-{prefix}-")).tempdir_in(parent).unwrap();
     assert!(outside_symlinks(dir.path()), "{:?} resolves under a macOS symlink", dir.path());
