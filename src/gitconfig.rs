@@ -22,6 +22,14 @@
 //!    `~/.cache` that the command's private ones hide.) A missing source is skipped by
 //!    git; a relative include inside a source still resolves against that source's
 //!    own directory.
+//! 4. **Only what the command may read** ([`refused_to_command`], the one I/O here: an
+//!    access check, no read): git skips its own global files when it may not read them
+//!    (`EACCES`), but dies on an `[include]` it may not read. A source the command
+//!    would be refused (a `$HOME` the run's user cannot search: `HOME` kept across
+//!    `sudo -u` or `setpriv`, a container's foreign home) is left out of the seed, so
+//!    the confined git reads what the same user's unconfined git reads. The check runs
+//!    with the command's permissions: as root, without root's permission overrides
+//!    (the command has no capabilities).
 //!
 //! What it does not do: answer `git config --global --get` from the real files (git
 //! does not follow includes when asked for one file; `git config --get`, commits and
@@ -55,6 +63,28 @@ pub fn sources(env: &[(OsString, OsString)]) -> Vec<PathBuf> {
         None => home.map(|h| h.join(".config/git/config")),
     };
     xdg.into_iter().chain(home.map(|h| h.join(".gitconfig"))).filter(|p| p.is_absolute()).collect()
+}
+
+/// Whether the command would be refused reading `path` (`EACCES`: git then dies on an
+/// `[include]` of it, where it skips the same file as its own global config). Checked
+/// with `faccessat(R_OK, AT_EACCESS)` as the caller, with root's permission overrides
+/// (`CAP_DAC_OVERRIDE`, `CAP_DAC_READ_SEARCH`, `CAP_FOWNER`) dropped from this thread
+/// for the check and put back after: the command has none. Nothing is read. Any
+/// other answer (readable, missing: git skips a missing include) keeps the source.
+pub fn refused_to_command(path: &Path) -> bool {
+    #[cfg(target_os = "linux")]
+    let dropped = cordon_stage::drop_thread_permission_overrides().is_ok();
+    let r = nix::unistd::faccessat(
+        nix::fcntl::AT_FDCWD,
+        path,
+        nix::unistd::AccessFlags::R_OK,
+        nix::fcntl::AtFlags::AT_EACCESS,
+    );
+    #[cfg(target_os = "linux")]
+    if dropped {
+        let _ = cordon_stage::restore_thread_permission_overrides();
+    }
+    r == Err(nix::errno::Errno::EACCES)
 }
 
 /// The seed of the private config (pure): an `[include]` of each of `sources`, in
@@ -125,5 +155,27 @@ mod tests {
         // Never read here: even a procfs path is only named (git, in the sandbox, reads
         // the command's own).
         assert!(t.contains("\tpath = \"/proc/self/environ\"\n"), "{t}");
+    }
+
+    #[test]
+    fn only_a_refused_source_is_left_out() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let open = dir.path().join("open");
+        let locked = dir.path().join("locked");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::create_dir(&locked).unwrap();
+        std::fs::write(open.join("config"), "x").unwrap();
+        std::fs::write(locked.join("config"), "x").unwrap();
+        // Not even its owner may search it (root too, once its overrides are dropped).
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+        assert!(refused_to_command(&locked.join("config")));
+        assert!(!refused_to_command(&open.join("config")));
+        assert!(!refused_to_command(&open.join("missing")), "git skips a missing include itself");
+        // The check gave root's overrides back: this thread reads the locked file.
+        if nix::unistd::geteuid().is_root() {
+            assert!(std::fs::read(locked.join("config")).is_ok());
+        }
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).unwrap();
     }
 }

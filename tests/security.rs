@@ -2704,6 +2704,65 @@ case!(git_global_config_is_private_and_seeded, |c| {
     }
 });
 
+case!(git_works_when_the_home_is_unreadable, |c| {
+    // HOME kept across `sudo -u`/`setpriv` (or a container's foreign home): the run's
+    // user cannot read its global git config. git skips its own global files on EACCES
+    // but dies on an `[include]` of them, so the private config's seed leaves out what
+    // the command cannot read: the confined git answers as the same user's unconfined
+    // git does (compared with a host run as the identity). Two homes: one the identity
+    // cannot search at all, one whose XDG directory it cannot search while
+    // ~/.gitconfig is readable (that one is still included).
+    if find_in_path("git").is_none() {
+        return Err(Skip("git is not installed".into()));
+    }
+    let tag = c.unique();
+    // Owned by someone else than the identity, so that neither the identity nor (as
+    // root, once capabilities are gone) the sandboxed command may search it.
+    let foreign = if c.id.is_root() { (65534, 65534) } else { (0, 0) };
+    let locked = c.root.join(format!("locked-home-{tag}"));
+    fs::create_dir(&locked).unwrap();
+    fs::create_dir_all(locked.join(".config/git")).unwrap();
+    fs::write(locked.join(".config/git/config"), "[cordon]\n\twho = xdg\n").unwrap();
+    fs::write(locked.join(".gitconfig"), "[user]\n\tname = Locked Name\n").unwrap();
+    let half = c.root.join(format!("half-home-{tag}"));
+    c.mkdir(&half);
+    c.file(&half.join(".gitconfig"), "[user]\n\tname = Half Name\n");
+    let xdg = half.join(".config");
+    fs::create_dir_all(xdg.join("git")).unwrap();
+    fs::write(xdg.join("git/config"), "[cordon]\n\twho = xdg\n").unwrap();
+    for dir in [locked.join(".config/git"), locked.join(".config"), locked.clone(), xdg.join("git"), xdg.clone()] {
+        chown(&dir, foreign.0, foreign.1);
+        set_mode(&dir, 0o700);
+    }
+    c.git_init();
+    let script = "git status --short >/dev/null && echo STATUS-OK; git config user.name || echo unset; \
+                  git config cordon.who || echo unset";
+    for (home, expect_name) in [(&locked, None), (&half, Some("Half Name"))] {
+        let host = c.host_cmd("/bin/sh").args(["-c", script]).env("HOME", home).output().unwrap();
+        let host_out = String::from_utf8_lossy(&host.stdout).into_owned();
+        let mut o = c.opts(WORKSPACE_WRITE);
+        o.env.push(("HOME".into(), s(home).into()));
+        let out = c.sh(&o, script)?;
+        assert_eq!(out.exit_code(), Some(0), "{}: {out:?}", home.display());
+        assert!(!out.err().contains("fatal"), "{}: git died in the run: {out:?}", home.display());
+        let text = out.out();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.first(), Some(&"STATUS-OK"), "{}: {out:?}", home.display());
+        assert_eq!(lines.get(1).copied(), Some(expect_name.unwrap_or("unset")), "{}: {out:?}", home.display());
+        assert_eq!(
+            lines.get(2).copied(),
+            Some("unset"),
+            "{}: the unreadable XDG file was read: {out:?}",
+            home.display()
+        );
+        // The same user's unconfined git reads the same (root reads through its
+        // permission overrides, which the sandboxed command does not have).
+        if !c.id.is_root() {
+            assert_eq!(text, host_out, "{}: confined and unconfined git differ", home.display());
+        }
+    }
+});
+
 case!(fs_cache_dir_kept_only_where_the_caller_allows, |c| {
     // --cache-dir DIR keeps the private caches across runs in a directory the caller
     // owns: written there (and nowhere else outside the workspace), refused inside the

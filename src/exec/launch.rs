@@ -156,8 +156,12 @@ impl Executor {
             }
         }
         // The run's private global git config (see `crate::gitconfig`).
-        let git_config = (policy.mode.is_confined() && crate::gitconfig::wanted(&spec.env, &policy.writable()))
-            .then(|| crate::gitconfig::seed(&crate::gitconfig::sources(&spec.env)));
+        let git_config =
+            (policy.mode.is_confined() && crate::gitconfig::wanted(&spec.env, &policy.writable())).then(|| {
+                let mut sources = crate::gitconfig::sources(&spec.env);
+                sources.retain(|p| !crate::gitconfig::refused_to_command(p));
+                crate::gitconfig::seed(&sources)
+            });
         let input = PlanInput {
             policy,
             host: &self.host,
