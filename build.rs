@@ -71,10 +71,13 @@ fn precompiled_table() -> Option<String> {
     use std::fmt::Write as _;
     let mut code = String::from("&[\n");
     for key in seccomp::PRECOMPILED_KEYS {
-        let [proxy, network, unix, supervised, writes] = key;
+        let (net, supervised, writes) = key;
         // A variant that does not compile is left to the run, which reports why.
-        let Ok(p) = seccomp::compile_program_uncached(network, unix, proxy, supervised, writes) else { continue };
-        let _ = write!(code, "    PrecompiledProgram {{\n        key: {key:?},\n        insns: &[");
+        let Ok(p) = seccomp::compile_program_uncached(net, supervised, writes) else { continue };
+        let _ = write!(
+            code,
+            "    PrecompiledProgram {{\n        key: (NetFilter::{net:?}, {supervised}, {writes}),\n        insns: &["
+        );
         for i in &p.insns {
             let _ = write!(code, "({}, {}, {}, {:#x}), ", i.code, i.jt, i.jf, i.k);
         }

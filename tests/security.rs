@@ -956,6 +956,29 @@ case!(git_repos_under_extra_writable_root_protected, |c| {
 // 4. Network: TCP/UDP over v4/v6/v4-mapped, MPTCP, raw/packet, DNS, listening, unix.
 // =====================================================================================
 
+/// errnos of a connect to a loopback port with the network off: the run's own
+/// loopback (a network namespace of its own) has nothing listening there
+/// (`ECONNREFUSED`), or, without namespaces, IP is refused outright.
+const LOOPBACK_MISSED: &[&str] = &["EACCES", "EPERM", "ENETUNREACH", "ECONNREFUSED"];
+
+/// The targets of the network denials a confined run recorded.
+fn net_denials(r: &ProbeResult) -> Vec<String> {
+    let Some(run) = r.run.as_ref() else { return Vec::new() };
+    run.j()["sandbox"]["denials"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["kind"] == "network")
+        .filter_map(|d| d["target"].as_str().map(String::from))
+        .collect()
+}
+
+/// OP to a host listener on loopback (HOST:PORT). Judged by effect: the listener
+/// receives nothing from a confined run. With the network off the run has only its own
+/// loopback: a stream connect finds nothing there and is refused, and is recorded as a
+/// denial naming the host's port (a listener of the host was out of reach); a datagram
+/// sent without `connect()` goes to the run's own loopback (the kernel may say it was
+/// sent: nobody received it), one sent through `connect()` is recorded likewise.
 fn net_case(c: &Ctx, op: &str, host: &str, trap_v6: bool, udp: bool) -> Result<(), Skip> {
     for how in BOTH_AND_HOST {
         // A fresh listener per attempt, so the control cannot mask the confined run.
@@ -974,8 +997,22 @@ fn net_case(c: &Ctx, op: &str, host: &str, trap_v6: bool, udp: bool) -> Result<(
             assert!(check(), "control: {op} to {host} worked but the listener saw nothing");
             continue;
         }
-        r.assert_refused_with(NET_DENIED, &format!("{op} to {host}"));
         assert!(!check(), "{op} to {host}:{port} from {how}: the listener received traffic\n{r:?}");
+        let named = net_denials(&r).iter().any(|t| t.ends_with(&format!(":{port}")));
+        match op {
+            "tcp" | "udp-connect" => {
+                if op == "tcp" {
+                    r.assert_refused_with(LOOPBACK_MISSED, &format!("{op} to {host}"));
+                }
+                assert!(named, "{op} to the host's {host}:{port}: no network denial names it\n{r:?}");
+            }
+            // Refused at socket() (no port to name): some network denial.
+            "mptcp" => {
+                r.assert_refused_with(NET_DENIED, &format!("{op} to {host}"));
+                assert!(!net_denials(&r).is_empty(), "{op}: no network denial\n{r:?}");
+            }
+            _ => {}
+        }
     }
     Ok(())
 }
@@ -1008,6 +1045,13 @@ case!(net_dns_query_denied, |c| {
     net_case(c, "dns", "127.0.0.1", false, true)?;
 });
 
+case!(net_udp_connect_to_host_loopback_reaches_nothing, |c| {
+    // UDP through connect() (glibc's resolver to a stub on 127.0.0.53 does this): the
+    // datagram goes to the run's own loopback, and the host's socket is named.
+    net_case(c, "udp-connect", "127.0.0.1", false, true)?;
+    net_case(c, "udp-connect", "::1", true, true)?;
+});
+
 case!(net_mptcp_connect_denied, |c| {
     net_case(c, "mptcp", "127.0.0.1", false, false)?;
 });
@@ -1032,14 +1076,16 @@ case!(net_every_socket_family_denied, |c| {
     // Every address family and type (vsock to the VM host, AF_ALG, AF_XDP, CAN, ...).
     let host = c.host_probe("socket-sweep", &[]);
     assert!(host.detail != "created=[]", "control: the host can create some sockets: {host:?}");
-    // Unix stream and seqpacket sockets (1/1, 1/5) may be created: connect() and bind()
-    // on them are refused (net_unix_* cases judge that by effect), and creating them
-    // lets cordon's supervisor report which daemon a command tried to reach.
+    // Unix stream and seqpacket sockets (1/1, 1/5) may be created: their connect()s
+    // reach only the run's own sockets (net_unix_* cases judge that by effect), and
+    // creating them lets cordon's supervisor report which daemon a command tried to
+    // reach. TCP and UDP over IPv4 and IPv6 (2/1, 2/2, 10/1, 10/2) exist only in the
+    // run's own network namespace (net_loopback_* cases).
     for mode in CONFINED {
         let r = c.probe(mode, "socket-sweep", &[])?;
         r.assert_ok("socket sweep");
         assert!(
-            matches!(r.detail.as_str(), "created=[]" | "created=[1/1,1/5]"),
+            matches!(r.detail.as_str(), "created=[]" | "created=[1/1,1/5]" | "created=[1/1,1/5,2/1,2/2,10/1,10/2]"),
             "socket() worked inside for family/type pairs ({mode}): {}",
             r.detail
         );
@@ -1065,7 +1111,13 @@ case!(net_listen_unreachable_from_host, |c| {
         let (r, connected) = h;
         let r = r?;
         assert!(!connected, "a host client reached a listener opened inside the sandbox ({mode})\n{r:?}");
-        r.assert_refused_with(NET_DENIED, "listen on a TCP port");
+        // Listening works in the run's own network namespace (nothing outside reaches
+        // it); without one, it is refused.
+        if r.ok {
+            assert_eq!(r.detail, "listening; accepted=0", "{mode}: a connection was accepted\n{r:?}");
+        } else {
+            r.assert_refused_with(NET_DENIED, "listen on a TCP port");
+        }
     }
 });
 
@@ -1117,11 +1169,157 @@ case!(net_unix_abstract_sockets_denied, |c| {
             assert!(stream.touched_within(500) && dgram.touched_within(500), "control: daemon saw nothing");
             continue;
         }
-        r1.assert_refused_with(NET_DENIED, "connect to an abstract unix socket");
+        // The run's abstract names are its own network namespace's: the host's name is
+        // not there (refused, and recorded as the host's socket out of reach).
+        r1.assert_refused_with(LOOPBACK_MISSED, "connect to an abstract unix socket");
+        assert!(
+            net_denials(&r1).iter().any(|t| t == &format!("unix:@{name_s}")),
+            "the host's abstract socket is not named in a denial\n{r1:?}"
+        );
         r2.assert_refused_with(NET_DENIED, "send to an abstract unix datagram socket");
         stream.assert_untouched("abstract unix stream");
         dgram.assert_untouched("abstract unix dgram");
     }
+});
+
+/// The private temp dir of a confined run whose workspace is `c.ws` (`/tmp`, or
+/// `/dev/shm` for a workspace under `/tmp`: see `landlock::sandbox_tmpdir`).
+fn run_tmpdir(c: &Ctx) -> &'static str {
+    if c.ws.starts_with("/tmp") {
+        "/dev/shm"
+    } else {
+        "/tmp"
+    }
+}
+
+// With the network off a run has a loopback of its own: a server it starts on
+// 127.0.0.1 or ::1 (on the very port a host listener holds) answers its own clients,
+// its unix sockets (in the workspace, in its private temp dir, abstract names) work,
+// and none of it is a denial; the host's listeners on those ports receive nothing.
+// Without namespaces (an unprivileged caller whose user namespaces are blocked, with
+// --best-effort) IP stays refused as before.
+case!(net_loopback_ipc_is_the_runs_own, |c| {
+    c.host_probe("loopback-echo", &["127.0.0.1", "0"]).assert_ok("control: a loopback server on the host");
+    let dir = SockDir::new();
+    c.host_probe("unix-echo", &[s(&dir.0.join("hc.sock"))]).assert_ok("control: a unix socket on the host");
+    let t4 = TcpTrap::v4();
+    let t6 = TcpTrap::v6()?;
+    for mode in CONFINED {
+        for (host, trap) in [("127.0.0.1", &t4), ("::1", &t6)] {
+            let r = c.probe(mode, "loopback-echo", &[host, &trap.port_s()])?;
+            r.assert_ok(&format!("{mode}: a server of the run on {host}, on the port a host listener holds"));
+            assert_eq!(r.detail, "echo=ping", "{r:?}");
+            trap.assert_untouched(&format!("{mode}: the run's own server on {host}"));
+            assert!(net_denials(&r).is_empty(), "{mode}: a local connection was reported as a denial\n{r:?}");
+        }
+        let tag = c.unique();
+        let in_tmp = format!("{}/own-{tag}.sock", run_tmpdir(c));
+        let abs = format!("cordon-own-{tag}");
+        let mut socks = vec![("unix-echo", in_tmp.clone()), ("unix-abstract-echo", abs)];
+        if mode == WORKSPACE_WRITE {
+            // Relative to the workspace (the run's cwd): sun_path holds 108 bytes.
+            socks.push(("unix-echo", format!("own-{tag}.sock")));
+        }
+        for (op, at) in socks {
+            let r = c.probe(mode, op, &[&at])?;
+            r.assert_ok(&format!("{mode}: {op} {at}"));
+            assert!(net_denials(&r).is_empty(), "{mode}: {op}: a local connection was reported\n{r:?}");
+        }
+        assert_absent(Path::new(&in_tmp), "the run's socket in its private temp dir appeared on the host");
+    }
+    if c.runner == "landlock" && !c.id.is_root() {
+        let mut n = c.opts(WORKSPACE_WRITE);
+        n.env.push(("CORDON_DISABLE_USERNS".into(), "1".into()));
+        n.extra_args.push("--best-effort".into());
+        let r = c.probe_with(&n, "loopback-echo", &["127.0.0.1", &t4.port_s()])?;
+        r.assert_refused_with(NET_DENIED, "no namespaces: IP stays refused");
+        t4.assert_untouched("no namespaces: loopback");
+    }
+});
+
+// A host daemon's socket inside the workspace (placed there by the host before the run:
+// a dev server's, a forwarded agent's) is not the run's: refused and recorded, through
+// its own path, a symlink or a hard link the run makes; so is one the host creates
+// during the run at the path of a socket the run bound and unlinked, although the
+// run's listener is still open.
+case!(net_host_socket_in_the_workspace_receives_nothing, |c| {
+    let tag = c.unique();
+    // A short workspace (sun_path holds 108 bytes), owned by the identity.
+    let ws = SockDir::new();
+    c.chown_to_me(&ws.0);
+    let hp = ws.0.join(format!("h{tag}.sock"));
+    let host = UnixTrap::stream_path(c, &hp);
+    c.host_probe("unix-connect", &[s(&hp)]).assert_ok("control: the host reaches its daemon");
+    assert!(host.touched_within(500), "control: the daemon saw nothing");
+    for mode in CONFINED {
+        let r = c.probe_with(&opts_at(c, mode, &ws.0), "unix-connect", &[s(&hp)])?;
+        r.assert_refused_with(NET_DENIED, &format!("{mode}: the host's socket in the workspace"));
+        host.assert_untouched(&format!("{mode}: the host's socket in the workspace"));
+        assert!(
+            net_denials(&r).iter().any(|t| t == &format!("unix:{}", s(&hp))),
+            "{mode}: the refused host socket is not recorded\n{r:?}"
+        );
+    }
+    let o = opts_at(c, WORKSPACE_WRITE, &ws.0);
+    let (sym, hard) = (ws.0.join(format!("s{tag}.sock")), ws.0.join(format!("l{tag}.sock")));
+    let out = c.sh(&o, &format!("ln -s '{}' '{}' && ln '{}' '{}'", s(&hp), s(&sym), s(&hp), s(&hard)))?;
+    assert_eq!(out.exit_code(), Some(0), "links inside the workspace: {out:?}");
+    for via in [&sym, &hard] {
+        let r = c.probe_with(&o, "unix-connect", &[s(via)])?;
+        r.assert_refused_with(NET_DENIED, &format!("the host's socket through {}", s(via)));
+        host.assert_untouched(&format!("through {}", s(via)));
+    }
+    // Replaced during the run: the probe binds, listens, unlinks and announces; the host
+    // then binds its own socket at that path, and the probe connects to it.
+    let rp = ws.0.join(format!("r{tag}.sock"));
+    let gone = PathBuf::from(format!("{}.gone", s(&rp)));
+    let (r, replaced) = std::thread::scope(|sc| {
+        let h = sc.spawn(|| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            while !gone.exists() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            gone.exists().then(|| UnixTrap::stream_path(c, &rp))
+        });
+        let r = c.probe_with(&o, "unix-own-then-replaced", &[s(&rp), "15000"]);
+        (r, h.join().unwrap())
+    });
+    let r = r?;
+    let replaced = replaced.unwrap_or_else(|| panic!("the probe never announced its unlink\n{r:?}"));
+    r.assert_refused_with(NET_DENIED, "the host's socket at the path of the run's unlinked one");
+    replaced.assert_untouched("the host's socket at the path of the run's unlinked one");
+});
+
+// Two runs at once share a workspace: one listens on 127.0.0.1:PORT and on a unix
+// socket in the workspace; the other's connects to both reach nothing of it (each run
+// has a loopback of its own, and a unix socket is only connectable by the run whose
+// namespace listens on it).
+case!(net_a_run_cannot_reach_another_runs_loopback, |c| {
+    let port = free_port().to_string();
+    let ws = SockDir::new();
+    c.chown_to_me(&ws.0);
+    let sock = ws.0.join(format!("a{}.sock", c.unique()));
+    let o = opts_at(c, WORKSPACE_WRITE, &ws.0);
+    let (a, b) = std::thread::scope(|sc| {
+        let a = sc.spawn(|| c.probe_with(&o, "unix-listen", &[s(&sock), "4000", &port]));
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !sock.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let up = sock.exists();
+        let b = (
+            c.probe_with(&o, "tcp", &["127.0.0.1", &port]),
+            c.probe_with(&opts_at(c, READ_ONLY, &ws.0), "unix-connect", &[s(&sock)]),
+        );
+        (a.join().unwrap(), (up, b))
+    });
+    let a = a?;
+    let (up, (tcp, unix)) = b;
+    assert!(up, "the listening run never bound its socket\n{a:?}");
+    tcp?.assert_refused_with(LOOPBACK_MISSED, "another run's loopback listener");
+    unix?.assert_refused_with(NET_DENIED, "another run's unix socket");
+    a.assert_ok("the listening run");
+    assert_eq!(a.detail, "listening; accepted=0", "the other run reached this one\n{a:?}");
 });
 
 /// A short directory for host daemons' sockets (sun_path holds 108 bytes), removed on drop.
@@ -3805,7 +4003,10 @@ case!(net_allow_unix_socket_opens_exactly_the_named_socket, |c| {
             let t = TcpTrap::v4();
             let r = c.probe_with(&o, "tcp", &["127.0.0.1", &t.port_s()])?;
             t.assert_untouched("allow-list, network off: TCP");
-            r.assert_refused_with(NET_DENIED, "allow-list, network off: TCP");
+            r.assert_refused_with(LOOPBACK_MISSED, "allow-list, network off: TCP");
+            // The run's own unix sockets work beside the allowed one.
+            let own = format!("own-{}.sock", c.unique());
+            c.probe_with(&o, "unix-echo", &[&own])?.assert_ok("allow-list, network off: the run's own socket");
         }
     }
 });

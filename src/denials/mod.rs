@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
+mod local;
 mod net;
 mod record;
 pub use net::AllowedSocket;
@@ -34,8 +35,9 @@ pub use record::{bound_text, link_lines, DenialSink, MAX_DENIALS};
 
 /// Where the supervisor gets its listener from.
 pub enum ListenerSource {
-    /// The landlock runner's stage sent it before `spawn` returned.
-    Listener(OwnedFd),
+    /// The landlock runner's stage sent it before `spawn` returned (with, for a run
+    /// with a network namespace of its own, a socket diagnostics socket of it).
+    Listener(OwnedFd, Option<OwnedFd>),
     /// The bwrap runner's stage helper sends it on this socket once bubblewrap has
     /// built the sandbox (or closes the socket without one: the helper failed before
     /// its seccomp step).
@@ -97,8 +99,8 @@ pub fn start(source: ListenerSource, s: Supervision) -> std::io::Result<Supervis
         // overrides would reveal what the command cannot see, and ignore ACLs in the
         // judge's permission checks). No-op for other callers.
         let _ = cordon_stage::drop_thread_permission_overrides();
-        let listener = match source {
-            ListenerSource::Listener(l) => l,
+        let (listener, diag) = match source {
+            ListenerSource::Listener(l, diag) => (l, diag),
             ListenerSource::Socket(sock) => match wait_for_listener(&sock, &stop_r) {
                 Some(l) => l,
                 None => return,
@@ -107,7 +109,9 @@ pub fn start(source: ListenerSource, s: Supervision) -> std::io::Result<Supervis
         // Cheaper wake-ups (Linux 6.6); without it, only slower.
         let _ = cordon_stage::notify::set_sync_wakeup(listener.as_fd());
         let sink = s.sink.clone();
-        serve(listener, &stop_r, s);
+        // Without it (or unusable), the loopback filter's connects are all refused.
+        let own = diag.and_then(|d| local::OwnNet::new(d).ok());
+        serve(listener, own, &stop_r, s);
         let (count, errno) = crate::tracee::take_unread();
         if count > 0 {
             sink.lock().unwrap_or_else(|p| p.into_inner()).unread = Some((count, errno));
@@ -140,18 +144,21 @@ fn wait(fd: &OwnedFd, stop: &OwnedFd) -> Option<bool> {
     }
 }
 
-fn wait_for_listener(sock: &OwnedFd, stop: &OwnedFd) -> Option<OwnedFd> {
+fn wait_for_listener(sock: &OwnedFd, stop: &OwnedFd) -> Option<(OwnedFd, Option<OwnedFd>)> {
     loop {
         wait(sock, stop)?;
-        match cordon_stage::notify::recv_fd(sock.as_fd()) {
-            Ok(l) => return Some(l),
+        match cordon_stage::notify::recv_fds(sock.as_fd()) {
+            Ok(mut fds) => {
+                let diag = (fds.len() > 1).then(|| fds.pop()).flatten();
+                return Some((fds.swap_remove(0), diag));
+            }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(_) => return None,
         }
     }
 }
 
-fn serve(listener: OwnedFd, stop: &OwnedFd, mut s: Supervision) {
+fn serve(listener: OwnedFd, mut own: Option<local::OwnNet>, stop: &OwnedFd, mut s: Supervision) {
     let native = crate::runner::seccomp::native_audit_arch().unwrap_or(0);
     while wait(&listener, stop).is_some() {
         let n = match cordon_stage::notify::recv(listener.as_fd()) {
@@ -197,6 +204,53 @@ fn serve(listener: OwnedFd, stop: &OwnedFd, mut s: Supervision) {
                     cordon_stage::notify::respond_error(l, n.id, errno)
                 }
             };
+            continue;
+        }
+        if o.name == "bind" && o.filter == crate::runner::seccomp::LOOPBACK_FILTER {
+            let _ = match local::judge_bind(&n, &listener, s.writes.as_mut(), &s.sink) {
+                crate::writes::Answer::Continue => cordon_stage::notify::respond_continue(l, n.id),
+                crate::writes::Answer::Refuse(errno) => cordon_stage::notify::respond_error(l, n.id, errno),
+            };
+            continue;
+        }
+        if o.name == "connect" && o.filter == crate::runner::seccomp::LOOPBACK_FILTER {
+            let plan = match own.as_mut() {
+                Some(own) => local::plan_local_connect(&n, o, &listener, own, &s.allowed, &s.sink),
+                None => local::LocalPlan::Refuse(handle(&n, o, &listener, &s.sink)),
+            };
+            let errno = match plan {
+                local::LocalPlan::Refuse(errno) => errno,
+                local::LocalPlan::Perform { sock, addr, pin, after } => match listener.try_clone() {
+                    Ok(answer) => {
+                        let sink = s.sink.clone();
+                        // Answered from its own thread once the connect is done (a
+                        // listener's full backlog may hold it).
+                        let spawned = std::thread::Builder::new().name("cordon-connect".into()).spawn(move || {
+                            if matches!(after, local::Afterwards::Allowed) {
+                                // The caller's socket, by its policy: the caller's
+                                // permissions. (The run's own: the judge's, inherited.)
+                                let _ = cordon_stage::restore_thread_permission_overrides();
+                            }
+                            let waiting = || cordon_stage::notify::id_valid(answer.as_fd(), n.id);
+                            let r = cordon_stage::notify::connect_socket(sock.as_fd(), &addr, waiting);
+                            drop(pin);
+                            let errno = r.err().map_or(0, |e| e.raw_os_error().unwrap_or(libc::EIO));
+                            local::after_connect(&after, errno, &sink);
+                            let _ = if errno == 0 {
+                                cordon_stage::notify::respond_value(answer.as_fd(), n.id, 0)
+                            } else {
+                                cordon_stage::notify::respond_error(answer.as_fd(), n.id, errno)
+                            };
+                        });
+                        if spawned.is_ok() {
+                            continue;
+                        }
+                        libc::EAGAIN
+                    }
+                    Err(_) => libc::EAGAIN,
+                },
+            };
+            let _ = cordon_stage::notify::respond_error(l, n.id, errno);
             continue;
         }
         let allow_list = o.name == "connect"

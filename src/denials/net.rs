@@ -73,7 +73,7 @@ impl AllowedSocket {
     }
 
     /// The path that reaches exactly the pinned file from this process.
-    fn via_fd(&self) -> PathBuf {
+    pub(super) fn via_fd(&self) -> PathBuf {
         use std::os::fd::AsRawFd;
         PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
     }
@@ -187,6 +187,7 @@ pub(super) fn errno_text(errno: i32) -> String {
         libc::EACCES => "EACCES",
         libc::ENOSYS => "ENOSYS",
         libc::ENETUNREACH => "ENETUNREACH",
+        libc::ECONNREFUSED => "ECONNREFUSED",
         libc::EROFS => "EROFS",
         _ => return format!("errno {errno}"),
     };
@@ -197,6 +198,7 @@ pub(super) fn errno_text(errno: i32) -> String {
 pub(super) fn filter_reason(filter: &str) -> &'static str {
     match filter {
         crate::runner::seccomp::NETWORK_OFF_FILTER => crate::result::NETWORK_OFF_REASON,
+        crate::runner::seccomp::LOOPBACK_FILTER => "network off: only the run's own loopback",
         crate::runner::seccomp::HOST_UNIX_FILTER => "network on, unix sockets to the host closed",
         crate::runner::seccomp::HOST_UNIX_ALLOW_FILTER => "network on, only the allowed unix sockets",
         crate::runner::seccomp::PROXY_FILTER => "network by name: only cordon's proxy",

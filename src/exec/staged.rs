@@ -78,7 +78,7 @@ impl Executor {
         let listener = match notify_pair {
             Some((parent_end, child_end)) if supervised_stage && spawned.is_ok() => {
                 drop(child_end);
-                Some(cordon_stage::notify::recv_fd(parent_end.as_fd()))
+                Some(cordon_stage::notify::recv_fds(parent_end.as_fd()))
             }
             // The helper sends its listener only once bubblewrap has built the
             // sandbox: received by the supervisor task.
@@ -117,7 +117,11 @@ impl Executor {
             proxy,
         };
         let source = match listener {
-            Some(Ok(l)) => Some(crate::denials::ListenerSource::Listener(l)),
+            Some(Ok(mut fds)) => {
+                // The listener first, then the diagnostics socket when the plan asked.
+                let diag = (fds.len() > 1).then(|| fds.pop()).flatten();
+                Some(crate::denials::ListenerSource::Listener(fds.swap_remove(0), diag))
+            }
             Some(Err(e)) => {
                 // The child installed a notifying filter: without a supervisor its
                 // observed syscalls would fail with ENOSYS. Stop it; nothing useful ran.

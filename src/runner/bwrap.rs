@@ -66,8 +66,8 @@
 
 use super::error::PlanError;
 use super::landlock::{
-    hidden_dirs, hide_steps, landlock_plan, private_dir_steps, private_dirs, private_tmp_steps, sandbox_tmpdir,
-    PrivateTmp,
+    hidden_dirs, hide_steps, landlock_plan, own_network, private_dir_steps, private_dirs, private_tmp_steps,
+    sandbox_tmpdir, PrivateTmp,
 };
 use super::plan::{
     enforcement_from_gaps, EnvFd, EnvFdFormat, LaunchPlan, MountStep, NamespacePlan, PlanInput, Runner,
@@ -136,6 +136,7 @@ fn stage_helper_plan(input: &PlanInput<'_>) -> Option<StageHelperPlan> {
         return None;
     }
     let exe = host.stage_helper.clone()?;
+    let own_net = own_network(input.policy);
     Some(StageHelperPlan {
         exe,
         landlock: landlock_plan(
@@ -143,6 +144,7 @@ fn stage_helper_plan(input: &PlanInput<'_>) -> Option<StageHelperPlan> {
             host.landlock_abi,
             PrivateTmp::InChild,
             private_dirs(input).into_iter().map(|d| d.path).collect(),
+            own_net,
         ),
         supervised: true,
         checks: input
@@ -151,6 +153,7 @@ fn stage_helper_plan(input: &PlanInput<'_>) -> Option<StageHelperPlan> {
             .into_iter()
             .map(|(p, a)| (p, a == crate::policy::BindAccess::ReadOnly))
             .collect(),
+        unix_diag: own_net,
     })
 }
 
@@ -465,6 +468,9 @@ pub fn bwrap_args(input: &PlanInput<'_>) -> Result<Vec<OsString>, PlanError> {
             if h.supervised {
                 args.push("--notify".into());
             }
+            if h.supervised && h.unix_diag {
+                args.push("--unix-diag".into());
+            }
             args.push("--".into());
             args.push(input.program.as_os_str().to_owned());
             args.extend(input.argv.iter().cloned());
@@ -543,6 +549,9 @@ impl Runner for BwrapRunner {
                 mount: true,
                 pid: true,
                 ipc: false,
+                // bubblewrap makes the run's own (`--unshare-all`) and brings its
+                // loopback up.
+                net: false,
             },
             mounts: stage_mounts(input),
             landlock: None,
@@ -550,6 +559,9 @@ impl Runner for BwrapRunner {
                 network: policy.network,
                 unix_allowlist: !policy.allow_unix_sockets.is_empty(),
                 proxy: policy.network_by_proxy(),
+                // bubblewrap's own network namespace (`--unshare-all` without
+                // `--share-net`), its loopback up; judged by the helper's supervisor.
+                loopback: own_network(policy),
                 delivery: SeccompDelivery::Fd { child_fd: SECCOMP_CHILD_FD },
                 // The stage helper hands its listener over; bubblewrap itself does not.
                 supervise: stage_helper.as_ref().is_some_and(|h| h.supervised),
@@ -592,12 +604,13 @@ pub enum HelperArgsError {
 
 /// Parse the helper's arguments (everything after [`STAGE_HELPER_ARG`]) into its plan
 /// (pure): `--abi N --restrict-flags F [--write-in-child PATH]... [--write-in-tmpfs
-/// PATH]... [--notify] -- PROGRAM ARGV...`.
+/// PATH]... [--notify [--unix-diag]] -- PROGRAM ARGV...`.
 pub fn parse_helper_args(args: &[OsString]) -> Result<cordon_stage::helper::HelperPlan, HelperArgsError> {
     use std::ffi::CString;
     let cstr = |s: &std::ffi::OsStr| CString::new(s.as_bytes()).map_err(|_| HelperArgsError::Nul);
     let bad = |o: &OsString| HelperArgsError::Option { option: o.to_string_lossy().into_owned() };
     let (mut abi, mut flags, mut late, mut late_tmpfs, mut notify) = (None, None, Vec::new(), Vec::new(), false);
+    let mut unix_diag = false;
     let mut it = args.iter();
     loop {
         let Some(opt) = it.next() else { return Err(HelperArgsError::NoCommand) };
@@ -611,6 +624,7 @@ pub fn parse_helper_args(args: &[OsString]) -> Result<cordon_stage::helper::Help
             Some("--write-in-child") => late.push(value()?.clone()),
             Some("--write-in-tmpfs") => late_tmpfs.push(value()?.clone()),
             Some("--notify") => notify = true,
+            Some("--unix-diag") => unix_diag = true,
             _ => return Err(bad(opt)),
         }
     }
@@ -627,6 +641,7 @@ pub fn parse_helper_args(args: &[OsString]) -> Result<cordon_stage::helper::Help
         program: cstr(program)?,
         argv: rest[1..].iter().map(|a| cstr(a)).collect::<Result<_, _>>()?,
         notify,
+        unix_diag,
     })
 }
 

@@ -388,6 +388,7 @@ impl Runner for LandlockRunner {
         let host = input.host;
         let abi = host.landlock_abi;
         let ns = host.namespaces.available();
+        let own_net = ns && own_network(policy);
         let namespaces = if ns {
             NamespacePlan {
                 user: matches!(host.namespaces, Namespaces::UserNamespace),
@@ -395,6 +396,7 @@ impl Runner for LandlockRunner {
                 // Only with a /proc of its own (see `landlock_gaps`).
                 pid: host.proc_mount.fresh(),
                 ipc: true,
+                net: own_net,
             }
         } else {
             NamespacePlan::default()
@@ -423,7 +425,7 @@ impl Runner for LandlockRunner {
         } else {
             Vec::new()
         };
-        let landlock = landlock_plan(policy, abi, private, layers);
+        let landlock = landlock_plan(policy, abi, private, layers, own_net);
         let mut env = vec![("TMPDIR".into(), tmpdir.to_string_lossy().into_owned())];
         let (git_env, seed_files) = input.git_config_in(&tmpdir, if ns { SeedBy::Stage } else { SeedBy::Executor });
         env.extend(git_env);
@@ -440,6 +442,7 @@ impl Runner for LandlockRunner {
                 network: policy.network || !policy.mode.is_confined(),
                 unix_allowlist: !policy.allow_unix_sockets.is_empty(),
                 proxy: policy.network_by_proxy(),
+                loopback: own_net,
                 delivery: SeccompDelivery::Stage,
                 supervise: true,
             }),
@@ -474,7 +477,13 @@ pub enum PrivateTmp {
 /// [`WRITABLE_DEVICES`]; TCP denied with the network off (ABI 4); abstract unix
 /// sockets (network off) and signals scoped (ABI 6); audit logging (ABI 7). This
 /// is the one place rule paths come from.
-pub fn landlock_plan(policy: &ExecutionPolicy, abi: u32, private: PrivateTmp, layers: Vec<PathBuf>) -> LandlockPlan {
+pub fn landlock_plan(
+    policy: &ExecutionPolicy,
+    abi: u32,
+    private: PrivateTmp,
+    layers: Vec<PathBuf>,
+    own_network: bool,
+) -> LandlockPlan {
     let mut write = policy.writable();
     let mut write_in_child = Vec::new();
     match private {
@@ -488,13 +497,26 @@ pub fn landlock_plan(policy: &ExecutionPolicy, abi: u32, private: PrivateTmp, la
         write_in_child,
         write_in_child_tmpfs: layers,
         devices: WRITABLE_DEVICES.iter().map(PathBuf::from).collect(),
-        deny_tcp: policy.network_restricted() && abi >= 4,
+        // In a network namespace of its own the command may bind and connect on its
+        // own loopback (nothing else exists there); Landlock's TCP rules know ports only.
+        deny_tcp: policy.network_restricted() && !own_network && abi >= 4,
         // In every confined mode: with the network on, seccomp refuses unix sockets
         // too (`host_unix_closed`); the scope is the kernel's own second layer.
         scope_abstract_unix: abi >= 6,
         scope_signals: abi >= 6,
         restrict_flags: if abi >= 7 { LANDLOCK_LOG_NEW_EXEC_ON } else { 0 },
     }
+}
+
+/// Whether a confined run with a mount layer gets a network namespace of its own
+/// (pure), for both Linux runners: whenever the network is off, and not reached by
+/// name through cordon's proxy (its supervisor connects the command's sockets to the
+/// proxy on the host's loopback, which a socket in another namespace cannot reach).
+/// The command then has only its own loopback: a test suite's servers, `listen()` and
+/// `connect()` on 127.0.0.1 and ::1, and its own unix sockets work, and nothing on the
+/// host's network (its loopback included) is reachable.
+pub fn own_network(policy: &ExecutionPolicy) -> bool {
+    policy.network_restricted() && !policy.network_by_proxy()
 }
 
 /// Private mounts replacing the host's shared temp directories.

@@ -32,7 +32,7 @@ pub mod seccomp;
 /// The seccomp programs build.rs compiled for this target (empty for a cross build).
 #[cfg(target_os = "linux")]
 mod seccomp_precompiled {
-    use super::seccomp::{ObservedKind, PrecompiledProgram};
+    use super::seccomp::{NetFilter, ObservedKind, PrecompiledProgram};
     pub(crate) static TABLE: &[PrecompiledProgram] = include!(concat!(env!("OUT_DIR"), "/seccomp_precompiled.rs"));
 }
 #[cfg(target_os = "linux")]

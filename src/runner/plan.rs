@@ -434,6 +434,10 @@ pub struct NamespacePlan {
     pub pid: bool,
     /// IPC namespace.
     pub ipc: bool,
+    /// Network namespace of the run's own, its loopback brought up by the stage: IP
+    /// reaches only the run itself (and abstract unix names are the run's own).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub net: bool,
 }
 
 /// cordon's seccomp program for one run: which filters, how the program reaches the
@@ -451,6 +455,13 @@ pub struct SeccompPlan {
     /// `unix_allowlist` say (see `crate::proxy`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub proxy: bool,
+    /// The network is off, but the command has a network namespace of its own (only
+    /// its loopback) and a supervisor: the filters are `seccomp::LOOPBACK_FILTER`'s
+    /// (IP sockets, `bind()` and `listen()` stay; every `connect()` is judged by the
+    /// supervisor: the run's own loopback and the unix sockets it listens on), unless
+    /// `network` or `proxy` choose another.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub loopback: bool,
     /// How the program reaches the command.
     pub delivery: SeccompDelivery,
     /// The observed syscalls are routed to cordon's supervisor, which records them as
@@ -516,6 +527,12 @@ pub struct StageHelperPlan {
     /// layout, [`crate::policy::ExecutionPolicy::self_binds`]) that the helper verifies
     /// inside too, each with whether it must be read-only.
     pub checks: Vec<(PathBuf, bool)>,
+    /// With `supervised`: the helper sends a socket diagnostics socket of the
+    /// sandbox's network namespace (bubblewrap's own, its loopback up) with the
+    /// listener, for the supervisor's judgement of unix `connect()`s
+    /// (`cordon_stage::StagePlan::unix_diag`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unix_diag: bool,
 }
 
 /// A complete, pure description of how to launch one command.

@@ -3,6 +3,7 @@
 //! to C strings. This is the I/O half of planning; nothing here decides policy.
 
 use super::plan::{EnvFdFormat, LandlockPlan, LaunchPlan, LayerUpper, MountStep, SeccompDelivery, SeccompPlan, SeedBy};
+use super::seccomp::NetFilter;
 use crate::pin::{open_no_symlinks, Pins};
 use crate::vocab::RunnerKind;
 use cordon_stage::{IdMaps, MountOp, OverlayUpper, StagePlan, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
@@ -116,6 +117,9 @@ pub fn materialize(
     }
     if ns.ipc {
         namespaces |= libc::CLONE_NEWIPC as libc::c_ulong;
+    }
+    if ns.net {
+        namespaces |= libc::CLONE_NEWNET as libc::c_ulong;
     }
     let id_maps = if ns.user {
         Some(IdMaps {
@@ -409,10 +413,10 @@ pub fn materialize(
     // cordon's seccomp program: installed by the stage itself, or passed in a sealed
     // memfd to the helper that installs it (see `SeccompPlan`).
     let (seccomp, observed) = match plan.seccomp {
-        Some(SeccompPlan { network, unix_allowlist, proxy, delivery: SeccompDelivery::Stage, .. }) => {
+        Some(SeccompPlan { network, unix_allowlist, proxy, loopback, delivery: SeccompDelivery::Stage, .. }) => {
             let supervised = notify_socket.is_some();
-            let program =
-                super::seccomp::compile_observing_with(network, unix_allowlist, proxy, supervised, observe_writes)?;
+            let net = NetFilter::select(network, unix_allowlist, proxy, loopback && supervised);
+            let program = super::seccomp::compile_net(net, supervised, observe_writes)?;
             (vec![program.insns], program.observed)
         }
         _ => (Vec::new(), Default::default()),
@@ -438,12 +442,18 @@ pub fn materialize(
     // when the plan supervises (the stage helper inside bubblewrap).
     let mut observed = observed;
     let mut helper_notify = false;
-    if let Some(SeccompPlan { network, unix_allowlist, proxy, delivery: SeccompDelivery::Fd { child_fd }, supervise }) =
-        plan.seccomp
+    if let Some(SeccompPlan {
+        network,
+        unix_allowlist,
+        proxy,
+        loopback,
+        delivery: SeccompDelivery::Fd { child_fd },
+        supervise,
+    }) = plan.seccomp
     {
         helper_notify = supervise;
-        let program =
-            super::seccomp::compile_observing_with(network, unix_allowlist, proxy, supervise, observe_writes)?;
+        let net = NetFilter::select(network, unix_allowlist, proxy, loopback && supervise);
+        let program = super::seccomp::compile_net(net, supervise, observe_writes)?;
         if supervise {
             observed = program.observed.clone();
         }
@@ -550,6 +560,7 @@ pub fn materialize(
         namespaces,
         id_maps,
         mounts,
+        loopback_up: plan.namespaces.net,
         mount_slots: slots,
         new_session: plan.new_session,
         // Always an init: pid 1 of the run's pid namespace, or else a supervising
@@ -563,6 +574,8 @@ pub fn materialize(
         late_landlock_tmpfs_rules,
         pass_fds,
         notify_socket: if observed.is_empty() || helper_notify { None } else { notify_socket },
+        // The supervisor of a loopback run asks which unix sockets listen inside.
+        unix_diag: !helper_notify && plan.seccomp.is_some_and(|s| s.loopback && s.supervise),
         drop_capabilities: plan.drop_capabilities,
         seccomp,
         limits: cordon_stage::ChildLimits::default(),

@@ -38,6 +38,20 @@ mod resolve;
 use args::*;
 use resolve::*;
 
+/// The file that `path`, as command `pid` passed it, names in the command's own view:
+/// an `O_PATH` descriptor, every symbolic link followed (the last one too, as
+/// `connect()` follows it; absolute ones inside the command's root, `..` never above
+/// it), relative paths from its working directory. `Err` with the errno of the first
+/// step that failed (`ENOENT` when the resolution itself gives up).
+pub(crate) fn open_in_view(pid: u32, path: &[u8]) -> std::io::Result<OwnedFd> {
+    let root = open_path(&format!("/proc/{pid}/root"))?;
+    let root_id = id_of_fd(root.as_fd()).ok_or_else(|| std::io::Error::from_raw_os_error(libc::ESRCH))?;
+    let base = if path.first() == Some(&b'/') { None } else { Some(open_path(&format!("/proc/{pid}/cwd"))?) };
+    let r = resolve(&root, root_id, base, PathBuf::from("/"), path, true)
+        .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOENT))?;
+    openat_name(r.dir.as_fd(), &r.name, libc::O_PATH | libc::O_NOFOLLOW)
+}
+
 /// `O_TMPFILE` (it includes `O_DIRECTORY`).
 const O_TMPFILE_BITS: u64 = libc::O_TMPFILE as u64;
 

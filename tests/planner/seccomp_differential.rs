@@ -24,7 +24,7 @@ use crate::cbpf::{
     BPF_W, BPF_X, BPF_XOR, SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_KILL_THREAD,
     SECCOMP_RET_LOG, SECCOMP_RET_TRACE, SECCOMP_RET_TRAP, SECCOMP_RET_USER_NOTIF,
 };
-use cordon::runner::seccomp::{compile_observing_with, filter_names_with, syscall_number, Observed, CONFINED_PROFILE};
+use cordon::runner::seccomp::{compile_net, filter_names_net, syscall_number, NetFilter, Observed, CONFINED_PROFILE};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The x32 ABI's marker bit in syscall numbers (x86_64).
@@ -252,16 +252,19 @@ fn subjects_for(network_allowed: bool, unix_allowlist: bool, supervised: bool) -
 }
 
 fn subjects_with(network_allowed: bool, unix_allowlist: bool, proxy: bool, supervised: bool) -> Subjects {
+    subjects_net(NetFilter::select(network_allowed, unix_allowlist, proxy, false), supervised)
+}
+
+fn subjects_net(net: NetFilter, supervised: bool) -> Subjects {
     let (_, target) = native();
-    let program = compile_observing_with(network_allowed, unix_allowlist, proxy, supervised, false)
-        .expect("cordon compiles the profile");
+    let program = compile_net(net, supervised, false).expect("cordon compiles the profile");
     let map = seccompiler::compile_from_json(CONFINED_PROFILE.as_bytes(), target).expect("seccompiler compiles it");
     let json: serde_json::Value = serde_json::from_str(CONFINED_PROFILE).unwrap();
     let mut reference = Stack::default();
     let mut errnos = BTreeSet::new();
     // Installed in cordon's order: for a syscall in two filters the kernel would keep
     // the newest filter's errno, which cordon's compiler refuses to guess.
-    for name in filter_names_with(network_allowed, unix_allowlist, proxy) {
+    for name in filter_names_net(net) {
         let prog = map.get(name).unwrap_or_else(|| panic!("seccompiler lacks filter {name}"));
         reference.install(&from_seccompiler(prog)).unwrap_or_else(|e| panic!("kernel would refuse {name}: {e:?}"));
         if let Some(e) = json[name]["match_action"]["errno"].as_u64() {
@@ -269,9 +272,7 @@ fn subjects_with(network_allowed: bool, unix_allowlist: bool, proxy: bool, super
         }
     }
     Subjects {
-        label: format!(
-            "network_allowed={network_allowed} unix_allowlist={unix_allowlist} proxy={proxy} supervised={supervised}"
-        ),
+        label: format!("network filter {net:?} supervised={supervised}"),
         cordon: from_libc(&program.insns),
         observed: program.observed,
         reference,
@@ -366,6 +367,11 @@ fn variants_to_check() -> Vec<Subjects> {
     // Proxy mode (`--allow-host`): TCP streams, every connect() supervised or refused.
     for supervised in [false, true] {
         v.push(subjects_with(false, false, true, supervised));
+    }
+    // The run's own network namespace: IP and unix streams, connect() and bind()
+    // supervised or refused.
+    for supervised in [false, true] {
+        v.push(subjects_net(NetFilter::Loopback, supervised));
     }
     v
 }

@@ -573,6 +573,144 @@ static void op_unix_dgram(const char *name, int abstract) {
     succeed();
 }
 
+/* UDP with connect(): the address goes through connect(), as glibc's resolver does. */
+static void op_udp_connect(const char *host, const char *port) {
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int fam = sockaddr_of(host, port, &ss, &len);
+    int s = socket(fam, SOCK_DGRAM, 0);
+    TRY(s, "socket");
+    TRY(connect(s, (struct sockaddr *)&ss, len), "connect");
+    TRY(send(s, "X", 1, MSG_NOSIGNAL), "send");
+    close(s);
+    succeed();
+}
+
+/* Exchange a byte over a connection accepted by listener L from client C. */
+static void echo_over(int l, int c) {
+    int a = accept(l, NULL, NULL);
+    TRY(a, "accept");
+    TRY(send(c, "ping", 4, MSG_NOSIGNAL), "send");
+    char buf[8] = {0};
+    ssize_t n = recv(a, buf, sizeof buf - 1, 0);
+    TRY(n, "recv");
+    dappend("echo=%s", buf);
+    close(a);
+}
+
+/* A server of this process on HOST:PORT (0: any) and a client that talks to it. */
+static void op_loopback_echo(const char *host, const char *port) {
+    struct sockaddr_storage ss;
+    socklen_t len;
+    int fam = sockaddr_of(host, port, &ss, &len);
+    int l = socket(fam, SOCK_STREAM, 0);
+    TRY(l, "socket");
+    int one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    TRY(bind(l, (struct sockaddr *)&ss, len), "bind");
+    TRY(listen(l, 4), "listen");
+    len = sizeof ss;
+    TRY(getsockname(l, (struct sockaddr *)&ss, &len), "getsockname");
+    int c = socket(fam, SOCK_STREAM, 0);
+    TRY(c, "socket");
+    TRY(connect(c, (struct sockaddr *)&ss, len), "connect");
+    echo_over(l, c);
+    succeed();
+}
+
+/* A unix listener of this process at PATH and a client that talks to it. */
+static void op_unix_echo(const char *name, int abstract) {
+    struct sockaddr_un sa;
+    socklen_t len = unix_addr(&sa, name, abstract);
+    int l = socket(AF_UNIX, SOCK_STREAM, 0);
+    TRY(l, "socket");
+    TRY(bind(l, (struct sockaddr *)&sa, len), "bind");
+    TRY(listen(l, 4), "listen");
+    int c = socket(AF_UNIX, SOCK_STREAM, 0);
+    TRY(c, "socket");
+    TRY(connect(c, (struct sockaddr *)&sa, len), "connect");
+    echo_over(l, c);
+    if (!abstract)
+        unlink(name);
+    succeed();
+}
+
+/* Listen on the unix socket PATH (and, with PORT, first on 127.0.0.1:PORT: PATH
+ * appears once both listen) for MS milliseconds and count the connections. */
+static void op_unix_listen(const char *name, const char *ms, const char *port) {
+    int t = -1;
+    if (port) {
+        struct sockaddr_storage ss;
+        socklen_t slen;
+        int fam = sockaddr_of("127.0.0.1", port, &ss, &slen);
+        t = socket(fam, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        TRY(t, "socket");
+        TRY(bind(t, (struct sockaddr *)&ss, slen), "bind");
+        TRY(listen(t, 16), "listen");
+    }
+    struct sockaddr_un sa;
+    socklen_t len = unix_addr(&sa, name, 0);
+    int l = socket(AF_UNIX, SOCK_STREAM, 0);
+    TRY(l, "socket");
+    TRY(bind(l, (struct sockaddr *)&sa, len), "bind");
+    TRY(listen(l, 16), "listen");
+    int accepted = 0;
+    long wait_ms = num(ms);
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long el = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+        if (el >= wait_ms)
+            break;
+        struct pollfd p[2] = {{l, POLLIN, 0}, {t, POLLIN, 0}};
+        if (poll(p, t >= 0 ? 2 : 1, (int)(wait_ms - el)) > 0) {
+            for (int i = 0; i < 2; i++) {
+                if (!(p[i].revents & POLLIN))
+                    continue;
+                int c = accept(p[i].fd, NULL, NULL);
+                if (c >= 0) {
+                    accepted++;
+                    close(c);
+                }
+            }
+        }
+    }
+    unlink(name);
+    dappend("listening; accepted=%d", accepted);
+    succeed();
+}
+
+/* Bind and listen at PATH, unlink it and announce that with PATH.gone; once another
+ * process has put a socket of its own at PATH (within MS milliseconds), connect to
+ * PATH. The listener this process still holds must not make PATH's new socket its own. */
+static void op_unix_own_then_replaced(const char *name, const char *ms) {
+    struct sockaddr_un sa;
+    socklen_t len = unix_addr(&sa, name, 0);
+    int l = socket(AF_UNIX, SOCK_STREAM, 0);
+    TRY(l, "socket");
+    TRY(bind(l, (struct sockaddr *)&sa, len), "bind");
+    TRY(listen(l, 4), "listen");
+    TRY(unlink(name), "unlink");
+    char flag[PATH_MAX];
+    snprintf(flag, sizeof flag, "%s.gone", name);
+    int f = open(flag, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    TRY(f, "announce");
+    close(f);
+    long wait_ms = num(ms);
+    struct stat st;
+    for (long waited = 0; stat(name, &st) != 0 || !S_ISSOCK(st.st_mode); waited += 10) {
+        if (waited >= wait_ms)
+            fail(ETIMEDOUT, "wait for the replacement");
+        usleep(10000);
+    }
+    int c = socket(AF_UNIX, SOCK_STREAM, 0);
+    TRY(c, "socket");
+    TRY(connect(c, (struct sockaddr *)&sa, len), "connect");
+    TRY(send(c, "X", 1, MSG_NOSIGNAL), "send");
+    succeed();
+}
+
 static void op_socketpair(void) {
     int sv[2];
     TRY(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), "socketpair");
@@ -1302,6 +1440,12 @@ int main(int argc, char **argv) {
     if (!strcmp(op, "mptcp")) { NEED(2, "mptcp HOST PORT"); op_stream_connect(a[0], a[1], IPPROTO_MPTCP); }
     if (!strcmp(op, "udp")) { NEED(2, "udp HOST PORT"); op_udp_send(a[0], a[1], "X", 1); }
     if (!strcmp(op, "dns")) { NEED(2, "dns HOST PORT"); op_dns(a[0], a[1]); }
+    if (!strcmp(op, "udp-connect")) { NEED(2, "udp-connect HOST PORT"); op_udp_connect(a[0], a[1]); }
+    if (!strcmp(op, "loopback-echo")) { NEED(2, "loopback-echo HOST PORT"); op_loopback_echo(a[0], a[1]); }
+    if (!strcmp(op, "unix-echo")) { NEED(1, "unix-echo PATH"); op_unix_echo(a[0], 0); }
+    if (!strcmp(op, "unix-abstract-echo")) { NEED(1, "unix-abstract-echo NAME"); op_unix_echo(a[0], 1); }
+    if (!strcmp(op, "unix-listen")) { NEED(2, "unix-listen PATH MS [PORT]"); op_unix_listen(a[0], a[1], argc > 4 ? a[2] : NULL); }
+    if (!strcmp(op, "unix-own-then-replaced")) { NEED(2, "unix-own-then-replaced PATH MS"); op_unix_own_then_replaced(a[0], a[1]); }
     if (!strcmp(op, "listen")) { NEED(3, "listen HOST PORT MS"); op_listen(a[0], a[1], a[2]); }
     if (!strcmp(op, "raw")) op_socket_only(AF_INET, SOCK_RAW, IPPROTO_ICMP);
     if (!strcmp(op, "raw6")) op_socket_only(AF_INET6, SOCK_RAW, IPPROTO_ICMPV6);

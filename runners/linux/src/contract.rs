@@ -307,6 +307,9 @@ pub struct StagePlan {
     pub id_maps: Option<IdMaps>,
     /// Mount operations, applied in order (needs `CLONE_NEWNS`).
     pub mounts: Vec<MountOp>,
+    /// Bring the loopback interface up (step 5b) in the network namespace of the run's
+    /// own (`CLONE_NEWNET` in `namespaces`): a fresh namespace has only `lo`, down.
+    pub loopback_up: bool,
     /// Number of slots the [`MountOp::CloneTree`] operations use.
     pub mount_slots: usize,
     /// Call `setsid`; otherwise only `setpgid(0, 0)`.
@@ -352,6 +355,12 @@ pub struct StagePlan {
     /// `SECCOMP_FILTER_FLAG_NEW_LISTENER` and the listener fd is sent (`SCM_RIGHTS`) on
     /// this socket to the parent, then closed: the command never holds it.
     pub notify_socket: Option<RawFd>,
+    /// With [`StagePlan::notify_socket`]: a `NETLINK_SOCK_DIAG` socket is created in the
+    /// command's network namespace (before any filter, which would refuse it) and sent
+    /// in the same message, after the listener. The supervisor asks it which unix
+    /// sockets listen inside the run (`notify::unix_listeners`), so it can tell a
+    /// socket the run bound from a host daemon's.
+    pub unix_diag: bool,
     /// Extra fds passed across exec: `(parent fd, child fd)`. Child fds must be above
     /// 2 and distinct; sources must not collide with any child fd number. Used to hand
     /// a confinement helper (bubblewrap) its seccomp program.

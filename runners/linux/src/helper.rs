@@ -18,7 +18,9 @@
 //!    added to the parent's ruleset ([`RULESET_FD`]), then `landlock_restrict_self`;
 //! 5. capabilities dropped and verified (bubblewrap's `--cap-drop ALL` left none);
 //! 6. the seccomp program, last (with a listener sent to cordon's supervisor on
-//!    [`NOTIFY_FD`] and closed, when asked);
+//!    [`NOTIFY_FD`] and closed, when asked; with a socket diagnostics socket of the
+//!    sandbox's network namespace beside it, when asked: bubblewrap brought its
+//!    loopback up);
 //! 7. a success record on [`STATUS_FD`], then `execve`.
 //!
 //! A failed step writes a [`StageFailure`] record on [`STATUS_FD`] and exits with
@@ -79,6 +81,9 @@ pub struct HelperPlan {
     pub argv: Vec<CString>,
     /// Install the seccomp program with a listener and send it on [`NOTIFY_FD`].
     pub notify: bool,
+    /// Send a `NETLINK_SOCK_DIAG` socket of the sandbox's network namespace with the
+    /// listener (see `StagePlan::unix_diag`).
+    pub unix_diag: bool,
 }
 
 fn give_up(step: Step, errno: i32, detail: u32) -> ! {
@@ -222,6 +227,7 @@ pub fn run(plan: HelperPlan) -> ! {
         namespaces: 0,
         id_maps: None,
         mounts: Vec::new(),
+        loopback_up: false,
         mount_slots: 0,
         new_session: false,
         init: false,
@@ -233,6 +239,7 @@ pub fn run(plan: HelperPlan) -> ! {
         drop_capabilities: true,
         seccomp: vec![program],
         notify_socket: plan.notify.then_some(NOTIFY_FD),
+        unix_diag: plan.notify && plan.unix_diag,
         pass_fds: Vec::new(),
         // Inherited from cordon's stage, which applied them before bubblewrap ran.
         limits: ChildLimits::default(),

@@ -109,7 +109,7 @@ pub use contract::{
 };
 pub use init::{SUPERVISOR_PDEATHSIG, SUPERVISOR_SWEEP_SIGNAL};
 pub use parent::{
-    canary, drop_thread_permission_overrides, fds, host, mounts, notify, request_sweep,
+    canary, drop_thread_permission_overrides, fds, host, local, mounts, notify, request_sweep,
     restore_thread_permission_overrides, signals,
 };
 pub use spawn::{spawn, spawn_queued, Reply, SpawnError, Spawned};

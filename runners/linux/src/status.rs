@@ -64,6 +64,11 @@ pub enum Step {
     /// [`detail::LIMITS_RLIMIT`] or [`detail::LIMITS_OOM_SCORE_ADJ`], plus
     /// [`detail::LIMITS_STRIDE`] × the cgroup's or rlimit's index.
     Limits = 14,
+    /// The run's own network namespace: bringing its loopback up
+    /// ([`detail::NETWORK_LOOPBACK_SOCKET`], [`detail::NETWORK_LOOPBACK_UP`]), or the
+    /// socket diagnostics socket sent with the seccomp listener
+    /// ([`detail::NETWORK_UNIX_DIAG`]).
+    Network = 15,
 }
 
 /// The `detail` numbers of a [`StageFailure`], per [`Step`]: which call of the step
@@ -173,6 +178,13 @@ pub mod detail {
     /// [`Step::Limits`](super::Step::Limits): the cgroup's or rlimit's index is added
     /// times this.
     pub const LIMITS_STRIDE: u32 = 16;
+
+    /// [`Step::Network`](super::Step::Network): the socket for the loopback's ioctl.
+    pub const NETWORK_LOOPBACK_SOCKET: u32 = 0;
+    /// [`Step::Network`](super::Step::Network): `SIOCSIFFLAGS` setting `lo` up.
+    pub const NETWORK_LOOPBACK_UP: u32 = 1;
+    /// [`Step::Network`](super::Step::Network): the `NETLINK_SOCK_DIAG` socket.
+    pub const NETWORK_UNIX_DIAG: u32 = 2;
 }
 
 impl Step {
@@ -194,6 +206,7 @@ impl Step {
             12 => Seccomp,
             13 => Exec,
             14 => Limits,
+            15 => Network,
             _ => return None,
         })
     }
@@ -216,6 +229,7 @@ impl Step {
             Step::Seccomp => "seccomp",
             Step::Exec => "exec",
             Step::Limits => "limits",
+            Step::Network => "network",
         }
     }
 }
@@ -277,7 +291,7 @@ pub(crate) fn decode_record(record: &[u8; STATUS_RECORD_LEN]) -> StageFailure {
 mod tests {
     use super::*;
 
-    const ALL_STEPS: [Step; 15] = [
+    const ALL_STEPS: [Step; 16] = [
         Step::Clone,
         Step::ParentDeathSignal,
         Step::Signals,
@@ -293,6 +307,7 @@ mod tests {
         Step::Seccomp,
         Step::Exec,
         Step::Limits,
+        Step::Network,
     ];
 
     #[test]

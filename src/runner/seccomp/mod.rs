@@ -27,7 +27,10 @@
 //! 4. Allow.
 //!
 //! Filters used: `deny_eperm` and `deny_enosys` always; `network_off` when the network
-//! is off (`socket()` refused with `EACCES`); `host_unix_closed` when it is on
+//! is off (`socket()` refused with `EACCES`), or `loopback_only` instead when the run
+//! has a network namespace of its own and a supervisor (IP and unix stream sockets,
+//! `bind()`, `listen()`; every `connect()` goes to the supervisor, which reaches only
+//! the namespace's loopback and the unix sockets the run itself listens on); `host_unix_closed` when it is on
 //! (`socket(AF_UNIX, …)` and datagram `socketpair()` refused with `EACCES`: `connect()`
 //! must stay open for IP, and the filter cannot read the address it is given, so a
 //! unix socket that could reach a host daemon must not exist at all); `proxy_only`
@@ -59,6 +62,14 @@ pub const HOST_UNIX_FILTER: &str = "host_unix_closed";
 /// path: unix stream sockets may exist, and every `connect()` goes to the supervisor,
 /// which performs it itself (see `crate::denials`); without one, `connect()` fails.
 pub const HOST_UNIX_ALLOW_FILTER: &str = "host_unix_allowlist";
+
+/// The filter added when the network is off and the run has a network namespace of
+/// its own (only its loopback): IP sockets, `bind()` and `listen()` stay (they reach
+/// nothing outside), and every `connect()` goes to the supervisor, which performs it
+/// itself: loopback addresses inside the namespace, abstract unix names (scoped by the
+/// namespace) and pathname unix sockets that a socket of the run's own namespace
+/// listens on (see `crate::denials`); without one, `connect()` fails.
+pub const LOOPBACK_FILTER: &str = "loopback_only";
 
 /// The filter used instead of the network ones when the command may reach some hosts
 /// by name through cordon's egress proxy (`crate::proxy`): TCP stream sockets may
@@ -247,8 +258,65 @@ fn ret_insn(r: Ret) -> Insn {
     }
 }
 
-/// Compiled programs by `[proxy][network_allowed][unix_allowlist][supervised][writes]`.
-type ProgramCache = [[[[[std::sync::OnceLock<Result<Program, SeccompError>>; 2]; 2]; 2]; 2]; 2];
+/// Compiled programs by `[network filter][supervised][writes]`.
+type ProgramCache = [[[std::sync::OnceLock<Result<Program, SeccompError>>; 2]; 2]; NetFilter::ALL.len()];
+
+/// The network filter a confined run installs beside [`ALWAYS_FILTERS`] (one of the
+/// profile's; see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NetFilter {
+    /// [`NETWORK_OFF_FILTER`]: no IP sockets, no `connect()` or `bind()`.
+    Off,
+    /// [`LOOPBACK_FILTER`]: the network is off, but the run has a network namespace of
+    /// its own (only its loopback), so IP sockets, `bind()` and `listen()` stay; every
+    /// `connect()` goes to the supervisor (a pathname unix socket must be one the run
+    /// bound).
+    Loopback,
+    /// [`HOST_UNIX_FILTER`]: the network is on; no unix sockets.
+    HostUnixClosed,
+    /// [`HOST_UNIX_ALLOW_FILTER`]: the network is on; some host unix sockets by path.
+    HostUnixAllowlist,
+    /// [`PROXY_FILTER`]: some hosts by name through cordon's proxy.
+    Proxy,
+}
+
+impl NetFilter {
+    /// Every variant, in the order of their cache index.
+    pub const ALL: [NetFilter; 5] = [
+        NetFilter::Off,
+        NetFilter::Loopback,
+        NetFilter::HostUnixClosed,
+        NetFilter::HostUnixAllowlist,
+        NetFilter::Proxy,
+    ];
+
+    /// The filter for a run: with `proxy`, [`NetFilter::Proxy`] whatever the others say
+    /// (the command reaches the network through cordon's proxy only; allowed host unix
+    /// sockets are decided by the same supervised `connect()`); with the network off,
+    /// [`NetFilter::Loopback`] when the run has a network namespace of its own and a
+    /// supervisor (`loopback`), else [`NetFilter::Off`] (`unix_allowlist` changes only
+    /// the network-on filter: with the network off, `connect()` is supervised already).
+    pub fn select(network_allowed: bool, unix_allowlist: bool, proxy: bool, loopback: bool) -> NetFilter {
+        match (network_allowed, unix_allowlist) {
+            _ if proxy => NetFilter::Proxy,
+            (false, _) if loopback => NetFilter::Loopback,
+            (false, _) => NetFilter::Off,
+            (true, false) => NetFilter::HostUnixClosed,
+            (true, true) => NetFilter::HostUnixAllowlist,
+        }
+    }
+
+    /// The profile's name of the filter.
+    pub fn name(self) -> &'static str {
+        match self {
+            NetFilter::Off => NETWORK_OFF_FILTER,
+            NetFilter::Loopback => LOOPBACK_FILTER,
+            NetFilter::HostUnixClosed => HOST_UNIX_FILTER,
+            NetFilter::HostUnixAllowlist => HOST_UNIX_ALLOW_FILTER,
+            NetFilter::Proxy => PROXY_FILTER,
+        }
+    }
+}
 
 /// The profile's filters that a confined run installs, in installation order (the
 /// order matters only to a kernel that runs them as separate programs; cordon merges
@@ -265,16 +333,15 @@ pub fn filter_names_for(network_allowed: bool, unix_allowlist: bool) -> Vec<&'st
 }
 
 /// Like [`filter_names_for`]; with `proxy`, the network filter is [`PROXY_FILTER`]
-/// whatever the other two say (the command reaches the network through cordon's proxy
-/// only; allowed host unix sockets are decided by the same supervised `connect()`).
+/// whatever the other two say ([`NetFilter::select`]).
 pub fn filter_names_with(network_allowed: bool, unix_allowlist: bool, proxy: bool) -> Vec<&'static str> {
+    filter_names_net(NetFilter::select(network_allowed, unix_allowlist, proxy, false))
+}
+
+/// The filters installed with network filter `net`.
+pub fn filter_names_net(net: NetFilter) -> Vec<&'static str> {
     let mut names: Vec<&'static str> = ALWAYS_FILTERS.to_vec();
-    names.push(match (network_allowed, unix_allowlist) {
-        _ if proxy => PROXY_FILTER,
-        (false, _) => NETWORK_OFF_FILTER,
-        (true, false) => HOST_UNIX_FILTER,
-        (true, true) => HOST_UNIX_ALLOW_FILTER,
-    });
+    names.push(net.name());
     names
 }
 
@@ -320,27 +387,33 @@ pub fn compile_observing_with(
     supervised: bool,
     writes: bool,
 ) -> Result<Program, SeccompError> {
+    compile_net(NetFilter::select(network_allowed, unix_allowlist, proxy, false), supervised, writes)
+}
+
+/// The program of a confined run with network filter `net` (see
+/// [`compile_observing`] for `supervised` and `writes`).
+pub fn compile_net(net: NetFilter, supervised: bool, writes: bool) -> Result<Program, SeccompError> {
     let writes = writes && supervised;
     // The profile is embedded, so each variant compiles to the same program every time:
     // compile it once per process (a long-lived `cordon serve` spawns thousands), or
     // take it from the build (build.rs: a CLI run would compile it every time).
     static CACHE: std::sync::OnceLock<ProgramCache> = std::sync::OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
-    let key = [proxy, network_allowed, unix_allowlist, supervised, writes];
-    cache[proxy as usize][network_allowed as usize][unix_allowlist as usize][supervised as usize][writes as usize]
+    let key = (net, supervised, writes);
+    cache[net as usize][supervised as usize][writes as usize]
         .get_or_init(|| match precompiled(key) {
             Some(program) => Ok(program),
-            None => compile_program_uncached(network_allowed, unix_allowlist, proxy, supervised, writes),
+            None => compile_program_uncached(net, supervised, writes),
         })
         .clone()
 }
 
-/// A program compiled by build.rs: `key` is `[proxy, network, unix_allowlist,
-/// supervised, writes]`, instructions as `(code, jt, jf, k)`, observed rules as
-/// `(nr, name, kind, errno, filter)`.
+/// A program compiled by build.rs: `key` is `(network filter, supervised, writes)`,
+/// instructions as `(code, jt, jf, k)`, observed rules as `(nr, name, kind, errno,
+/// filter)`.
 pub struct PrecompiledProgram {
     /// Which variant.
-    pub key: [bool; 5],
+    pub key: (NetFilter, bool, bool),
     /// Its instructions.
     pub insns: &'static [(u16, u8, u8, u32)],
     /// What its notifications mean.
@@ -348,25 +421,24 @@ pub struct PrecompiledProgram {
 }
 
 /// Every variant build.rs compiles (`writes` only with `supervised`, as
-/// [`compile_observing_with`] normalizes it).
-pub const PRECOMPILED_KEYS: [[bool; 5]; 24] = {
-    let mut keys = [[false; 5]; 24];
+/// [`compile_net`] normalizes it).
+pub const PRECOMPILED_KEYS: [(NetFilter, bool, bool); 3 * NetFilter::ALL.len()] = {
+    let mut keys = [(NetFilter::Off, false, false); 3 * NetFilter::ALL.len()];
     let mut i = 0;
-    while i < 24 {
+    while i < keys.len() {
         let (supervised, writes) = match i % 3 {
             0 => (false, false),
             1 => (true, false),
             _ => (true, true),
         };
-        let bits = i / 3;
-        keys[i] = [bits & 4 != 0, bits & 2 != 0, bits & 1 != 0, supervised, writes];
+        keys[i] = (NetFilter::ALL[i / 3], supervised, writes);
         i += 1;
     }
     keys
 };
 
 /// The build's program for `key`, if it compiled one for this target.
-fn precompiled(key: [bool; 5]) -> Option<Program> {
+fn precompiled(key: (NetFilter, bool, bool)) -> Option<Program> {
     let p = super::seccomp_precompiled::TABLE.iter().find(|p| p.key == key)?;
     Some(Program {
         insns: p.insns.iter().map(|&(code, jt, jf, k)| Insn { code, jt, jf, k }).collect(),
@@ -379,13 +451,11 @@ fn precompiled(key: [bool; 5]) -> Option<Program> {
 }
 
 pub(crate) fn compile_program_uncached(
-    network_allowed: bool,
-    unix_allowlist: bool,
-    proxy: bool,
+    net: NetFilter,
     supervised: bool,
     writes: bool,
 ) -> Result<Program, SeccompError> {
-    let names = filter_names_with(network_allowed, unix_allowlist, proxy);
+    let names = filter_names_net(net);
     let observe: Vec<(String, ObservedKind)> = if supervised {
         let f: ObserveFile = serde_json::from_str(OBSERVE_PROFILE).map_err(|e| SeccompError::Profile(e.to_string()))?;
         f.observe.into_iter().map(|r| (r.syscall, r.kind)).collect()
@@ -612,8 +682,8 @@ mod tests {
         let flat = |p: &Program| p.insns.iter().map(|i| (i.code, i.jt, i.jf, i.k)).collect::<Vec<_>>();
         let mut found = 0;
         for key in PRECOMPILED_KEYS {
-            let [proxy, network, unix, supervised, writes] = key;
-            let fresh = compile_program_uncached(network, unix, proxy, supervised, writes);
+            let (net, supervised, writes) = key;
+            let fresh = compile_program_uncached(net, supervised, writes);
             let Some(built) = precompiled(key) else { continue };
             found += 1;
             let fresh = fresh.unwrap_or_else(|e| panic!("{key:?}: precompiled, but does not compile now: {e}"));
@@ -629,7 +699,7 @@ mod tests {
         keys.sort();
         keys.dedup();
         assert_eq!(keys.len(), PRECOMPILED_KEYS.len());
-        assert!(keys.iter().all(|k| !k[4] || k[3]));
+        assert!(keys.iter().all(|k| !k.2 || k.1));
     }
 
     /// Run `prog` on one syscall through the test tree's classic-BPF interpreter (the
@@ -822,6 +892,61 @@ mod tests {
     }
 
     #[test]
+    fn loopback_mode_keeps_tcp_udp_and_unix_streams_and_supervises_every_connect() {
+        let allow = libc::SECCOMP_RET_ALLOW;
+        let eacces = libc::SECCOMP_RET_ERRNO | 13;
+        let flags = (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u64;
+        for unix in [false, true] {
+            assert_eq!(NetFilter::select(false, unix, false, true), NetFilter::Loopback);
+        }
+        assert_eq!(NetFilter::select(false, false, true, true), NetFilter::Proxy, "hosts by name keep the proxy");
+        assert_eq!(NetFilter::select(true, false, false, true), NetFilter::HostUnixClosed, "network on");
+        assert_eq!(filter_names_net(NetFilter::Loopback), ["deny_eperm", "deny_enosys", LOOPBACK_FILTER]);
+        let p = compile_net(NetFilter::Loopback, false, false).unwrap().insns;
+        for fam in [2u64, 10] {
+            // TCP and UDP (with flags, protocol 0 or their own) may exist.
+            for (ty, proto) in [(1u64, 0u64), (1, 6), (2, 0), (2, 17)] {
+                assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [fam, ty | flags, proto, 0, 0, 0]), allow);
+            }
+            // Raw, SEQPACKET (SCTP), DCCP, packet and unknown types are refused.
+            for ty in [0u64, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] {
+                assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [fam, ty | flags, 0, 0, 0, 0]), eacces, "{ty}");
+            }
+            // SCTP, MPTCP, UDP-Lite, ICMP (ping sockets) refused.
+            for proto in [132u64, 262, 136, 1, 58, 255] {
+                assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [fam, 1, proto, 0, 0, 0]), eacces, "{proto}");
+                assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [fam, 2, proto, 0, 0, 0]), eacces, "{proto}");
+            }
+        }
+        // Netlink, packet, vsock and unknown families refused; unix as with the network off.
+        for fam in [16u64, 17, 40, 0, 3] {
+            assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [fam, 1, 0, 0, 0, 0]), eacces, "family {fam}");
+        }
+        assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [1, 1 | flags, 0, 0, 0, 0]), allow);
+        assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [1, 5, 0, 0, 0, 0]), allow);
+        for ty in [2u64, 3, 9] {
+            assert_eq!(run(&p, NATIVE, libc::SYS_socket as u32, [1, ty, 0, 0, 0, 0]), eacces, "unix {ty}");
+            assert_eq!(run(&p, NATIVE, libc::SYS_socketpair as u32, [1, ty, 0, 0, 0, 0]), eacces, "pair {ty}");
+        }
+        assert_eq!(run(&p, NATIVE, libc::SYS_socketpair as u32, [1, 1, 0, 0, 0, 0]), allow);
+        assert_eq!(run(&p, NATIVE, libc::SYS_socketpair as u32, [2, 1, 0, 0, 0, 0]), eacces);
+        // Listening and TCP Fast Open reach only the run's own namespace.
+        assert_eq!(run(&p, NATIVE, libc::SYS_listen as u32, [3, 0, 0, 0, 0, 0]), allow);
+        let fastopen = libc::MSG_FASTOPEN as u64;
+        assert_eq!(run(&p, NATIVE, libc::SYS_sendto as u32, [3, 0, 0, fastopen, 0, 0]), allow);
+        // Without a supervisor neither connect nor bind.
+        for nr in [libc::SYS_connect, libc::SYS_bind] {
+            assert_eq!(run(&p, NATIVE, nr as u32, [3, 0, 0, 0, 0, 0]), eacces, "{nr}");
+        }
+        // Supervised, both go to the supervisor, named by the loopback filter.
+        let sup = compile_net(NetFilter::Loopback, true, true).unwrap();
+        for nr in [libc::SYS_connect, libc::SYS_bind] {
+            assert_eq!(run(&sup.insns, NATIVE, nr as u32, [3, 0, 0, 0, 0, 0]), RET_USER_NOTIF);
+            assert_eq!(sup.observed[&nr].filter, LOOPBACK_FILTER);
+        }
+    }
+
+    #[test]
     fn every_rule_has_a_reason_and_seccompiler_accepts_the_profile() {
         let json: serde_json::Value = serde_json::from_str(CONFINED_PROFILE).unwrap();
         for (name, filter) in json.as_object().unwrap() {
@@ -859,6 +984,8 @@ mod tests {
             compile_program(network_allowed, true).expect("the real profile names each syscall in one filter");
             compile_observing_with(network_allowed, false, true, true, true)
                 .expect("the proxy variant names each syscall in one filter, with the write rules too");
+            compile_net(NetFilter::Loopback, true, true)
+                .expect("the loopback variant names each syscall in one filter, with the write rules too");
         }
     }
 

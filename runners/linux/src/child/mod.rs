@@ -1,5 +1,5 @@
 //! The child's steps of the contract (see the crate docs), between `clone` and
-//! `execve`: the outer steps 1, 2, 4 and 5 (`stage_outer`; an init runs them for
+//! `execve`: the outer steps 1, 2, 4, 5 and 5b (`stage_outer`; an init runs them for
 //! itself) and the inner steps 3 and 6 to 13 (`stage_inner`, ending in
 //! `confine_and_exec`, which the bwrap helper shares). Mounts, Landlock, capabilities
 //! and seccomp (with the listener hand-back) are submodules.
@@ -39,8 +39,8 @@ pub(crate) fn child_stage(p: &mut Prepared<'_>) -> ! {
     stage_inner(p)
 }
 
-/// Steps 1, 2, 4 and 5: parent-death signal, signal dispositions, identity maps,
-/// mounts. (The limits of step 1 are the command's own: `stage_inner`.) The signal
+/// Steps 1, 2, 4, 5 and 5b: parent-death signal, signal dispositions, identity maps,
+/// mounts, the loopback. (The limits of step 1 are the command's own: `stage_inner`.) The signal
 /// mask stays full: the init clears its own once its forwarders are installed, the
 /// command's process just before `execve`.
 pub(crate) fn stage_outer(p: &mut Prepared<'_>, pdeath_signal: libc::c_int) {
@@ -72,6 +72,39 @@ pub(crate) fn stage_outer(p: &mut Prepared<'_>, pdeath_signal: libc::c_int) {
 
     // 5. Mounts.
     mounts::apply_mounts(p);
+
+    // 5b. The loopback of the run's own network namespace.
+    if plan.loopback_up {
+        loopback_up(p);
+    }
+}
+
+/// Step 5b: `lo` up (`SIOCSIFFLAGS` on a datagram socket of the new namespace; the
+/// kernel gives it 127.0.0.1/8 and ::1 as it comes up). Needs `CAP_NET_ADMIN` over
+/// the namespace: root, or the owner of the new user namespace, before step 11.
+fn loopback_up(p: &Prepared<'_>) {
+    // SAFETY: socket with integer arguments; the fd is closed below.
+    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if s < 0 {
+        fail(p, Step::Network, errno(), detail::NETWORK_LOOPBACK_SOCKET);
+    }
+    // SAFETY: ifreq is plain data; all zeroes is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    #[allow(clippy::cast_possible_truncation, reason = "IFF_UP | IFF_RUNNING fit in the short ifr_flags")]
+    {
+        req.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    }
+    // SAFETY: ioctl(SIOCSIFFLAGS) reads a local ifreq.
+    let r = unsafe { libc::ioctl(s, libc::SIOCSIFFLAGS as _, &req as *const libc::ifreq) };
+    let e = errno();
+    // SAFETY: closing the socket opened above.
+    unsafe { libc::close(s) };
+    if r != 0 {
+        fail(p, Step::Network, e, detail::NETWORK_LOOPBACK_UP);
+    }
 }
 
 /// Every signal's disposition back to the default: a handler of cordon's must not run

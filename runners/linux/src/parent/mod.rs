@@ -12,6 +12,7 @@ use crate::init::SUPERVISOR_SWEEP_SIGNAL;
 pub mod canary;
 pub mod fds;
 pub mod host;
+pub mod local;
 pub mod mounts;
 pub mod notify;
 pub mod signals;

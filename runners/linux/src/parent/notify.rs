@@ -7,7 +7,7 @@
 //! read decides the report and may add a refusal, never an allowance.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 /// One notification: the syscall a sandboxed task is blocked in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,13 +72,25 @@ pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// Receive one fd sent with `SCM_RIGHTS` (non-blocking: the child sent it before
-/// `spawn` returned).
+/// `spawn` returned); any other fd in the message is closed.
 pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    recv_fds(sock).map(|mut fds| fds.swap_remove(0))
+}
+
+/// The most fds [`recv_fds`] takes from one message.
+const MAX_FDS: usize = 2;
+
+/// Receive the fds sent with `SCM_RIGHTS` in one message (at least one, at most two:
+/// the seccomp listener, then the socket diagnostics socket of the command's network
+/// namespace when the plan asked for it); non-blocking.
+pub fn recv_fds(sock: BorrowedFd<'_>) -> io::Result<Vec<OwnedFd>> {
     let mut control = crate::sys::CmsgBuf { buf: [0; 64] };
     let mut byte = [0u8; 1];
     let mut iov = libc::iovec { iov_base: byte.as_mut_ptr() as *mut libc::c_void, iov_len: 1 };
+    let int = std::mem::size_of::<RawFd>();
     // SAFETY: recvmsg into local buffers; the control message is parsed with the
-    // CMSG_* macros within the buffer's bounds and checked for type and length.
+    // CMSG_* macros within the buffer's bounds and checked for type and length; every
+    // fd it carries is owned at once (so none leaks on an error below).
     unsafe {
         let mut msg: libc::msghdr = std::mem::zeroed();
         msg.msg_iov = &mut iov;
@@ -97,16 +109,19 @@ pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<OwnedFd> {
         {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "no descriptor in the message"));
         }
-        let mut fd: RawFd = -1;
-        std::ptr::copy_nonoverlapping(
-            libc::CMSG_DATA(cmsg),
-            &mut fd as *mut RawFd as *mut u8,
-            std::mem::size_of::<RawFd>(),
-        );
-        if fd < 0 {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "bad descriptor in the message"));
+        let payload = ((*cmsg).cmsg_len - libc::CMSG_LEN(0) as usize) / int;
+        let mut fds = Vec::with_capacity(payload.min(MAX_FDS));
+        for i in 0..payload {
+            let mut fd: RawFd = -1;
+            std::ptr::copy_nonoverlapping(libc::CMSG_DATA(cmsg).add(i * int), &mut fd as *mut RawFd as *mut u8, int);
+            if fd >= 0 {
+                fds.push(OwnedFd::from_raw_fd(fd));
+            }
         }
-        Ok(OwnedFd::from_raw_fd(fd))
+        if fds.len() != payload || fds.is_empty() || fds.len() > MAX_FDS {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "bad descriptors in the message"));
+        }
+        Ok(fds)
     }
 }
 
@@ -155,22 +170,22 @@ const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
 /// peer that never accepts cannot hold the supervisor after the command is gone. The
 /// socket's own file flags are restored before returning.
 pub fn connect_on_behalf(tid: u32, fd: u64, addr: &[u8], still_waiting: impl Fn() -> bool) -> io::Result<()> {
+    let sock = take_socket(tid, fd)?;
+    connect_socket(sock.as_fd(), addr, still_waiting)
+}
+
+/// The open file behind descriptor `fd` of thread `tid` (blocked in a notified
+/// syscall), duplicated into this process with `pidfd_getfd` from that thread's own
+/// descriptor table: the object the command named, whatever the number names later.
+pub fn take_socket(tid: u32, fd: u64) -> io::Result<OwnedFd> {
     let target_fd = i32::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
-    let len = libc::socklen_t::try_from(addr.len()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    if addr.len() < 2 || addr.len() > std::mem::size_of::<libc::sockaddr_storage>() {
-        return Err(io::Error::from_raw_os_error(libc::EINVAL));
-    }
     let tid = libc::pid_t::try_from(tid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
-    // SAFETY: pidfd_open with integer arguments.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid, PIDFD_THREAD) };
-    if pidfd < 0 {
-        // Without PIDFD_THREAD (older kernels) a non-leader thread cannot be named:
-        // refuse rather than read another descriptor table.
-        return Err(io::Error::last_os_error());
-    }
-    #[allow(clippy::cast_possible_truncation, reason = "the kernel returns an fd (an int) widened to long")]
-    // SAFETY: the kernel returned a new fd that nothing else owns.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
+    let pidfd = match pidfd_open(tid, PIDFD_THREAD) {
+        Ok(fd) => fd,
+        // Before Linux 6.9 the flag is unknown.
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => leader_sharing_files(tid)?,
+        Err(e) => return Err(e),
+    };
     // SAFETY: pidfd_getfd with integer arguments.
     let sock = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), target_fd, 0) };
     if sock < 0 {
@@ -178,7 +193,52 @@ pub fn connect_on_behalf(tid: u32, fd: u64, addr: &[u8], still_waiting: impl Fn(
     }
     #[allow(clippy::cast_possible_truncation, reason = "the kernel returns an fd (an int) widened to long")]
     // SAFETY: the kernel returned a new fd that nothing else owns.
-    let sock = unsafe { OwnedFd::from_raw_fd(sock as RawFd) };
+    Ok(unsafe { OwnedFd::from_raw_fd(sock as RawFd) })
+}
+
+fn pidfd_open(pid: libc::pid_t, flags: libc::c_uint) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open with integer arguments.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    #[allow(clippy::cast_possible_truncation, reason = "the kernel returns an fd (an int) widened to long")]
+    // SAFETY: the kernel returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `KCMP_FILES` from `<linux/kcmp.h>`.
+const KCMP_FILES: libc::c_int = 2;
+
+/// Without `PIDFD_THREAD` (before Linux 6.9) only a thread-group leader has a pidfd:
+/// the leader's of `tid`, when `tid` shares its descriptor table (`kcmp(KCMP_FILES)`;
+/// threads made by `pthread_create` always do, and the command cannot unshare it:
+/// seccomp refuses `unshare`). Otherwise `EINVAL`: never another table than the
+/// thread's own.
+pub(crate) fn leader_sharing_files(tid: libc::pid_t) -> io::Result<OwnedFd> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status"))?;
+    let tgid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse::<libc::pid_t>().ok())
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?;
+    if tgid != tid {
+        // SAFETY: kcmp with integer arguments.
+        let same = unsafe { libc::syscall(libc::SYS_kcmp, tgid, tid, KCMP_FILES, 0, 0) };
+        if same != 0 {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+    }
+    pidfd_open(tgid, 0)
+}
+
+/// Connect `sock` (taken from the command with [`take_socket`]) to `addr`, a complete
+/// `sockaddr` the supervisor chose, waiting as [`connect_on_behalf`] describes.
+pub fn connect_socket(sock: BorrowedFd<'_>, addr: &[u8], still_waiting: impl Fn() -> bool) -> io::Result<()> {
+    let len = libc::socklen_t::try_from(addr.len()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    if addr.len() < 2 || addr.len() > std::mem::size_of::<libc::sockaddr_storage>() {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
     // A properly aligned copy of the address.
     // SAFETY: sockaddr_storage is plain old data; all zeroes is a valid value.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
@@ -186,17 +246,17 @@ pub fn connect_on_behalf(tid: u32, fd: u64, addr: &[u8], still_waiting: impl Fn(
     unsafe {
         std::ptr::copy_nonoverlapping(addr.as_ptr(), &mut storage as *mut _ as *mut u8, addr.len());
     }
-    // SAFETY: fcntl(F_GETFL) on an fd we own.
+    // SAFETY: fcntl(F_GETFL) on a borrowed, open fd.
     let flags = unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_GETFL) };
     if flags < 0 {
         return Err(io::Error::last_os_error());
     }
     let blocking = flags & libc::O_NONBLOCK == 0;
-    // SAFETY: fcntl(F_SETFL) on an fd we own (the flag is restored below).
+    // SAFETY: fcntl(F_SETFL) on a borrowed, open fd (the flag is restored below).
     if blocking && unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
         return Err(io::Error::last_os_error());
     }
-    let result = connect_wait(&sock, &storage, len, blocking, &still_waiting);
+    let result = connect_wait(sock, &storage, len, blocking, &still_waiting);
     if blocking {
         // SAFETY: fcntl(F_SETFL) restoring the flags read above.
         unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_SETFL, flags) };
@@ -209,7 +269,7 @@ pub fn connect_on_behalf(tid: u32, fd: u64, addr: &[u8], still_waiting: impl Fn(
 pub const CONNECT_SLICE_MS: i32 = 100;
 
 fn connect_wait(
-    sock: &OwnedFd,
+    sock: BorrowedFd<'_>,
     storage: &libc::sockaddr_storage,
     len: libc::socklen_t,
     blocking: bool,
@@ -367,4 +427,33 @@ fn read_proc_mem(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
     use std::os::unix::fs::FileExt;
     let file = std::fs::File::open(format!("/proc/{pid}/mem"))?;
     file.read_at(buf, addr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn before_pidfd_thread_a_thread_is_named_by_its_leader_when_it_shares_the_table() {
+        use std::os::fd::AsFd;
+        let file = std::fs::File::open("/proc/self/status").unwrap();
+        let raw = file.as_raw_fd();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || {
+            // SAFETY: gettid has no arguments.
+            tx.send(unsafe { libc::gettid() }).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        });
+        let tid = rx.recv().unwrap();
+        let pidfd = leader_sharing_files(tid).unwrap();
+        // SAFETY: pidfd_getfd with integer arguments.
+        let got = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), raw, 0) };
+        assert!(got >= 0, "{}", io::Error::last_os_error());
+        #[allow(clippy::cast_possible_truncation)]
+        // SAFETY: a fresh fd.
+        let got = unsafe { OwnedFd::from_raw_fd(got as RawFd) };
+        let id = |fd: BorrowedFd<'_>| crate::FileIdentity::of_fd(fd.as_raw_fd()).unwrap();
+        assert_eq!(id(got.as_fd()), id(file.as_fd()));
+        t.join().unwrap();
+    }
 }
