@@ -17,7 +17,8 @@
 //! `CORDON_DISABLE_OVERLAY=1` as one that cannot mount overlay filesystems (the
 //! private layers fall back to empty tmpfs mounts, see [`Overlay`]);
 //! `CORDON_DISABLE_FRESH_PROC=1` as a container whose runtime masks `/proc` (no fresh
-//! procfs can be mounted).
+//! procfs can be mounted); `CORDON_DISABLE_NETNS=1` as one that cannot make network
+//! namespaces.
 
 use crate::vocab::RunnerKind;
 use serde::Serialize;
@@ -38,6 +39,9 @@ pub const ENV_DISABLE_FRESH_PROC: &str = "CORDON_DISABLE_FRESH_PROC";
 
 /// The first kernel that lets a user namespace mount overlayfs (5.11).
 const OVERLAY_USERNS_KERNEL: (u32, u32) = (5, 11);
+/// Environment variable making cordon behave as if network namespaces could not be
+/// made (runs then keep the host's, with IP and `connect()` refused as before).
+pub const ENV_DISABLE_NETNS: &str = "CORDON_DISABLE_NETNS";
 
 /// `CAP_SYS_ADMIN`'s bit number.
 const CAP_SYS_ADMIN: u32 = 21;
@@ -136,6 +140,10 @@ pub struct HostFacts {
     pub proc_mount: ProcMount,
     /// Whether private layers over host directories can be mounted (overlayfs).
     pub overlay: Overlay,
+    /// A network namespace of the run's own can be made beside the others (local IPC
+    /// with the network off): not when namespaces are unavailable, when
+    /// `user.max_net_namespaces` is 0, or with `CORDON_DISABLE_NETNS=1`.
+    pub net_namespace: bool,
     /// The bubblewrap binary, when found on `PATH`.
     pub bwrap: Option<PathBuf>,
     /// Runners disabled by `CORDON_DISABLE_RUNNERS`.
@@ -525,6 +533,9 @@ impl HostFacts {
         } else {
             Overlay::Unavailable { reason: "no mount namespace".into() }
         };
+        let net_namespace = namespaces.available()
+            && env(ENV_DISABLE_NETNS).is_none_or(|v| v != "1")
+            && read_trim("/proc/sys/user/max_net_namespaces").as_deref() != Some("0");
         let bwrap = if linux { trusted_bwrap(euid) } else { None };
         let disabled_runners = env(ENV_DISABLE_RUNNERS)
             .map(|v| v.split(',').filter_map(|n| n.trim().parse::<RunnerKind>().ok()).collect())
@@ -543,6 +554,7 @@ impl HostFacts {
             namespaces,
             proc_mount,
             overlay,
+            net_namespace,
             bwrap,
             disabled_runners,
             stage_helper: registered_stage_helper(),

@@ -1226,6 +1226,20 @@ case!(net_loopback_ipc_is_the_runs_own, |c| {
             assert!(net_denials(&r).is_empty(), "{mode}: {op}: a local connection was reported\n{r:?}");
         }
         assert_absent(Path::new(&in_tmp), "the run's socket in its private temp dir appeared on the host");
+        if mode == READ_ONLY {
+            // A socket file is a file: none in a read-only workspace, and the refusal
+            // is a write denial naming it.
+            let name = format!("ro-{tag}.sock");
+            let r = c.probe(mode, "unix-echo", &[&name])?;
+            r.assert_refused_with(FS_DENIED, "read-only: a socket bound in the workspace");
+            assert_absent(&c.ws.join(&name), "read-only: a socket file appeared in the workspace");
+            let j = r.run.as_ref().unwrap().j();
+            let named =
+                j["sandbox"]["denials"].as_array().into_iter().flatten().any(|d| {
+                    d["kind"] == "file-write" && d["target"].as_str().is_some_and(|t| t.ends_with(name.as_str()))
+                });
+            assert!(named, "read-only: the refused bind is not a file-write denial\n{r:?}");
+        }
     }
     if c.runner == "landlock" && !c.id.is_root() {
         let mut n = c.opts(WORKSPACE_WRITE);
@@ -3277,6 +3291,7 @@ fn degraded_hosts() -> Vec<(String, Vec<(String, String)>)> {
         .map(|n| (format!("landlock-abi-{n}"), vec![("CORDON_LANDLOCK_ABI_MAX".to_string(), n.to_string())]))
         .collect();
     v.push(("no-userns".into(), vec![("CORDON_DISABLE_USERNS".into(), "1".into())]));
+    v.push(("no-netns".into(), vec![("CORDON_DISABLE_NETNS".into(), "1".into())]));
     v.push((
         "no-userns+abi-3".into(),
         vec![("CORDON_DISABLE_USERNS".into(), "1".into()), ("CORDON_LANDLOCK_ABI_MAX".into(), "3".into())],
@@ -3395,6 +3410,13 @@ fn degraded_battery(
     let r = run!(o, "unix-abstract", &[&name]);
     if trap.touched_within(200) {
         bad.push(("unix-sockets", format!("{r:?}")));
+    }
+    let dir = SockDir::new();
+    let path = dir.0.join("d.sock");
+    let trap = UnixTrap::stream_path(c, &path);
+    let r = run!(o, "unix-connect", &[s(&path)]);
+    if trap.touched_within(200) {
+        bad.push(("unix-sockets", format!("pathname: {r:?}")));
     }
     // signals / process-inspection
     let mut v = c.victim();

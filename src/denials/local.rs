@@ -63,6 +63,49 @@ impl OwnNet {
         self.seq = self.seq.wrapping_add(1);
         cordon_stage::local::unix_listeners(self.diag.as_fd(), self.seq).is_ok_and(|l| l.contains(&file))
     }
+
+    /// Whether a socket of the run's namespace takes what is sent to `addr`: a TCP
+    /// listener (`stream`) or a bound UDP socket there, or at the wildcard address of
+    /// its family (an IPv6 one takes IPv4 too). `true` when the namespace cannot be
+    /// asked (the report then stays silent: no evidence).
+    fn takes(&mut self, addr: SocketAddr, stream: bool) -> bool {
+        use cordon_stage::local::{inet_sockets, TCP_LISTEN};
+        let (proto, states) =
+            if stream { (libc::IPPROTO_TCP, 1u32 << TCP_LISTEN) } else { (libc::IPPROTO_UDP, u32::MAX) };
+        let v4 = v4_of(addr.ip());
+        let families: &[i32] = if v4.is_some() { &[libc::AF_INET, libc::AF_INET6] } else { &[libc::AF_INET6] };
+        for &family in families {
+            self.seq = self.seq.wrapping_add(1);
+            #[allow(clippy::cast_possible_truncation, reason = "address families and IP protocols fit in a byte")]
+            let Ok(sockets) = inet_sockets(self.diag.as_fd(), self.seq, family as u8, proto as u8, states) else {
+                return true;
+            };
+            if sockets.iter().any(|s| s.port() == addr.port() && covers(s.ip(), addr.ip())) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Whether the host has something at `addr` that the run's own loopback does not:
+    /// the evidence that a run's send or connect there missed a host socket.
+    fn misses_host(&mut self, addr: SocketAddr, stream: bool) -> bool {
+        !self.takes(addr, stream) && host_has_inet(addr, stream)
+    }
+}
+
+/// The IPv4 address `ip` is or maps.
+fn v4_of(ip: IpAddr) -> Option<Ipv4Addr> {
+    match ip {
+        IpAddr::V4(v4) => Some(v4),
+        IpAddr::V6(v6) => v6.to_ipv4_mapped(),
+    }
+}
+
+/// Whether a socket bound to `bound` takes traffic for `to`: the same address, or the
+/// wildcard address of its family (IPv6's also takes IPv4, dual-stack).
+fn covers(bound: IpAddr, to: IpAddr) -> bool {
+    bound.is_unspecified() || v4_of(bound).is_some_and(|b| v4_of(to) == Some(b)) || bound == to
 }
 
 /// What to check once a performed connect has its result.
@@ -72,8 +115,10 @@ pub(super) enum Afterwards {
     Nothing,
     /// A host socket the policy allows: connected with the caller's permissions.
     Allowed,
-    /// A loopback IP address: was a host listener out of reach?
-    Loopback { addr: SocketAddr, stream: bool },
+    /// A loopback IP address where the host has a socket and the run none (checked
+    /// before the connect): recorded unless the connect reached something after all
+    /// (a listener of the run's that came up meanwhile).
+    MissedHost { target: String, stream: bool },
     /// An abstract unix name: was it only the host's?
     Abstract { name: Vec<u8> },
 }
@@ -137,7 +182,12 @@ pub(super) fn plan_local_connect(
             let Some(addr) = inet_addr(&raw) else { return LocalPlan::Refuse(libc::EAFNOSUPPORT) };
             if is_loopback(addr.ip()) {
                 let stream = info.ty == libc::SOCK_STREAM;
-                return LocalPlan::Perform { sock, addr: raw, pin: None, after: Afterwards::Loopback { addr, stream } };
+                let after = if own.misses_host(addr, stream) {
+                    Afterwards::MissedHost { target: inet_target(addr), stream }
+                } else {
+                    Afterwards::Nothing
+                };
+                return LocalPlan::Perform { sock, addr: raw, pin: None, after };
             }
             let target = read_sockaddr(n.pid, n.args[1], n.args[2]).unwrap_or_else(|| addr.to_string());
             record(sink, target, libc::ENETUNREACH, "only the run's own loopback");
@@ -247,35 +297,43 @@ fn is_loopback(ip: IpAddr) -> bool {
     }
 }
 
+/// `inet:1.2.3.4:80` or `inet6:[::1]:80`.
+fn inet_target(addr: SocketAddr) -> String {
+    match addr {
+        SocketAddr::V4(a) => format!("inet:{a}"),
+        SocketAddr::V6(a) => format!("inet6:{a}"),
+    }
+}
+
+fn record_missed_host(sink: &DenialSink, target: String, stream: bool, call: &str) {
+    let why = if stream {
+        "the host's listener there is not reachable"
+    } else {
+        "the host's socket bound there is not reachable"
+    };
+    push(
+        sink,
+        Denial {
+            kind: DenialKind::Network,
+            target: Some(target),
+            evidence: format!("seccomp supervisor: {call} to the run's own loopback (network off: {why})"),
+            line: None,
+            proxy: None,
+        },
+    );
+}
+
 /// After a performed connect: record what the host had there but the run could not
-/// reach (see the module docs). `result` is the connect's errno (0: connected).
+/// reach (see the module docs). `result` is the connect's errno (0: connected; a
+/// non-blocking TCP connect answers `EINPROGRESS`, and the run had no listener there).
 pub(super) fn after_connect(after: &Afterwards, result: i32, sink: &DenialSink) {
     match after {
         Afterwards::Nothing | Afterwards::Allowed => {}
-        Afterwards::Loopback { addr, stream } => {
-            let missed = if *stream { result == libc::ECONNREFUSED } else { result == 0 };
-            if missed && host_has_inet(*addr, *stream) {
-                let target = match addr {
-                    SocketAddr::V4(a) => format!("inet:{a}"),
-                    SocketAddr::V6(a) => format!("inet6:{a}"),
-                };
-                let why = if *stream {
-                    "the host's listener there is not reachable"
-                } else {
-                    "the host's socket bound there is not reachable"
-                };
-                push(
-                    sink,
-                    Denial {
-                        kind: DenialKind::Network,
-                        target: Some(target),
-                        evidence: format!(
-                            "seccomp supervisor: connect() to the run's own loopback (network off: {why})"
-                        ),
-                        line: None,
-                        proxy: None,
-                    },
-                );
+        Afterwards::MissedHost { target, stream } => {
+            // A datagram socket connects whatever is there; a stream one that
+            // connected found a listener of the run's after all.
+            if !*stream || result != 0 {
+                record_missed_host(sink, target.clone(), *stream, "connect()");
             }
         }
         Afterwards::Abstract { name } => {
@@ -287,6 +345,49 @@ pub(super) fn after_connect(after: &Afterwards, result: i32, sink: &DenialSink) 
     }
 }
 
+/// Judge one `sendto()` with an address under the loopback filter, for the report
+/// only (the caller answers `CONTINUE`: the kernel sends within the run's namespace,
+/// where any address but the run's loopback has no route): a datagram (or TCP Fast
+/// Open) to a loopback address where the host has a socket and the run none is
+/// recorded, and so is one to any other address.
+pub(super) fn judge_sendto(
+    n: &cordon_stage::notify::Notification,
+    listener: &OwnedFd,
+    own: &mut OwnNet,
+    sink: &DenialSink,
+) {
+    let raw = read_raw_sockaddr(n.pid, n.args[4], n.args[5]);
+    let raw = if cordon_stage::notify::id_valid(listener.as_fd(), n.id) { raw } else { None };
+    let Some(addr) = raw.as_deref().and_then(inet_addr) else { return };
+    let Ok(sock) = cordon_stage::notify::take_socket(n.pid, n.args[0]) else { return };
+    let Ok(info) = cordon_stage::local::socket_info(sock.as_fd()) else { return };
+    if info.netns_cookie != own.cookie || !matches!(info.domain, libc::AF_INET | libc::AF_INET6) {
+        return;
+    }
+    let stream = info.ty == libc::SOCK_STREAM;
+    if !is_loopback(addr.ip()) {
+        record_sent(sink, inet_target(addr), "sendto()");
+    } else if own.misses_host(addr, stream) {
+        record_missed_host(sink, inet_target(addr), stream, "sendto()");
+    }
+}
+
+fn record_sent(sink: &DenialSink, target: String, call: &str) {
+    push(
+        sink,
+        Denial {
+            kind: DenialKind::Network,
+            target: Some(target),
+            evidence: format!(
+                "seccomp supervisor: {call} refused by the kernel with {} (network off: only the run's own loopback)",
+                errno_text(libc::ENETUNREACH)
+            ),
+            line: None,
+            proxy: None,
+        },
+    );
+}
+
 /// Whether cordon's own network namespace (the host's) has a TCP listener (`stream`)
 /// or a bound UDP socket at `addr` (or at the wildcard address of its family, which
 /// also takes IPv4 on a dual-stack IPv6 socket): from `/proc/self/net/{tcp,udp}{,6}`.
@@ -294,10 +395,7 @@ fn host_has_inet(addr: SocketAddr, stream: bool) -> bool {
     let proto = if stream { "tcp" } else { "udp" };
     // TCP_LISTEN for TCP; a bound, unconnected UDP socket shows TCP_CLOSE.
     let state = if stream { "0A" } else { "07" };
-    let v4 = match addr.ip() {
-        IpAddr::V4(v4) => Some(v4),
-        IpAddr::V6(v6) => v6.to_ipv4_mapped(),
-    };
+    let v4 = v4_of(addr.ip());
     let port = addr.port();
     let mut found = false;
     if let Some(v4) = v4 {

@@ -206,6 +206,13 @@ fn serve(listener: OwnedFd, mut own: Option<local::OwnNet>, stop: &OwnedFd, mut 
             };
             continue;
         }
+        if o.name == "sendto" && o.filter == crate::runner::seccomp::LOOPBACK_FILTER {
+            if let Some(own) = own.as_mut() {
+                local::judge_sendto(&n, &listener, own, &s.sink);
+            }
+            let _ = cordon_stage::notify::respond_continue(l, n.id);
+            continue;
+        }
         if o.name == "bind" && o.filter == crate::runner::seccomp::LOOPBACK_FILTER {
             let _ = match local::judge_bind(&n, &listener, s.writes.as_mut(), &s.sink) {
                 crate::writes::Answer::Continue => cordon_stage::notify::respond_continue(l, n.id),

@@ -388,7 +388,7 @@ impl Runner for LandlockRunner {
         let host = input.host;
         let abi = host.landlock_abi;
         let ns = host.namespaces.available();
-        let own_net = ns && own_network(policy);
+        let own_net = ns && host.net_namespace && own_network(policy);
         let namespaces = if ns {
             NamespacePlan {
                 user: matches!(host.namespaces, Namespaces::UserNamespace),
@@ -686,6 +686,7 @@ mod tests {
             } else {
                 crate::host::Overlay::Unavailable { reason: "no mount namespace".into() }
             },
+            net_namespace: ns,
             bwrap: None,
             proc_mount: Default::default(),
             disabled_runners: vec![],
@@ -728,6 +729,46 @@ mod tests {
         }
         let e4 = LandlockRunner.enforcement(&policy(Mode::ReadOnly), &host(4, true));
         assert!(e4.gaps.iter().any(|g| g.restriction == "device-ioctl"));
+    }
+
+    #[test]
+    fn a_network_namespace_of_its_own_only_with_the_network_off_and_namespaces() {
+        let plan = |p: &ExecutionPolicy, h: &HostFacts| {
+            let input = PlanInput {
+                policy: p,
+                host: h,
+                program: "/bin/true".into(),
+                argv: vec!["true".into()],
+                cwd: "/tmp/ws".into(),
+                run_dir: "/run/c/r1".into(),
+                new_session: true,
+                tmpfs_size: None,
+                private_dirs: Vec::new(),
+                git_config: None,
+                held: None,
+                state_dir: None,
+            };
+            let plan = LandlockRunner.plan(&input).unwrap();
+            let seccomp = plan.seccomp.unwrap();
+            assert_eq!(seccomp.loopback, plan.namespaces.net, "the filter follows the namespace");
+            let deny_tcp = plan.landlock.as_ref().is_some_and(|l| l.deny_tcp);
+            (plan.namespaces.net, deny_tcp)
+        };
+        for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
+            // Network off, namespaces: its own loopback, Landlock leaves TCP to it.
+            assert_eq!(plan(&policy(mode), &host(7, true)), (true, false), "{mode}");
+            // No namespaces, or none for the network: the host's, TCP denied as before.
+            assert_eq!(plan(&policy(mode), &host(7, false)), (false, true), "{mode}");
+            let no_netns = HostFacts { net_namespace: false, ..host(7, true) };
+            assert_eq!(plan(&policy(mode), &no_netns), (false, true), "{mode}");
+            // Network on: the host's (IP is allowed anyway).
+            let on = ExecutionPolicy { network: true, ..policy(mode) };
+            assert_eq!(plan(&on, &host(7, true)), (false, false), "{mode}");
+            // Hosts by name: the host's, where cordon's proxy listens.
+            let mut by_name = policy(mode);
+            by_name.allow_hosts = crate::proxy::AllowList::parse(&["pypi.org".to_string()]).unwrap();
+            assert_eq!(plan(&by_name, &host(7, true)), (false, true), "{mode}");
+        }
     }
 
     #[test]

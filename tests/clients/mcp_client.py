@@ -334,7 +334,27 @@ async def scenario_approve(args):
     await with_session(args, flags, no_elicitation)
 
 
+async def scenario_ipc(args):
+    # Local IPC with the network off (issue 26): the workspace's ipc_suite.py (written
+    # by tests/integration/local_ipc.rs) starts loopback servers, binds a unix socket
+    # in the workspace, uses multiprocessing.Manager and a Pool; no denial.
+    one_liner = "import multiprocessing as m; mgr=m.Manager(); d=mgr.dict(); d[1]=2; print(d)"
+
+    async def body(session, init):
+        r = await call(session, "bash", {"command": f"python3 ipc_suite.py . && python3 -c '{one_liner}'"})
+        facts = structured(r)
+        assert not is_error(r) and facts["exit_code"] == 0, text_of(r)
+        local = [d for d in facts["sandbox"]["denials"] if not d["target"].endswith(":53")]
+        assert not local, f"local IPC reported as a denial (a name lookup is one of its own): {facts}"
+        assert facts["stdout"]["text"] == "{1: 2}\n", facts
+        assert "OK" in facts["stderr"]["text"], facts
+        ok("a test suite with loopback servers, a unix socket and multiprocessing passed through mcp")
+
+    await with_session(args, [], body)
+
+
 SCENARIOS = {
+    "ipc": scenario_ipc,
     "tools": scenario_tools,
     "denied": scenario_denied,
     "readonly": scenario_readonly,

@@ -10,6 +10,8 @@
 //! - [`serve`], [`mcp`]: the line protocol and the MCP server driven by Python clients;
 //! - [`spill`]: spill files on disk;
 //! - [`record`]: the recorded CLI and protocol outputs (`tests/record/`);
+//! - [`local_ipc`]: a test suite's loopback servers, unix sockets and multiprocessing
+//!   with the network off, through `run`, `serve` and `mcp`;
 //! - [`review_regressions`]: findings of the security review, judged by effect;
 //! - [`audit`]: `cordon audit` on a few probes, against cordon and against no sandbox.
 //!
@@ -25,6 +27,7 @@ mod common;
 mod audit;
 mod escalation;
 mod executor;
+mod local_ipc;
 mod mcp;
 mod record;
 mod review_regressions;

@@ -68,6 +68,7 @@ fn user_host() -> HostFacts {
         egid: 1000,
         namespaces: Namespaces::UserNamespace,
         overlay: cordon::host::Overlay::Available,
+        net_namespace: true,
         bwrap: Some(BWRAP.into()),
         proc_mount: Default::default(),
         disabled_runners: vec![],

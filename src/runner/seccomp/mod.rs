@@ -938,12 +938,17 @@ mod tests {
         for nr in [libc::SYS_connect, libc::SYS_bind] {
             assert_eq!(run(&p, NATIVE, nr as u32, [3, 0, 0, 0, 0, 0]), eacces, "{nr}");
         }
-        // Supervised, both go to the supervisor, named by the loopback filter.
+        // Supervised, both go to the supervisor, named by the loopback filter; so does a
+        // sendto() with an address (for the report), not one without.
         let sup = compile_net(NetFilter::Loopback, true, true).unwrap();
         for nr in [libc::SYS_connect, libc::SYS_bind] {
             assert_eq!(run(&sup.insns, NATIVE, nr as u32, [3, 0, 0, 0, 0, 0]), RET_USER_NOTIF);
             assert_eq!(sup.observed[&nr].filter, LOOPBACK_FILTER);
         }
+        let sendto = libc::SYS_sendto as u32;
+        assert_eq!(run(&sup.insns, NATIVE, sendto, [3, 0x1000, 1, 0, 0x7fff_0000_1000, 16]), RET_USER_NOTIF);
+        assert_eq!(run(&sup.insns, NATIVE, sendto, [3, 0x1000, 1, 0, 0, 0]), allow);
+        assert_eq!(sup.observed[&libc::SYS_sendto].filter, LOOPBACK_FILTER);
     }
 
     #[test]

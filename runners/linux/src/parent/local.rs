@@ -19,8 +19,8 @@ const SOCK_DIAG_BY_FAMILY: u16 = 20;
 const UDIAG_SHOW_VFS: u32 = 0x2;
 /// `UNIX_DIAG_VFS`, the attribute carrying it.
 const UNIX_DIAG_VFS: u16 = 1;
-/// `TCP_LISTEN`: the state a listening unix socket reports.
-const TCP_LISTEN: u32 = 10;
+/// `TCP_LISTEN`: the state a listening socket reports (unix ones too).
+pub const TCP_LISTEN: u32 = 10;
 /// How long one diagnostics answer may take before the query fails, in seconds.
 const DIAG_TIMEOUT_S: libc::time_t = 1;
 
@@ -139,13 +139,65 @@ pub fn unix_listeners(diag: BorrowedFd<'_>, seq: u32) -> io::Result<Vec<BoundFil
     req[20..24].copy_from_slice(&(1u32 << TCP_LISTEN).to_ne_bytes());
     req[28..32].copy_from_slice(&UDIAG_SHOW_VFS.to_ne_bytes());
     req[32..40].fill(0xff);
+    let mut out = Vec::new();
+    dump(diag, &req, seq, |body| out.extend(bound_file(body)))?;
+    Ok(out)
+}
+
+/// The local addresses and ports of the IP sockets (`AF_INET` or `AF_INET6`, per
+/// `family`; TCP or UDP, per `protocol`) of the network namespace `diag` was created
+/// in, in the TCP states `states` (a bit mask, `1 << TCP_LISTEN` for listeners; UDP
+/// sockets report `TCP_CLOSE` when unconnected): one `inet_diag` dump, read to its end.
+pub fn inet_sockets(
+    diag: BorrowedFd<'_>,
+    seq: u32,
+    family: u8,
+    protocol: u8,
+    states: u32,
+) -> io::Result<Vec<std::net::SocketAddr>> {
+    // nlmsghdr (16) + struct inet_diag_req_v2 (56).
+    let mut req = [0u8; 72];
+    req[0..4].copy_from_slice(&72u32.to_ne_bytes());
+    req[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    #[allow(clippy::cast_possible_truncation, reason = "NLM_F_* fit in 16 bits")]
+    let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
+    req[6..8].copy_from_slice(&flags.to_ne_bytes());
+    req[8..12].copy_from_slice(&seq.to_ne_bytes());
+    req[16] = family;
+    req[17] = protocol;
+    req[20..24].copy_from_slice(&states.to_ne_bytes());
+    let mut out = Vec::new();
+    dump(diag, &req, seq, |body| {
+        // struct inet_diag_msg: family, state, timer, retrans, then inet_diag_sockid:
+        // sport (be16), dport, src[16], dst[16], if, cookie.
+        if body.len() < 24 {
+            return;
+        }
+        let port = u16::from_be_bytes([body[4], body[5]]);
+        let ip = match i32::from(body[0]) {
+            libc::AF_INET => std::net::IpAddr::from([body[8], body[9], body[10], body[11]]),
+            libc::AF_INET6 => {
+                let mut a = [0u8; 16];
+                a.copy_from_slice(&body[8..24]);
+                std::net::IpAddr::from(a)
+            }
+            _ => return,
+        };
+        out.push(std::net::SocketAddr::new(ip, port));
+    })?;
+    Ok(out)
+}
+
+/// Send one dump request and read its answers to `NLMSG_DONE`, handing each
+/// `SOCK_DIAG_BY_FAMILY` body to `each` (answers to another sequence number are
+/// skipped).
+fn dump(diag: BorrowedFd<'_>, req: &[u8], seq: u32, mut each: impl FnMut(&[u8])) -> io::Result<()> {
     // SAFETY: send of a local buffer of the given length (to the kernel: a netlink
     // socket's default destination).
     let n = unsafe { libc::send(diag.as_raw_fd(), req.as_ptr() as *const _, req.len(), 0) };
     if n != req.len() as isize {
         return Err(io::Error::last_os_error());
     }
-    let mut out = Vec::new();
     let mut buf = vec![0u8; 32 * 1024];
     loop {
         // SAFETY: recv into a local buffer of the given length.
@@ -171,16 +223,12 @@ pub fn unix_listeners(diag: BorrowedFd<'_>, seq: u32) -> io::Result<Vec<BoundFil
             let body = &msg[16..len];
             if got_seq == seq {
                 match i32::from(ty) {
-                    libc::NLMSG_DONE => return Ok(out),
+                    libc::NLMSG_DONE => return Ok(()),
                     libc::NLMSG_ERROR => {
                         let code = body.get(..4).map_or(-libc::EIO, |b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
                         return Err(io::Error::from_raw_os_error(if code < 0 { -code } else { libc::EIO }));
                     }
-                    _ if ty == SOCK_DIAG_BY_FAMILY => {
-                        if let Some(f) = bound_file(body) {
-                            out.push(f);
-                        }
-                    }
+                    _ if ty == SOCK_DIAG_BY_FAMILY => each(body),
                     _ => {}
                 }
             }
@@ -277,6 +325,17 @@ mod tests {
         assert_eq!(info.netns_cookie, netns_cookie(diag.as_fd()).unwrap());
         drop(listener);
         assert!(!unix_listeners(diag.as_fd(), 8).unwrap().contains(&want), "a closed listener is still listed");
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = tcp.local_addr().unwrap();
+        #[allow(clippy::cast_possible_truncation)]
+        let (inet, tcp_proto) = (libc::AF_INET as u8, libc::IPPROTO_TCP as u8);
+        let listening = inet_sockets(diag.as_fd(), 9, inet, tcp_proto, 1 << TCP_LISTEN).unwrap();
+        assert!(listening.contains(&at), "{at} not in {listening:?}");
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        #[allow(clippy::cast_possible_truncation)]
+        let udp_proto = libc::IPPROTO_UDP as u8;
+        let bound = inet_sockets(diag.as_fd(), 10, inet, udp_proto, u32::MAX).unwrap();
+        assert!(bound.contains(&udp.local_addr().unwrap()), "{bound:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
