@@ -1304,6 +1304,32 @@ case!(net_host_socket_in_the_workspace_receives_nothing, |c| {
     replaced.assert_untouched("the host's socket at the path of the run's unlinked one");
 });
 
+// The run's /tmp and /dev/shm show the host's files through private layers: a host
+// daemon's socket there (an X11 or tmux socket, an ssh agent's) is visible inside, and
+// must receive nothing, while the run's own socket in the same layer works.
+case!(net_host_socket_under_the_private_tmp_receives_nothing, |c| {
+    for base in ["/tmp", "/dev/shm"] {
+        let dir = PathBuf::from(format!("{base}/cordon-hs-{}", c.unique()));
+        fs::create_dir_all(&dir).unwrap();
+        set_mode(&dir, 0o777);
+        let _rm = SockDir(dir.clone());
+        let hp = dir.join("h.sock");
+        let host = UnixTrap::stream_path(c, &hp);
+        c.host_probe("unix-connect", &[s(&hp)]).assert_ok("control: the host reaches its daemon");
+        assert!(host.touched_within(500), "control: the daemon saw nothing");
+        for mode in CONFINED {
+            let r = c.probe(mode, "unix-connect", &[s(&hp)])?;
+            r.assert_refused_with(LOOPBACK_MISSED, &format!("{mode}: the host's socket under {base}"));
+            host.assert_untouched(&format!("{mode}: the host's socket under {base}"));
+            // (Directly under the private layer: a host directory owned by a uid the
+            // run's user namespace does not map cannot be copied up, EOVERFLOW.)
+            let own = PathBuf::from(format!("{base}/cordon-own-{}.sock", c.unique()));
+            c.probe(mode, "unix-echo", &[s(&own)])?.assert_ok(&format!("{mode}: the run's own socket beside it"));
+            assert_absent(&own, "the run's socket reached the host's directory");
+        }
+    }
+});
+
 // Two runs at once share a workspace: one listens on 127.0.0.1:PORT and on a unix
 // socket in the workspace; the other's connects to both reach nothing of it (each run
 // has a loopback of its own, and a unix socket is only connectable by the run whose

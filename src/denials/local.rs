@@ -49,6 +49,19 @@ pub(super) struct OwnNet {
     cookie: u64,
     /// The next diagnostics request's sequence number.
     seq: u32,
+    /// Mount id → its superblock's device (major, minor), from the command's
+    /// `mountinfo`.
+    mount_devs: std::collections::HashMap<u64, (u32, u32)>,
+}
+
+/// Mount id → device (major, minor) of every line of a `mountinfo` text.
+fn mount_devs(text: &str) -> impl Iterator<Item = (u64, (u32, u32))> + '_ {
+    text.lines().filter_map(|l| {
+        let mut f = l.split(' ');
+        let id = f.next()?.parse::<u64>().ok()?;
+        let (major, minor) = f.nth(1)?.split_once(':')?;
+        Some((id, (major.parse().ok()?, minor.parse().ok()?)))
+    })
 }
 
 impl OwnNet {
@@ -56,7 +69,26 @@ impl OwnNet {
     pub(super) fn new(diag: OwnedFd) -> std::io::Result<OwnNet> {
         cordon_stage::local::prepare_diag(diag.as_fd())?;
         let cookie = cordon_stage::local::netns_cookie(diag.as_fd())?;
-        Ok(OwnNet { diag, cookie, seq: 1 })
+        Ok(OwnNet { diag, cookie, seq: 1, mount_devs: Default::default() })
+    }
+
+    /// The identity socket diagnostics give the file `st` describes: its inode number
+    /// and its superblock's device, which is the device of the mount it was reached
+    /// through (`/proc/PID/mountinfo`, by mount id). `st_dev` itself will not do: an
+    /// overlay (the run's private `/tmp` and `/dev/shm`) reports a per-layer device
+    /// there, and btrfs a per-subvolume one.
+    fn bound_file(&mut self, pid: u32, st: &cordon_stage::FileStat) -> Option<BoundFile> {
+        if st.mnt_id == 0 {
+            return None;
+        }
+        if !self.mount_devs.contains_key(&st.mnt_id) {
+            // Mount ids are never reused while the mount exists, and the run cannot
+            // mount: what is read once stays true for the run.
+            let text = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).ok()?;
+            self.mount_devs.extend(mount_devs(&text));
+        }
+        let &(major, minor) = self.mount_devs.get(&st.mnt_id)?;
+        BoundFile::of_stat(libc::makedev(major, minor), st.ino)
     }
 
     fn listens_on(&mut self, file: BoundFile) -> bool {
@@ -222,11 +254,13 @@ pub(super) fn plan_local_connect(
                 // What the kernel would answer for a path that leads nowhere.
                 Err(e) => return LocalPlan::Refuse(e.raw_os_error().unwrap_or(libc::ENOENT)),
             };
-            let Ok(st) = nix::sys::stat::fstat(file.as_fd()) else { return LocalPlan::Refuse(libc::ENOENT) };
-            if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+            let Ok(st) = cordon_stage::statx(file.as_raw_fd(), c"", libc::AT_EMPTY_PATH) else {
+                return LocalPlan::Refuse(libc::ENOENT);
+            };
+            if st.mode & libc::S_IFMT != libc::S_IFSOCK {
                 return LocalPlan::Refuse(libc::ECONNREFUSED);
             }
-            let own_socket = BoundFile::of_stat(st.st_dev, st.st_ino).is_some_and(|b| own.listens_on(b));
+            let own_socket = own.bound_file(n.pid, &st).is_some_and(|b| own.listens_on(b));
             if !own_socket {
                 record(sink, target, libc::EACCES, "a unix socket the run did not bind");
                 return LocalPlan::Refuse(libc::EACCES);
@@ -458,6 +492,18 @@ fn host_has_abstract(name: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mount_devices_are_read_from_mountinfo() {
+        let text = "22 1 0:21 / /proc rw,nosuid - proc proc rw\n\
+                    97 29 254:0 /srv / rw,relatime shared:1 - ext4 /dev/vda rw\n\
+                    301 97 0:47 / /dev/shm rw - overlay overlay rw,lowerdir=/dev/shm\n\
+                    garbage\n";
+        let m: std::collections::HashMap<_, _> = mount_devs(text).collect();
+        assert_eq!(m.get(&301), Some(&(0, 47)));
+        assert_eq!(m.get(&97), Some(&(254, 0)));
+        assert_eq!(m.len(), 3);
+    }
 
     #[test]
     fn only_the_local_host_counts_as_loopback() {
