@@ -11,11 +11,17 @@
 //!    off, as on a machine without a network. Name-service probes (`nscd`, systemd's
 //!    userdb) are answered `ENOENT`, as if no daemon ran, and not reported.
 //! 3. **Foreign-ABI syscalls** are refused with `ENOSYS` and recorded.
+//! 4. **A run with a network namespace of its own** (`local`): every `connect()` is
+//!    performed here on the command's own socket object, to its loopback, its abstract
+//!    names or a pathname socket its namespace listens on, or refused and recorded;
+//!    `bind()` and `sendto()` with an address are judged for the report only.
 //!
-//! Every answer is a refusal or a `CONTINUE` (or, for an allowed host unix socket, the
-//! result of a connect the supervisor performed to the path its policy names), so
-//! reading the task's memory — a time-of-check/time-of-use hazard for allow decisions —
-//! can only affect the report, never let anything through. The command's stderr is
+//! Every answer is a refusal, a `CONTINUE`, or the result of a connect the supervisor
+//! performed on the socket object the command named, to an address the supervisor
+//! built or checked (an allowed host unix socket's pinned path, the proxy's address, a
+//! loopback address, a pinned socket file a socket of the run listens on), so reading
+//! the task's memory — a time-of-check/time-of-use hazard for allow decisions — can only
+//! affect the report, never let anything through. The command's stderr is
 //! only used to link its own line to an entry ([`link_lines`]); it never creates one.
 
 use crate::result::{Denial, DenialKind};

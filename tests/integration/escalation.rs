@@ -1416,18 +1416,16 @@ fn cli_forged_denial_never_reaches_the_approver() {
 
 // ------------------------------------------------------------------ asked only when it could help
 
-/// A passing test run of a project that imports `requests`: urllib3 probes IPv6 by
-/// creating an AF_INET6 socket, which the sandbox refuses with the network off (a real
-/// denial), and the run passes anyway. Without `requests` installed, the same probe.
+/// A passing test run that tries the network on the way (a reachability check that
+/// tolerates failure): its connect to another host is refused with the network off (a
+/// real denial), and the run passes anyway. (urllib3's IPv6 probe, a `bind` on `::1`,
+/// was the example until runs got a loopback of their own: it now succeeds.)
 const PASSING_WITH_A_DENIAL: &str = "python3 -c '
+import socket
 try:
-    import requests
-except ImportError:
-    import socket
-    try:
-        socket.socket(socket.AF_INET6, socket.SOCK_STREAM).bind((\"::1\", 0))
-    except OSError:
-        pass
+    socket.create_connection((\"192.0.2.1\", 80), 1)
+except OSError:
+    pass
 print(\"1 passed\")
 '";
 

@@ -1500,10 +1500,10 @@ async fn bwrap_stage_helper_that_never_confines_fails_the_run() {
 #[tokio::test]
 async fn bwrap_stage_helper_hands_its_listener_to_the_supervisor() {
     let test = "bwrap_stage_helper_hands_its_listener_to_the_supervisor";
-    // A refused socket() is reported as a denial with the supervisor's evidence, as
-    // under the landlock runner.
+    // A refused connect() is reported as a denial with the supervisor's evidence, as
+    // under the landlock runner (to another host: the run's own loopback is its own).
     let fx = Fx::with("helpernotify", |c| c.stage_helper = Some(env!("CARGO_BIN_EXE_cordon").into()));
-    let probe = "exec 3<>/dev/tcp/127.0.0.1/9; echo after";
+    let probe = "exec 3<>/dev/tcp/192.0.2.1/9; echo after";
     let Some(req) = bwrap_req(test, &fx, probe, Mode::ReadOnly) else { return };
     let Some(r) = fx.run_confined(test, req).await else { return };
     assert!(!r.sandbox.runner_failed, "{r:?}");
@@ -1512,7 +1512,7 @@ async fn bwrap_stage_helper_hands_its_listener_to_the_supervisor() {
             .denials
             .iter()
             .any(|d| d.kind == cordon::DenialKind::Network && d.evidence.contains("seccomp supervisor")),
-        "no supervisor evidence for a refused socket(): {r:?}"
+        "no supervisor evidence for a refused connect(): {r:?}"
     );
 }
 

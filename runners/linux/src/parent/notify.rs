@@ -1,8 +1,9 @@
 //! seccomp user notifications: the parent-side half (receive the listener, read
 //! notifications, answer them). cordon answers with an error (a refusal), with
 //! `CONTINUE` (the kernel then runs the syscall and its own layers decide: a refusal
-//! is never lifted), or — for an allowed unix socket — with the result of a `connect`
-//! it performed itself to the path its policy names. So the classic time-of-check/
+//! is never lifted), or with the result of a `connect` it performed itself on the
+//! command's socket object ([`take_socket`], [`connect_socket`]) to an address it chose
+//! (an allowed unix socket's path, the proxy, the run's own loopback or socket). So the classic time-of-check/
 //! time-of-use problem of reading the target's memory cannot widen anything: what is
 //! read decides the report and may add a refusal, never an allowance.
 
