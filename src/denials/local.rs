@@ -222,7 +222,7 @@ pub(super) fn plan_local_connect(
                 return LocalPlan::Perform { sock, addr: raw, pin: None, after };
             }
             let target = read_sockaddr(n.pid, n.args[1], n.args[2]).unwrap_or_else(|| addr.to_string());
-            record(sink, target, libc::ENETUNREACH, "only the run's own loopback");
+            record_off(sink, target, "connect()", libc::ENETUNREACH);
             LocalPlan::Refuse(libc::ENETUNREACH)
         }
         libc::AF_UNIX => {
@@ -407,14 +407,21 @@ pub(super) fn judge_sendto(
 }
 
 fn record_sent(sink: &DenialSink, target: String, call: &str) {
+    record_off(sink, target, call, libc::ENETUNREACH);
+}
+
+/// A refusal because the network is off, with the plain reason (its live line names
+/// the flags that open the network: `crate::result::NETWORK_OFF_REASON`).
+fn record_off(sink: &DenialSink, target: String, call: &str, errno: i32) {
     push(
         sink,
         Denial {
             kind: DenialKind::Network,
             target: Some(target),
             evidence: format!(
-                "seccomp supervisor: {call} refused by the kernel with {} (network off: only the run's own loopback)",
-                errno_text(libc::ENETUNREACH)
+                "seccomp supervisor: {call} refused with {} ({})",
+                errno_text(errno),
+                crate::result::NETWORK_OFF_REASON
             ),
             line: None,
             proxy: None,

@@ -198,7 +198,7 @@ pub(super) fn errno_text(errno: i32) -> String {
 pub(super) fn filter_reason(filter: &str) -> &'static str {
     match filter {
         crate::runner::seccomp::NETWORK_OFF_FILTER => crate::result::NETWORK_OFF_REASON,
-        crate::runner::seccomp::LOOPBACK_FILTER => "network off: only the run's own loopback",
+        crate::runner::seccomp::LOOPBACK_FILTER => crate::result::NETWORK_OFF_REASON,
         crate::runner::seccomp::HOST_UNIX_FILTER => "network on, unix sockets to the host closed",
         crate::runner::seccomp::HOST_UNIX_ALLOW_FILTER => "network on, only the allowed unix sockets",
         crate::runner::seccomp::PROXY_FILTER => "network by name: only cordon's proxy",
