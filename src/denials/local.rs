@@ -18,16 +18,17 @@
 //!    `/run/docker.sock`, or one a host process placed inside the workspace, before or
 //!    during the run — is refused (`EACCES`) and recorded.
 //!
-//! A connect that succeeds is no denial. One that reached nothing because the host's
-//! listener is out of reach is: a TCP connect refused on a loopback port where the
-//! host listens, a UDP socket connected to a loopback port the host has bound (the
-//! datagrams go to the run's own loopback), an abstract name only the host has
-//! (cordon's own `/proc/net` tables, read only then).
+//! A connect that succeeds is no denial. One that missed a host socket is: a connect
+//! (or a `sendto()` with an address, which the filter also sends here, for the report
+//! only) to a loopback port where the host has a TCP listener or a bound UDP socket and
+//! the run none (the run's own sockets asked through the same diagnostics socket,
+//! `inet_diag`; the host's from cordon's own `/proc/net` tables, read only then), and
+//! a connect to an abstract name only the host has.
 //!
-//! What it does not do: see `sendto()`/`sendmsg()` to an address (UDP to another
-//! host fails in the kernel with `ENETUNREACH`, unrecorded; unix datagram sockets do
-//! not exist), or tell a host socket from the run's by anything but the kernel's
-//! answer (the bound file's device and the low 32 bits of its inode number, as socket
+//! What it does not do: see `sendmsg()` to an address (UDP to another host fails in
+//! the kernel with `ENETUNREACH`, unrecorded; unix datagram sockets do not exist), or
+//! tell a host socket from the run's by anything but the kernel's answer (the bound
+//! file's superblock device and the low 32 bits of its inode number, as socket
 //! diagnostics report them).
 
 use super::net::{
