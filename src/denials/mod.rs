@@ -222,7 +222,9 @@ fn serve(listener: OwnedFd, mut own: Option<local::OwnNet>, stop: &OwnedFd, mut 
         if o.name == "bind" && o.filter == crate::runner::seccomp::LOOPBACK_FILTER {
             let _ = match local::judge_bind(&n, &listener, s.writes.as_mut(), &s.sink) {
                 crate::writes::Answer::Continue => cordon_stage::notify::respond_continue(l, n.id),
-                crate::writes::Answer::Refuse(errno) => cordon_stage::notify::respond_error(l, n.id, errno),
+                crate::writes::Answer::Refuse(errno) | crate::writes::Answer::HostFails(errno) => {
+                    cordon_stage::notify::respond_error(l, n.id, errno)
+                }
             };
             continue;
         }
