@@ -307,6 +307,16 @@ fn next_steps(host: &HostFacts, runners: &[(RunnerKind, ProbeStatus)], apparmor:
             ));
         }
     }
+    if let crate::host::NetNamespace::Unavailable { reason } = &host.net_namespace {
+        if host.namespaces.available() {
+            steps.push(format!(
+                "no network namespace of the run's own can be made, so with the network off local IPC (a \
+                 loopback server, a unix socket the run binds) is refused on both runners (no gap: nothing else \
+                 is reachable either; the result's local_ipc says so): allow network namespaces for cordon (its \
+                 seccomp profile or LSM; user.max_net_namespaces > 0) ({reason})"
+            ));
+        }
+    }
     if host.bwrap.is_none() {
         steps.push(
             "install bubblewrap for the fallback runner: apt-get install bubblewrap (dnf install bubblewrap)".into(),

@@ -94,6 +94,29 @@ impl Overlay {
     }
 }
 
+/// Whether a confined run with the network off can have a network namespace of its own
+/// (local IPC: its loopback, the unix sockets it binds).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum NetNamespace {
+    /// The namespace canary made one and set its `lo` up.
+    Available,
+    /// Not available: such runs keep the host's network namespace with every socket
+    /// but `socketpair()` closed (no gap: nothing is reachable; local servers inside
+    /// the run do not work either).
+    Unavailable {
+        /// Why not.
+        reason: String,
+    },
+}
+
+impl NetNamespace {
+    /// Whether a run can have a network namespace of its own.
+    pub fn available(&self) -> bool {
+        matches!(self, NetNamespace::Available)
+    }
+}
+
 /// Whether a confined run can have a `/proc` of its own (for its own pid namespace).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(tag = "proc", rename_all = "kebab-case")]
@@ -140,10 +163,12 @@ pub struct HostFacts {
     pub proc_mount: ProcMount,
     /// Whether private layers over host directories can be mounted (overlayfs).
     pub overlay: Overlay,
-    /// A network namespace of the run's own can be made beside the others (local IPC
-    /// with the network off): not when namespaces are unavailable, when
-    /// `user.max_net_namespaces` is 0, or with `CORDON_DISABLE_NETNS=1`.
-    pub net_namespace: bool,
+    /// Whether a network namespace of the run's own can be made beside the others
+    /// (local IPC with the network off): not when namespaces are unavailable, when the
+    /// namespace canary's `unshare(CLONE_NEWNET)` or `lo` up failed (a seccomp profile
+    /// or LSM refusing network namespaces alone; `user.max_net_namespaces` 0), or with
+    /// `CORDON_DISABLE_NETNS=1`.
+    pub net_namespace: NetNamespace,
     /// The bubblewrap binary, when found on `PATH`.
     pub bwrap: Option<PathBuf>,
     /// Runners disabled by `CORDON_DISABLE_RUNNERS`.
@@ -257,15 +282,41 @@ fn detect_overlay(
 /// docs). A canary that cannot run at all (no pipe, no fork) leaves the cheap answer:
 /// a wrong fact still fails the run closed.
 #[cfg(target_os = "linux")]
-fn tried_namespaces(namespaces: Namespaces, euid: u32, egid: u32) -> (Namespaces, ProcMount) {
+fn tried_namespaces(namespaces: Namespaces, euid: u32, egid: u32) -> (Namespaces, ProcMount, NetNamespace) {
     if let Namespaces::Unavailable { reason } = &namespaces {
         let reason = format!("no namespaces: {reason}");
-        return (namespaces, ProcMount::Refused { reason });
+        return (namespaces, ProcMount::Refused { reason: reason.clone() }, NetNamespace::Unavailable { reason });
     }
     let user = matches!(namespaces, Namespaces::UserNamespace);
     match canary_report(user, euid, egid) {
-        Some(report) => interpret_canary(namespaces, &report),
-        None => (namespaces, ProcMount::Fresh),
+        Some(report) => {
+            let (namespaces, proc) = interpret_canary(namespaces, &report);
+            let net = interpret_canary_net(&namespaces, &report);
+            (namespaces, proc, net)
+        }
+        None => (namespaces, ProcMount::Fresh, NetNamespace::Available),
+    }
+}
+
+/// The network namespace fact a canary report gives (pure), once `namespaces` is
+/// known.
+#[cfg(target_os = "linux")]
+pub fn interpret_canary_net(namespaces: &Namespaces, r: &cordon_stage::canary::CanaryReport) -> NetNamespace {
+    if let Namespaces::Unavailable { reason } = namespaces {
+        return NetNamespace::Unavailable { reason: format!("no namespaces: {reason}") };
+    }
+    match r.net {
+        0 => NetNamespace::Available,
+        errno => NetNamespace::Unavailable {
+            reason: format!(
+                "a network namespace of the run's own cannot be made: unshare(CLONE_NEWNET) and lo up: {}",
+                if errno == cordon_stage::canary::CanaryReport::NOT_TRIED {
+                    "not tried after an earlier step failed".to_string()
+                } else {
+                    errno_text(errno)
+                }
+            ),
+        },
     }
 }
 
@@ -348,7 +399,7 @@ pub fn canary_cache_key(user: bool, euid: u32, egid: u32) -> Option<String> {
     let caps = cordon_stage::host::effective_capabilities()?;
     let (seccomp, nnp) = cordon_stage::host::seccomp_and_no_new_privs();
     Some(format!(
-        "cordon {} canary 3 boot={boot} euid={euid} egid={egid} user={user} caps={caps:x} mnt={} seccomp={seccomp} \
+        "cordon {} canary 4 boot={boot} euid={euid} egid={egid} user={user} caps={caps:x} mnt={} seccomp={seccomp} \
          nnp={nnp}",
         env!("CARGO_PKG_VERSION"),
         ns("mnt")?,
@@ -393,8 +444,8 @@ fn read_canary_cache(dir: &Path, key: &str, euid: u32) -> Option<cordon_stage::c
         return None;
     }
     let v: Vec<i32> = values.split_whitespace().map(str::parse).collect::<Result<_, _>>().ok()?;
-    let [clone, private, tmpfs, proc, open_tree, setattr] = v[..] else { return None };
-    Some(cordon_stage::canary::CanaryReport { clone, private, tmpfs, proc, open_tree, setattr })
+    let [clone, private, tmpfs, proc, open_tree, setattr, net] = v[..] else { return None };
+    Some(cordon_stage::canary::CanaryReport { clone, private, tmpfs, proc, open_tree, setattr, net })
 }
 
 /// Store `report` for `key` (a new 0600 file renamed over the old one); failures
@@ -410,7 +461,8 @@ fn write_canary_cache(dir: &Path, key: &str, r: &cordon_stage::canary::CanaryRep
     else {
         return;
     };
-    let text = format!("{key}\n{} {} {} {} {} {}\n", r.clone, r.private, r.tmpfs, r.proc, r.open_tree, r.setattr);
+    let text =
+        format!("{key}\n{} {} {} {} {} {} {}\n", r.clone, r.private, r.tmpfs, r.proc, r.open_tree, r.setattr, r.net);
     if f.write_all(text.as_bytes()).is_err() || std::fs::rename(&tmp, dir.join(CANARY_CACHE)).is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
@@ -514,9 +566,17 @@ impl HostFacts {
             Namespaces::Unavailable { reason: format!("namespaces are Linux-only (this is {os})") }
         };
         #[cfg(target_os = "linux")]
-        let (namespaces, mut proc_mount) = tried_namespaces(namespaces, euid, egid);
+        let (namespaces, mut proc_mount, mut net_namespace) = tried_namespaces(namespaces, euid, egid);
         #[cfg(not(target_os = "linux"))]
         let mut proc_mount = ProcMount::Refused { reason: format!("procfs is Linux-only (this is {os})") };
+        #[cfg(not(target_os = "linux"))]
+        let mut net_namespace =
+            NetNamespace::Unavailable { reason: format!("network namespaces are Linux-only (this is {os})") };
+        if net_namespace.available() && env(ENV_DISABLE_NETNS).is_some_and(|v| v == "1") {
+            net_namespace = NetNamespace::Unavailable {
+                reason: format!("a network namespace of the run's own is disabled by {ENV_DISABLE_NETNS}"),
+            };
+        }
         if proc_mount.fresh() && env(ENV_DISABLE_FRESH_PROC).is_some_and(|v| v == "1") {
             proc_mount =
                 ProcMount::Refused { reason: format!("a fresh /proc is disabled by {ENV_DISABLE_FRESH_PROC}") };
@@ -533,9 +593,6 @@ impl HostFacts {
         } else {
             Overlay::Unavailable { reason: "no mount namespace".into() }
         };
-        let net_namespace = namespaces.available()
-            && env(ENV_DISABLE_NETNS).is_none_or(|v| v != "1")
-            && read_trim("/proc/sys/user/max_net_namespaces").as_deref() != Some("0");
         let bwrap = if linux { trusted_bwrap(euid) } else { None };
         let disabled_runners = env(ENV_DISABLE_RUNNERS)
             .map(|v| v.split(',').filter_map(|n| n.trim().parse::<RunnerKind>().ok()).collect())
@@ -590,6 +647,13 @@ mod tests {
         // A mount step refused: no mount layer.
         let no_setattr = CanaryReport { setattr: libc::ENOSYS, ..ok };
         assert!(!interpret_canary(Namespaces::Direct, &no_setattr).0.available());
+        // Network namespaces refused alone: the others stay, local IPC goes.
+        let no_net = CanaryReport { net: libc::EPERM, ..ok };
+        assert_eq!(interpret_canary(Namespaces::Direct, &no_net), (Namespaces::Direct, ProcMount::Fresh));
+        let net = interpret_canary_net(&Namespaces::Direct, &no_net);
+        assert!(matches!(&net, NetNamespace::Unavailable { reason } if reason.contains("CLONE_NEWNET")), "{net:?}");
+        assert!(interpret_canary_net(&Namespaces::Direct, &ok).available());
+        assert!(!interpret_canary_net(&interpret_canary(Namespaces::Direct, &refused).0, &ok).available());
     }
 
     #[cfg(target_os = "linux")]

@@ -87,8 +87,8 @@ pub use mode::Mode;
 pub use policy::{ExecutionPolicy, PolicyRequest};
 pub use request::{Command, ExecutorConfig, Output, Request, Spec, Stdin};
 pub use result::{
-    CollectedOutput, Denial, DenialKind, Enforcement, EnforcementLevel, Gap, RunResult, SandboxFacts, SkippedRunner,
-    Unobserved,
+    CollectedOutput, Denial, DenialKind, Enforcement, EnforcementLevel, Gap, LocalIpc, RunResult, SandboxFacts,
+    SkippedRunner, Unobserved,
 };
 pub use runner::RunnerFailure;
 pub use session::{GoverningFiles, SessionEvent};

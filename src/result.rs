@@ -9,7 +9,7 @@ pub(crate) mod network;
 
 use crate::mode::Mode;
 use crate::vocab::RunnerKind;
-pub use crate::vocab::{Enforcement, EnforcementLevel, Gap};
+pub use crate::vocab::{Enforcement, EnforcementLevel, Gap, LocalIpc};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -136,6 +136,13 @@ impl RunResult {
             out.push(format!("cordon: denied {what}{target}{why}"));
         }
         if network_off {
+            // The run's own loopback and unix sockets were refused too: say why.
+            if let Some(crate::vocab::LocalIpc::Refused { reason }) = &self.sandbox.local_ipc {
+                out.push(format!(
+                    "cordon: no local IPC in this run (a loopback server, a unix socket it binds): {}",
+                    clean(reason)
+                ));
+            }
             out.push(
                 "cordon: package registries by name: --allow-hosts python (pip), node (npm), rust (cargo), go, github \
                  (docs/network.md)"
@@ -333,6 +340,10 @@ pub struct SandboxFacts {
     /// where the run sees the host's files there through a private layer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hidden: Vec<PathBuf>,
+    /// The local IPC the command had with the network off (its own loopback and unix
+    /// sockets, or none and why); absent with the network on and unconfined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_ipc: Option<crate::vocab::LocalIpc>,
     /// Stronger runners passed over during selection, with reasons.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<SkippedRunner>,
@@ -406,6 +417,28 @@ mod tests {
                  (docs/network.md)",
             ]
         );
+    }
+
+    #[test]
+    fn a_run_without_local_ipc_says_why_beside_its_network_denials() {
+        let mut r = result_with(vec![Denial {
+            kind: DenialKind::Network,
+            target: Some("inet:127.0.0.1:8000".into()),
+            evidence: "seccomp supervisor: connect() refused with EACCES (errno 13) (network off)".into(),
+            line: None,
+            proxy: None,
+        }]);
+        r.sandbox.local_ipc = Some(crate::vocab::LocalIpc::Refused { reason: "no network namespace".into() });
+        let notes = r.live_notes();
+        assert_eq!(
+            notes[1],
+            "cordon: no local IPC in this run (a loopback server, a unix socket it binds): no network namespace"
+        );
+        // With its own namespace, a refused connect elsewhere is no news about local IPC.
+        r.sandbox.local_ipc = Some(crate::vocab::LocalIpc::OwnNamespace);
+        assert!(!r.live_notes().iter().any(|l| l.contains("local IPC")));
+        let json = serde_json::to_value(&r.sandbox).unwrap();
+        assert_eq!(json["local_ipc"], serde_json::json!({"status": "own-namespace"}));
     }
 
     fn write(target: &str, why: &str) -> Denial {

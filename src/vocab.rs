@@ -288,6 +288,25 @@ pub struct Gap {
     pub reason: String,
 }
 
+/// What local inter-process communication a confined run with the network off had
+/// (`docs/network.md`). Not a restriction, so not in [`Enforcement`]: what the command
+/// could do among its own processes beyond pipes and `socketpair()`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum LocalIpc {
+    /// A network namespace of the run's own: its loopback (`127.0.0.0/8`, `::1`) and
+    /// the unix sockets it binds and listens on, every `connect()` judged by cordon's
+    /// supervisor.
+    OwnNamespace,
+    /// None: the run kept the host's network namespace, where its IP sockets and unix
+    /// `connect()`s were refused (a local server inside the run does not work; nothing
+    /// outside was reachable either).
+    Refused {
+        /// Why the run had no namespace of its own.
+        reason: String,
+    },
+}
+
 /// The enforcement report of one run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Enforcement {

@@ -103,6 +103,7 @@ pub(crate) fn probe_report(host: &HostFacts) -> serde_json::Value {
             "user_namespaces": matches!(host.namespaces, cordon::host::Namespaces::UserNamespace) || (host.is_root() && host.namespaces.available()),
             "mount_namespaces": host.namespaces.available(),
             "proc_mount": host.proc_mount,
+            "net_namespace": host.net_namespace,
             "bwrap": host.bwrap,
         },
         "runners": runners,
@@ -134,6 +135,16 @@ pub(crate) fn print_probe(host: &HostFacts, report: &serde_json::Value) {
             cordon::host::ProcMount::Fresh => outln!("  fresh /proc:      yes (a pid namespace per run)"),
             cordon::host::ProcMount::Refused { reason } => {
                 outln!("  fresh /proc:      no, so no pid namespace per run (docs/containers.md): {reason}")
+            }
+        }
+    }
+    if host.namespaces.available() {
+        match &host.net_namespace {
+            cordon::host::NetNamespace::Available => {
+                outln!("  network ns:       yes (local IPC with the network off: docs/network.md)")
+            }
+            cordon::host::NetNamespace::Unavailable { reason } => {
+                outln!("  network ns:       no, so no local IPC with the network off (docs/network.md): {reason}")
             }
         }
     }

@@ -339,6 +339,8 @@ pub(super) async fn finish(
             writable_roots: if mode.is_confined() { l.policy.writable() } else { vec![PathBuf::from("/")] },
             protected: l.policy.protected.clone(),
             hidden: l.hidden,
+            // Like the level, never claimed for a command that never ran.
+            local_ipc: if runner_failed { None } else { l.local_ipc },
             skipped: l.selection.skipped,
             network_log,
             unobserved,

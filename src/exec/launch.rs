@@ -58,6 +58,8 @@ pub(super) struct Launched {
     pub(super) policy: crate::policy::ExecutionPolicy,
     /// Host directories the command saw empty (see `LaunchPlan::hidden`).
     pub(super) hidden: Vec<PathBuf>,
+    /// The local IPC the command had (see `LaunchPlan::local_ipc`).
+    pub(super) local_ipc: Option<crate::vocab::LocalIpc>,
     /// The locks of the kept layers this run writes (see `keep_layer`), released when
     /// the run is over.
     pub(super) layer_locks: Vec<std::fs::File>,
@@ -448,6 +450,7 @@ impl Executor {
             exit_watch: started.exit_watch,
             enforcement,
             hidden: plan.hidden.clone(),
+            local_ipc: plan.local_ipc.clone(),
             layer_locks,
             selection,
             stdout,

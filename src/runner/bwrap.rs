@@ -27,8 +27,9 @@
 //!   Landlock (it refuses mount operations to a restricted task) nor installs
 //!   seccomp (the filter refuses the `mount`/`unshare` calls bubblewrap makes).
 //! - **bubblewrap**: `--unshare-all` (user, ipc, pid, net, uts, cgroup namespaces;
-//!   `--share-net` keeps the network only when the policy allows it, or reaches hosts
-//!   by name through cordon's proxy), the whole tree
+//!   `--share-net` keeps the host's network namespace only when the policy allows the
+//!   network, reaches hosts by name through cordon's proxy, or the host cannot make a
+//!   network namespace, where the `network_off` filter keeps the network off), the whole tree
 //!   read-only (`--ro-bind / /`, every bind `nodev`), a minimal `/dev`, a fresh
 //!   read-only `/proc`, private tmpfs on `/tmp`, `/dev/shm` and the home's cache
 //!   directory, the private global git config (`--file`), the workspace and writable roots
@@ -136,7 +137,7 @@ fn stage_helper_plan(input: &PlanInput<'_>) -> Option<StageHelperPlan> {
         return None;
     }
     let exe = host.stage_helper.clone()?;
-    let own_net = own_network(input.policy);
+    let own_net = own_net(input);
     Some(StageHelperPlan {
         exe,
         landlock: landlock_plan(
@@ -155,6 +156,14 @@ fn stage_helper_plan(input: &PlanInput<'_>) -> Option<StageHelperPlan> {
             .collect(),
         unix_diag: own_net,
     })
+}
+
+/// Whether the run has a network namespace of bubblewrap's making with its loopback
+/// up (local IPC, judged by the helper's supervisor): the network off, no proxy, and a
+/// host that can make one (pure). Otherwise `--share-net` keeps the host's, where the
+/// policy's filter (`network_off`, `proxy_only`) or the open network applies.
+fn own_net(input: &PlanInput<'_>) -> bool {
+    own_network(input.policy) && input.host.net_namespace.available()
 }
 
 /// The fd number bubblewrap's `--file` reads the seeded files from: the first after
@@ -332,7 +341,8 @@ pub fn binds(policy: &ExecutionPolicy) -> Vec<(PathBuf, i32, bool)> {
 /// with `--`, the program and its arguments. Order matters, as bubblewrap applies
 /// its mount operations in argument order:
 ///
-/// 1. namespaces and process options (`--unshare-all`, `--share-net` with network or hosts by name,
+/// 1. namespaces and process options (`--unshare-all`, `--share-net` with network or hosts by name
+///    or without network namespaces,
 ///    `--die-with-parent`, `--new-session` unless the caller keeps its session,
 ///    `--cap-drop ALL`, and `--seccomp 3` only without the stage helper);
 /// 2. `--ro-bind / /`, `--dev /dev`, `--proc /proc`, `--remount-ro /proc` (see
@@ -396,7 +406,10 @@ pub fn bwrap_args(input: &PlanInput<'_>) -> Result<Vec<OsString>, PlanError> {
     // loopback; the `proxy_only` seccomp filter (no UDP, raw, bind, listen; every
     // connect() supervised) and the stage helper's Landlock TCP rules are the
     // barrier then, as on the landlock runner, which has no network namespace.
-    if policy.network || policy.network_by_proxy() {
+    // A host that cannot make a network namespace (see `HostFacts::net_namespace`)
+    // keeps a network-off run in the host's too: the `network_off` filter refuses IP
+    // and unix connects there, as on the landlock runner.
+    if !own_net(input) {
         push(&mut args, &["--share-net"]);
     }
     push(&mut args, &["--die-with-parent"]);
@@ -527,6 +540,8 @@ impl Runner for BwrapRunner {
         argv.extend(bwrap_args(input)?);
         let policy = input.policy;
         let stage_helper = stage_helper_plan(input);
+        let local_ipc =
+            super::landlock::local_ipc(policy, input.host, stage_helper.as_ref().is_some_and(|h| h.supervised));
         let (git_env, seed_files) = seeds(input);
         let mut env = vec![("TMPDIR".into(), sandbox_tmpdir(policy).into())];
         env.extend(git_env);
@@ -561,7 +576,7 @@ impl Runner for BwrapRunner {
                 proxy: policy.network_by_proxy(),
                 // bubblewrap's own network namespace (`--unshare-all` without
                 // `--share-net`), its loopback up; judged by the helper's supervisor.
-                loopback: own_network(policy),
+                loopback: own_net(input),
                 delivery: SeccompDelivery::Fd { child_fd: SECCOMP_CHILD_FD },
                 // The stage helper hands its listener over; bubblewrap itself does not.
                 supervise: stage_helper.as_ref().is_some_and(|h| h.supervised),
@@ -578,6 +593,7 @@ impl Runner for BwrapRunner {
             needs_run_dir: false,
             seed_files,
             hidden: hidden_dirs(input),
+            local_ipc,
             enforcement,
         })
     }
@@ -676,7 +692,7 @@ mod tests {
             egid: 1000,
             namespaces: Namespaces::UserNamespace,
             overlay: crate::host::Overlay::Available,
-            net_namespace: true,
+            net_namespace: crate::host::NetNamespace::Available,
             bwrap: Some("/usr/bin/bwrap".into()),
             proc_mount: Default::default(),
             disabled_runners: vec![],
@@ -738,7 +754,7 @@ mod tests {
             egid: 1000,
             namespaces: Namespaces::UserNamespace,
             overlay: crate::host::Overlay::Available,
-            net_namespace: true,
+            net_namespace: crate::host::NetNamespace::Available,
             bwrap: Some("/usr/bin/bwrap".into()),
             proc_mount: Default::default(),
             disabled_runners: vec![],

@@ -34,7 +34,7 @@ use crate::host::{HostFacts, Namespaces};
 use crate::mode::Mode;
 use crate::policy::ExecutionPolicy;
 use crate::result::Enforcement;
-use crate::vocab::{ProbeStatus, Restriction, RunnerKind};
+use crate::vocab::{LocalIpc, ProbeStatus, Restriction, RunnerKind};
 use std::path::{Path, PathBuf};
 
 /// Device files the command may open for writing.
@@ -388,7 +388,7 @@ impl Runner for LandlockRunner {
         let host = input.host;
         let abi = host.landlock_abi;
         let ns = host.namespaces.available();
-        let own_net = ns && host.net_namespace && own_network(policy);
+        let own_net = ns && host.net_namespace.available() && own_network(policy);
         let namespaces = if ns {
             NamespacePlan {
                 user: matches!(host.namespaces, Namespaces::UserNamespace),
@@ -455,6 +455,7 @@ impl Runner for LandlockRunner {
             needs_run_dir: !ns,
             seed_files,
             hidden: if ns { hidden_dirs(input) } else { Vec::new() },
+            local_ipc: local_ipc(policy, host, true),
             enforcement,
         })
     }
@@ -517,6 +518,27 @@ pub fn landlock_plan(
 /// host's network (its loopback included) is reachable.
 pub fn own_network(policy: &ExecutionPolicy) -> bool {
     policy.network_restricted() && !policy.network_by_proxy()
+}
+
+/// The local IPC a run of `policy` has on `host` (pure), for both Linux runners:
+/// `None` unless the network is off; its own network namespace where one can be made
+/// and a supervisor (`supervised`) judges its connects; otherwise refused, with why.
+pub fn local_ipc(policy: &ExecutionPolicy, host: &HostFacts, supervised: bool) -> Option<LocalIpc> {
+    if !policy.network_restricted() {
+        return None;
+    }
+    let reason = if policy.network_by_proxy() {
+        "hosts by name (--allow-host) keep the host's network namespace, where cordon's proxy listens".to_string()
+    } else if let Namespaces::Unavailable { reason } = &host.namespaces {
+        format!("no namespaces: {reason}")
+    } else if let crate::host::NetNamespace::Unavailable { reason } = &host.net_namespace {
+        reason.clone()
+    } else if !supervised {
+        "no supervisor judges the run's connects (bubblewrap without cordon's stage helper)".to_string()
+    } else {
+        return Some(LocalIpc::OwnNamespace);
+    };
+    Some(LocalIpc::Refused { reason })
 }
 
 /// Private mounts replacing the host's shared temp directories.
@@ -686,7 +708,11 @@ mod tests {
             } else {
                 crate::host::Overlay::Unavailable { reason: "no mount namespace".into() }
             },
-            net_namespace: ns,
+            net_namespace: if ns {
+                crate::host::NetNamespace::Available
+            } else {
+                crate::host::NetNamespace::Unavailable { reason: "no namespaces".into() }
+            },
             bwrap: None,
             proc_mount: Default::default(),
             disabled_runners: vec![],
@@ -751,6 +777,9 @@ mod tests {
             let plan = LandlockRunner.plan(&input).unwrap();
             let seccomp = plan.seccomp.unwrap();
             assert_eq!(seccomp.loopback, plan.namespaces.net, "the filter follows the namespace");
+            // The result says what the plan gives: its own namespace, or none and why.
+            assert_eq!(plan.local_ipc.is_some(), !p.network, "reported with the network off only");
+            assert_eq!(matches!(plan.local_ipc, Some(LocalIpc::OwnNamespace)), plan.namespaces.net);
             let deny_tcp = plan.landlock.as_ref().is_some_and(|l| l.deny_tcp);
             (plan.namespaces.net, deny_tcp)
         };
@@ -759,8 +788,16 @@ mod tests {
             assert_eq!(plan(&policy(mode), &host(7, true)), (true, false), "{mode}");
             // No namespaces, or none for the network: the host's, TCP denied as before.
             assert_eq!(plan(&policy(mode), &host(7, false)), (false, true), "{mode}");
-            let no_netns = HostFacts { net_namespace: false, ..host(7, true) };
+            let no_netns = HostFacts {
+                net_namespace: crate::host::NetNamespace::Unavailable { reason: "refused".into() },
+                ..host(7, true)
+            };
             assert_eq!(plan(&policy(mode), &no_netns), (false, true), "{mode}");
+            assert_eq!(
+                local_ipc(&policy(mode), &no_netns, true),
+                Some(LocalIpc::Refused { reason: "refused".into() }),
+                "the host's reason"
+            );
             // Network on: the host's (IP is allowed anyway).
             let on = ExecutionPolicy { network: true, ..policy(mode) };
             assert_eq!(plan(&on, &host(7, true)), (false, false), "{mode}");

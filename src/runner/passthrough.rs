@@ -56,6 +56,7 @@ impl Runner for PassthroughRunner {
             needs_run_dir: false,
             seed_files: Vec::new(),
             hidden: Vec::new(),
+            local_ipc: None,
             enforcement,
         })
     }

@@ -581,6 +581,9 @@ pub struct LaunchPlan {
     /// a private layer over the host's files (no overlayfs on this host), so a file
     /// the host has there does not exist for the command. Reported in the result.
     pub hidden: Vec<PathBuf>,
+    /// The local IPC the command has with the network off (`None` with the network on
+    /// or unconfined). Reported in the result.
+    pub local_ipc: Option<crate::vocab::LocalIpc>,
     /// The report this plan achieves.
     pub enforcement: Enforcement,
 }

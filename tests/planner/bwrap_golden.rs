@@ -68,7 +68,7 @@ fn user_host() -> HostFacts {
         egid: 1000,
         namespaces: Namespaces::UserNamespace,
         overlay: cordon::host::Overlay::Available,
-        net_namespace: true,
+        net_namespace: cordon::host::NetNamespace::Available,
         bwrap: Some(BWRAP.into()),
         proc_mount: Default::default(),
         disabled_runners: vec![],
@@ -248,6 +248,13 @@ fn planned_cases() -> Vec<Case> {
     c.host.overlay = cordon::host::Overlay::Unavailable { reason: "test".into() };
     c.private_dirs = vec!["/home/dev/.cache".into(), "/home/dev/.cargo".into()];
     c.policy.writable_roots = vec!["/tmp/cordon-out".into()];
+    cases.push(c);
+
+    // No network namespace can be made (a profile refusing CLONE_NEWNET alone):
+    // `--share-net`, no loopback filter, no socket diagnostics; the network stays off
+    // by the `network_off` filter.
+    let mut c = Case::new("no_net_namespace", Mode::WorkspaceWrite);
+    c.host.net_namespace = cordon::host::NetNamespace::Unavailable { reason: "test".into() };
     cases.push(c);
 
     // ABI 3: no TCP rule, no scopes, no audit flag; nothing else changes.
@@ -454,8 +461,18 @@ fn check_plan_invariants(case: &Case, plan: &LaunchPlan) {
     assert_eq!(has("--args", &["7"]), !helper, "{name}: --args 7 iff no helper");
     let format = if helper { EnvFdFormat::Entries } else { EnvFdFormat::BwrapSetenv };
     assert_eq!(plan.env_fd, Some(EnvFd { child_fd: 7, format }), "{name}");
-    let shares_net = case.policy.network || case.policy.network_by_proxy();
-    assert_eq!(has("--share-net", &[]), shares_net, "{name}: --share-net iff network or hosts by name");
+    let shares_net = case.policy.network || case.policy.network_by_proxy() || !case.host.net_namespace.available();
+    assert_eq!(
+        has("--share-net", &[]),
+        shares_net,
+        "{name}: --share-net iff network, hosts by name or no network namespace"
+    );
+    // The run's own loopback only in a namespace of its own, judged by a supervisor,
+    // and the result says so.
+    let loopback = plan.seccomp.is_some_and(|s| s.loopback && s.supervise);
+    assert_eq!(loopback, !shares_net && helper, "{name}: the loopback filter iff its own namespace");
+    let own = matches!(plan.local_ipc, Some(cordon::LocalIpc::OwnNamespace));
+    assert_eq!(own, loopback, "{name}: the result's local_ipc follows the plan");
     let proxy = plan.seccomp.is_some_and(|s| s.proxy);
     assert_eq!(proxy, case.policy.network_by_proxy(), "{name}: the proxy_only filter iff hosts by name");
     assert_eq!(has("--new-session", &[]), case.new_session, "{name}: --new-session iff a new session");

@@ -79,8 +79,8 @@ rec invalid-missing run --json --writable /nonexistent/x -- true
 rec invalid-cwd run --json --cwd /nonexistent/x -- true
 rec serve-invalid serve --writable /etc
 rec probe probe --json
-# The facts the host-dependent recordings hang on (identity, Landlock ABI, bubblewrap,
-# the limits' mechanisms), one per line.
+# The facts the host-dependent recordings hang on (identity, Landlock ABI, namespaces,
+# bubblewrap, the limits' mechanisms), one per line.
 "$cordon" probe --json </dev/null 2>/dev/null | python3 -c '
 import json, sys
 p = json.load(sys.stdin)
@@ -89,6 +89,7 @@ print("euid-is-root:", h.get("euid") == 0)
 print("landlock-abi:", h.get("landlock_abi"))
 print("seccomp:", h.get("seccomp"))
 print("namespaces:", json.dumps(h.get("namespaces"), sort_keys=True))
+print("net-namespace:", (h.get("net_namespace") or {}).get("status"))
 print("bwrap:", h.get("bwrap") is not None)
 limits = p.get("limits") or {}
 print("limits:", json.dumps({k: v for k, v in limits.items() if k.endswith("_by")}, sort_keys=True))

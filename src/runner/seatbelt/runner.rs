@@ -191,6 +191,11 @@ impl Runner for SeatbeltRunner {
             needs_run_dir: true,
             seed_files,
             hidden: Vec::new(),
+            // Seatbelt has no network namespace: with the network off the profile
+            // allows no socket operation (`profiles/seatbelt/base.sb`).
+            local_ipc: input.policy.network_restricted().then(|| crate::vocab::LocalIpc::Refused {
+                reason: "the macOS sandbox has no network namespace of the run's own".into(),
+            }),
             enforcement,
         })
     }

@@ -8,7 +8,10 @@
 //! mounts a tmpfs on the given directory, creates a directory in it, mounts a fresh
 //! procfs there (the step a container's masked `/proc` refuses: the kernel's
 //! `mount_too_revealing`), clones the tmpfs with `open_tree` and makes it read-only
-//! with `mount_setattr`. Everything it mounted dies with its mount namespace. It uses
+//! with `mount_setattr`. Last, apart from those, it makes a network namespace of its own
+//! (`unshare(CLONE_NEWNET)`) and sets its `lo` up, as the stage does for a run with the
+//! network off (a seccomp profile or LSM may refuse that alone). Everything it made dies
+//! with it. It uses
 //! raw system calls only (the parent may be multi-threaded) and writes one record of
 //! errnos to a pipe.
 //!
@@ -36,18 +39,20 @@ pub struct CanaryReport {
     pub open_tree: i32,
     /// `mount_setattr(MOUNT_ATTR_RDONLY, AT_RECURSIVE)` on the tmpfs.
     pub setattr: i32,
+    /// `unshare(CLONE_NEWNET)`, then `lo` up in that namespace (`SIOCSIFFLAGS`).
+    pub net: i32,
 }
 
 impl CanaryReport {
     /// The errno recorded for a step that was not tried (an earlier one it needs failed).
     pub const NOT_TRIED: i32 = -1;
-    const FIELDS: usize = 6;
+    const FIELDS: usize = 7;
     const LEN: usize = Self::FIELDS * 4;
 
     fn to_bytes(self) -> [u8; Self::LEN] {
         let mut out = [0u8; Self::LEN];
-        for (i, v) in [self.clone, self.private, self.tmpfs, self.proc, self.open_tree, self.setattr].iter().enumerate()
-        {
+        let fields = [self.clone, self.private, self.tmpfs, self.proc, self.open_tree, self.setattr, self.net];
+        for (i, v) in fields.iter().enumerate() {
             out[i * 4..i * 4 + 4].copy_from_slice(&v.to_ne_bytes());
         }
         out
@@ -55,7 +60,15 @@ impl CanaryReport {
 
     fn from_bytes(b: &[u8; Self::LEN]) -> CanaryReport {
         let at = |i: usize| i32::from_ne_bytes([b[i * 4], b[i * 4 + 1], b[i * 4 + 2], b[i * 4 + 3]]);
-        CanaryReport { clone: at(0), private: at(1), tmpfs: at(2), proc: at(3), open_tree: at(4), setattr: at(5) }
+        CanaryReport {
+            clone: at(0),
+            private: at(1),
+            tmpfs: at(2),
+            proc: at(3),
+            open_tree: at(4),
+            setattr: at(5),
+            net: at(6),
+        }
     }
 }
 
@@ -151,6 +164,7 @@ fn child(maps: Option<CanaryIdMaps<'_>>, scratch: &std::ffi::CStr, proc_dir: &st
         proc: CanaryReport::NOT_TRIED,
         open_tree: CanaryReport::NOT_TRIED,
         setattr: CanaryReport::NOT_TRIED,
+        net: CanaryReport::NOT_TRIED,
         ..CanaryReport::default()
     };
     let step = |ok: bool| if ok { 0 } else { crate::sys::errno() };
@@ -179,6 +193,7 @@ fn child(maps: Option<CanaryIdMaps<'_>>, scratch: &std::ffi::CStr, proc_dir: &st
             )
         } == 0,
     );
+    r.net = network();
     if r.private != 0 {
         return r;
     }
@@ -247,13 +262,41 @@ fn child(maps: Option<CanaryIdMaps<'_>>, scratch: &std::ffi::CStr, proc_dir: &st
     r
 }
 
+/// A network namespace of the child's own with `lo` up: 0, or the first errno.
+fn network() -> i32 {
+    // SAFETY: unshare with a flag; the namespace is this (forked) child's alone.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        return crate::sys::errno();
+    }
+    // SAFETY: socket with integer arguments; closed below.
+    let s = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if s < 0 {
+        return crate::sys::errno();
+    }
+    // SAFETY: ifreq is plain data; all zeroes is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    #[allow(clippy::cast_possible_truncation, reason = "IFF_UP | IFF_RUNNING fit in the short ifr_flags")]
+    {
+        req.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    }
+    // SAFETY: ioctl(SIOCSIFFLAGS) reads a local ifreq.
+    let up = unsafe { libc::ioctl(s, libc::SIOCSIFFLAGS as _, &req as *const libc::ifreq) };
+    let e = if up == 0 { 0 } else { crate::sys::errno() };
+    // SAFETY: closing the socket opened above.
+    unsafe { libc::close(s) };
+    e
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_record_round_trips() {
-        let r = CanaryReport { clone: 0, private: 0, tmpfs: 0, proc: libc::EPERM, open_tree: 0, setattr: -1 };
+        let r = CanaryReport { clone: 0, private: 0, tmpfs: 0, proc: libc::EPERM, open_tree: 0, setattr: -1, net: 1 };
         assert_eq!(CanaryReport::from_bytes(&r.to_bytes()), r);
     }
 
