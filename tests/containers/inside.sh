@@ -6,7 +6,7 @@
 # victim process alive with its secret unread, no survivor, a trap that received
 # nothing. It prints tab-separated records on stdout for suite.py to judge:
 #   PROBE  <cordon probe --json>
-#   RUN    <case> <kind> <exit status> <result JSON>     kind: escape, control, agree
+#   RUN    <case> <kind> <exit status> <result JSON>     kind: escape, control, agree, ipc
 #   EFFECT <case> ok | ESCAPE <what> | BROKEN <what>
 # It judges no JSON itself (the image has no JSON tool); suite.py does.
 #
@@ -180,6 +180,15 @@ if [ -n "$forked" ] && [ "$forked" -gt 32 ]; then
 else
     effect limit-pids ok
 fi
+
+# ---- local IPC with the network off (judged by suite.py: `sandbox.local_ipc` says
+# what the run had, the echo's outcome matches it, and probe's net_namespace agrees)
+# shellcheck disable=SC2086
+run ipc-loopback ipc $FLAGS -- "$P" loopback-echo 127.0.0.1 $((port + 1))
+# shellcheck disable=SC2086
+run ipc-unix ipc $FLAGS -- "$P" unix-echo "$ws/ipc.sock"
+# shellcheck disable=SC2086
+run ipc-loopback-bwrap ipc --runner bwrap $FLAGS -- "$P" loopback-echo 127.0.0.1 $((port + 1))
 
 # ---- positive controls (judged by suite.py: the command must succeed)
 # shellcheck disable=SC2086

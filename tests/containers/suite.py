@@ -85,6 +85,11 @@ VARIANTS = {
         "the same, --user 65534",
     ),
     "unmask-all": (["--security-opt", "unmask=ALL"], False, "--security-opt unmask=ALL (procMount: Unmasked)"),
+    "no-netns": (
+        ["--security-opt", "unmask=ALL", "--security-opt", "seccomp={work}/no-netns.json"],
+        False,
+        "every namespace but the network's (a profile refusing CLONE_NEWNET alone), /proc unmasked",
+    ),
 }
 
 # What each variant must reach: (a hard-mode workspace-write run without flags, the
@@ -99,6 +104,7 @@ EXPECT = {
     "docker-noptrace": ("SANDBOX_UNAVAILABLE", "container", "SANDBOX_UNAVAILABLE"),
     "docker-noptrace-65534": ("SANDBOX_UNAVAILABLE", "container", "SANDBOX_UNAVAILABLE"),
     "unmask-all": ("full", "full", "full"),
+    "no-netns": ("full", "full", "full"),
 }
 # The flags of every escape and control run: the container profile accepted (where
 # the host can do more, the run is simply full).
@@ -158,6 +164,30 @@ def runtime_args():
     nproc = min(resource.getrlimit(resource.RLIMIT_NPROC)[1], 32768)
     args = ["--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", f"nproc={nproc}:{nproc}"]
     return ["--runtime", "runc"], args
+
+
+def no_netns_profile(work):
+    """A profile that allows every system call but a network namespace: `unshare` and
+    `clone` with CLONE_NEWNET refused (EPERM), `clone3` answered ENOSYS (its flags are
+    in memory a filter cannot read; libc and bubblewrap fall back to `clone`), as a
+    hardened profile or an LSM refusing network namespaces alone would."""
+    newnet = 0x40000000
+    profile = {
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "syscalls": [
+            {
+                "names": ["unshare", "clone"],
+                "action": "SCMP_ACT_ERRNO",
+                "errnoRet": 1,
+                "args": [{"index": 0, "value": newnet, "valueTwo": newnet, "op": "SCMP_CMP_MASKED_EQ"}],
+            },
+            {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38},
+        ],
+    }
+    path = os.path.join(work, "no-netns.json")
+    with open(path, "w") as f:
+        json.dump(profile, f)
+    os.chmod(path, 0o644)
 
 
 def noptrace_profile(work):
@@ -309,6 +339,7 @@ def judge(name, probe, runs, effects, done):
             fails.append(f"{case}: `true` exited {res.get('exit_code')}: {res['stderr']['text'][:200]}")
     # Escapes and controls.
     escapes, ran, controls_ok, controls_run, declared = [], 0, 0, 0, []
+    local_ipc = set()
     gaps = set()
     for case, (kind, status, res, text) in runs.items():
         if kind == "agree":
@@ -340,6 +371,27 @@ def judge(name, probe, runs, effects, done):
             if case == "git-config" and "error" not in res and not res["sandbox"].get("denials"):
                 if not res["sandbox"].get("unobserved"):
                     fails.append("git-config: a refused write into .git was not reported (denials: [])")
+        elif kind == "ipc":
+            # Local IPC with the network off: the result says what the run had, the
+            # probe's host fact agrees, and the effect matches the claim.
+            if "error" in res:
+                if res["error"].get("code") != "SANDBOX_UNAVAILABLE":
+                    fails.append(f"{case}: {res['error'].get('code')}: {res['error'].get('message', '')[:300]}")
+                continue
+            ipc = res["sandbox"].get("local_ipc") or {}
+            worked = '"ok":true' in res["stdout"]["text"]
+            netns = ((probe or {}).get("host", {}).get("net_namespace") or {}).get("status")
+            local_ipc.add(ipc.get("status", "absent"))
+            if ipc.get("status") == "own-namespace":
+                if not worked:
+                    fails.append(f"{case}: local_ipc own-namespace, but the echo failed: {out[-300:]}")
+                if netns != "available":
+                    fails.append(f"{case}: local_ipc own-namespace, but probe said net_namespace {netns}")
+            elif ipc.get("status") == "refused" and ipc.get("reason"):
+                if worked:
+                    fails.append(f"{case}: local_ipc refused, but the echo worked: {out[-300:]}")
+            else:
+                fails.append(f"{case}: no local_ipc in a network-off result: {ipc}")
         elif kind == "control":
             if "error" in res:
                 code = res["error"].get("code")
@@ -360,6 +412,7 @@ def judge(name, probe, runs, effects, done):
     row["effects of declared gaps"] = ",".join(declared) or "-"
     row["controls"] = f"{controls_ok}/{controls_run}"
     row["gaps"] = ",".join(sorted(gaps)) or "-"
+    row["local ipc"] = ",".join(sorted(local_ipc)) or "-"
     limits = None
     for case in ["ctl-read", "agree-workspace-write"]:
         res = runs.get(case, (None, None, None, None))[2]
@@ -386,7 +439,7 @@ def profile_outcome(res):
 
 
 def print_table(rows):
-    cols = ["variant", "read-only", "workspace-write", "with flags", "bwrap", "plain bwrap", "escapes", "effects of declared gaps", "controls", "gaps", "limits"]
+    cols = ["variant", "read-only", "workspace-write", "with flags", "bwrap", "plain bwrap", "escapes", "effects of declared gaps", "controls", "local ipc", "gaps", "limits"]
     width = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols}
     print("  ".join(c.ljust(width[c]) for c in cols))
     for r in rows:
@@ -422,6 +475,7 @@ def main():
     try:
         lib_users = stage(args.cordon, work)
         noptrace_profile(work)
+        no_netns_profile(work)
         data, digest = rootfs.build(lib_users)
         tag = f"{IMAGE}:{digest[:16]}"
         tar = os.path.join(work, "rootfs.tar")
