@@ -8,7 +8,8 @@
 //! mounts a tmpfs on the given directory, creates a directory in it, mounts a fresh
 //! procfs there (the step a container's masked `/proc` refuses: the kernel's
 //! `mount_too_revealing`), clones the tmpfs with `open_tree` and makes it read-only
-//! with `mount_setattr`. Last, apart from those, it makes a network namespace of its own
+//! with `mount_setattr`. Apart from those (right after the first mount step, so a refused
+//! mount leaves it tried), it makes a network namespace of its own
 //! (`unshare(CLONE_NEWNET)`) and sets its `lo` up, as the stage does for a run with the
 //! network off (a seccomp profile or LSM may refuse that alone). Everything it made dies
 //! with it. It uses
