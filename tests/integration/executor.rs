@@ -1138,6 +1138,12 @@ fn assert_result_shape(v: &Value) {
     if sandbox.remove("skipped") {
         assert!(v["sandbox"]["skipped"].as_array().is_some_and(|a| !a.is_empty()), "{v}");
     }
+    // `local_ipc` is present exactly when the run was confined with the network off.
+    let confined = v["sandbox"]["mode"] != "full-access";
+    assert_eq!(sandbox.remove("local_ipc"), confined, "local_ipc with the network off only: {v}");
+    if confined {
+        assert!(matches!(v["sandbox"]["local_ipc"]["status"].as_str(), Some("own-namespace" | "refused")), "{v}");
+    }
     assert_eq!(
         sandbox,
         set(&["mode", "runner", "denied", "denials", "enforcement", "runner_failed", "writable_roots", "protected"]),
