@@ -32,7 +32,8 @@ const VOCABULARY: &[&str] = &["mode", "vocab", "error", "result"];
 
 /// Known breaches still being worked on: a breach listed here is reported but does not
 /// fail the test; one that is gone must be removed from the list (the test says so).
-const KNOWN: &[&str] = &[];
+const KNOWN: &[&str] =
+    &["size: src/runner/landlock.rs ", "size: src/runner/seccomp/mod.rs ", "size: src/runner/bwrap.rs "];
 
 #[test]
 fn house_rules() {
