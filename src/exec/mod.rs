@@ -449,6 +449,9 @@ impl Executor {
             _ => None,
         };
         let mut policy_req = req.policy.clone();
+        // Hidden from every Linux run; other runs' held storage there is in flux.
+        #[cfg(target_os = "linux")]
+        policy_req.unsearched.extend(self.state_dir.canonicalize().ok());
         if let Some(dir) = &cache_dir {
             policy_req.writable_roots.push(cache_subdir(dir, crate::request::CACHE_DIR_CACHES)?);
         }

@@ -64,9 +64,11 @@ pub(super) fn searchable(dir: &Path) -> bool {
 }
 
 /// Walk `root` for git directories and gitfiles (what counts: the module docs), adding
-/// them to `out`. Every directory entry read costs one unit of `budget`.
+/// them to `out`, without entering the directories in `skip`. Every directory entry
+/// read costs one unit of `budget`.
 pub(super) fn discover_git_dirs(
     root: &Path,
+    skip: &[PathBuf],
     budget: &mut usize,
     out: &mut Vec<PathBuf>,
     repos: &mut Vec<Repo>,
@@ -75,6 +77,9 @@ pub(super) fn discover_git_dirs(
         |path: &Path, source| PolicyError::Discovery { root: root.to_path_buf(), path: path.to_path_buf(), source };
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
+        if skip.contains(&dir) {
+            continue;
+        }
         let entries = match list_dir(&dir) {
             Ok(entries) => entries,
             Err(e) if vanished(&e) => continue,
@@ -251,6 +256,21 @@ mod tests {
     }
 
     #[test]
+    fn an_unsearched_directory_is_not_entered() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("state/held/upper/.git")).unwrap();
+        std::fs::create_dir_all(root.join("a/.git")).unwrap();
+        let (mut out, mut budget) = (Vec::new(), MAX_DISCOVERY_ENTRIES);
+        discover_git_dirs(&root, &[root.join("state")], &mut budget, &mut out, &mut Vec::new()).unwrap();
+        assert_eq!(out, vec![root.join("a/.git")]);
+        let (mut out, mut budget) = (Vec::new(), MAX_DISCOVERY_ENTRIES);
+        discover_git_dirs(&root, &[], &mut budget, &mut out, &mut Vec::new()).unwrap();
+        out.sort();
+        assert_eq!(out, vec![root.join("a/.git"), root.join("state/held/upper/.git")]);
+    }
+
+    #[test]
     fn a_tree_deeper_than_a_path_is_searched_and_a_repository_there_refused() {
         // A tree thousands of levels deep in a writable root (anyone can make one in
         // /tmp) failed every run with INVALID_POLICY ("File name too long"): it is
@@ -263,13 +283,13 @@ mod tests {
         rustix::fs::mkdirat(&bottom, "plain", Mode::from_raw_mode(0o755)).unwrap();
         let mut out = Vec::new();
         let mut budget = MAX_DISCOVERY_ENTRIES;
-        discover_git_dirs(&root, &mut budget, &mut out, &mut Vec::new()).unwrap();
+        discover_git_dirs(&root, &[], &mut budget, &mut out, &mut Vec::new()).unwrap();
         assert_eq!(out, vec![root.join("a/.git")]);
         assert!(MAX_DISCOVERY_ENTRIES - budget > 1600, "the deep tree was searched");
 
         rustix::fs::mkdirat(&bottom, ".git", Mode::from_raw_mode(0o755)).unwrap();
         let mut budget = MAX_DISCOVERY_ENTRIES;
-        let err = discover_git_dirs(&root, &mut budget, &mut Vec::new(), &mut Vec::new()).unwrap_err();
+        let err = discover_git_dirs(&root, &[], &mut budget, &mut Vec::new(), &mut Vec::new()).unwrap_err();
         assert!(
             matches!(&err, PolicyError::Discovery { path, source, .. }
                 if path.ends_with("dd/.git") && source.raw_os_error() == Some(libc::ENAMETOOLONG)),

@@ -188,6 +188,13 @@ pub struct PolicyRequest {
     /// nothing (the network stays off).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_hosts: Vec<hosts::HostPattern>,
+    /// Directories the git-directory search does not enter: cordon's own state
+    /// directory, which every Linux runner hides from the command (an empty read-only
+    /// tmpfs), so nothing the command does can put a repository there, while other
+    /// runs' held storage in it comes and goes as it is read. Set by the executor,
+    /// never from a request's text (not deserialized).
+    #[serde(skip)]
+    pub unsearched: Vec<PathBuf>,
 }
 
 impl Default for PolicyRequest {
@@ -203,6 +210,7 @@ impl Default for PolicyRequest {
             allow_unix_sockets: Vec::new(),
             unprotected: Vec::new(),
             allow_hosts: Vec::new(),
+            unsearched: Vec::new(),
         }
     }
 }
@@ -538,7 +546,7 @@ pub fn resolve_policy(req: &PolicyRequest, workspace: &Path) -> Result<Execution
         }
         let mut budget = MAX_DISCOVERY_ENTRIES;
         for base in writable.iter().filter(|b| !writable.iter().any(|o| o != *b && b.starts_with(o))) {
-            discover_git_dirs(base, &mut budget, &mut protected, &mut repos)?;
+            discover_git_dirs(base, &req.unsearched, &mut budget, &mut protected, &mut repos)?;
             protected.sort();
             protected.dedup();
             if protected.len() > MAX_PROTECTED {
@@ -962,10 +970,10 @@ mod tests {
         // root: a, b; a: .git; b: 10 files. The 50 objects are never visited.
         let mut budget = 13;
         let mut out = Vec::new();
-        discover_git_dirs(&root, &mut budget, &mut out, &mut Vec::new()).unwrap();
+        discover_git_dirs(&root, &[], &mut budget, &mut out, &mut Vec::new()).unwrap();
         assert_eq!((budget, out), (0, vec![root.join("a/.git")]));
         let mut budget = 12;
-        let err = discover_git_dirs(&root, &mut budget, &mut Vec::new(), &mut Vec::new()).unwrap_err();
+        let err = discover_git_dirs(&root, &[], &mut budget, &mut Vec::new(), &mut Vec::new()).unwrap_err();
         assert!(matches!(&err, PolicyError::DiscoveryLimit { root: r, .. } if *r == root), "{err}");
     }
 
