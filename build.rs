@@ -39,6 +39,7 @@ fn main() {
         "build.rs",
         "src/error/seccomp.rs",
         "src/runner/seccomp/mod.rs",
+        "src/runner/seccomp/compile.rs",
         "src/runner/seccomp/syscalls.rs",
         "profiles/seccomp/confined.json",
         "profiles/seccomp/observe.json",
