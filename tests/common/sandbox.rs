@@ -555,6 +555,14 @@ impl Ctx {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+        // A known nice value (the suite may run under `nice`, which the victim would
+        // inherit): root may lower it, and then every identity can raise it again,
+        // so the nice-value observers of the process tests are never blind.
+        // SAFETY: geteuid takes nothing and cannot fail.
+        if unsafe { libc::geteuid() } == 0 {
+            // SAFETY: setpriority on a pid this test just spawned; no memory is passed.
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, pid, 0) };
+        }
         Victim { child, pid, secret, cwd_tag: tag }
     }
 }
